@@ -1,0 +1,147 @@
+"""Training configuration: one dataclass, validated, saved in the bundle manifest.
+
+One JSON file of this config reproduces a run exactly (``TrainConfig.from_json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .weights import WEIGHT_RULES
+
+# Training strategies → (masking strategy, whether the MLM loss is mask-specific weighted).
+STRATEGIES: dict[str, tuple[str | None, bool]] = {
+    "vanilla": (None, False),
+    "mslm": ("elm_blm", True),
+    "span": ("span", False),
+    "pmi": ("pmi", False),
+    "random": ("random", False),
+}
+DEFAULT_STRATEGY = "vanilla"
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class TrainConfig:
+    train: str = _f("", "training corpus (CoNLL-IOB or JSONL)")
+    dev: str = _f("", "development corpus: model selection and early stopping")
+    test: str | None = _f(None, "optional test corpus, evaluated once with the best model")
+    base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id")
+    strategy: str = _f(DEFAULT_STRATEGY, "one of: " + ", ".join(STRATEGIES))
+    elm_rate: float = _f(1.0, "share of mentions masked per sentence (ceil rule)")
+    blm_rate: float = _f(0.075, "probability of masking each other token")
+    mask_rate: float | None = _f(
+        None, "budget of span/pmi/random masking; default: the share MSLM masks on train"
+    )
+    masking: str = _f("dynamic", "dynamic (re-drawn per batch, seeded) or static")
+    mask_replace: str = _f("mask", "mask (all [MASK]) or bert (80/10/10)")
+    mask_weights: bool = _f(True, "mask-specific weights; False fixes both to 1 (ablation)")
+    weight_rule: str = _f("paper", "paper (eq. 2-5) or reference (the research code's rule)")
+    detect_on: str = _f("masked", "masked: heads read the masked pass; clean: a second pass")
+    detect_ignore_masked: bool = _f(False, "detection loss skips masked positions")
+    mlm_weight: float = _f(1.0, "λ: weight of the MLM loss in the joint loss")
+    epochs: int = _f(5, "training epochs")
+    batch_size: int = _f(16, "sentences (windows) per batch")
+    learning_rate: float = _f(5e-5, "peak learning rate (AdamW)")
+    weight_decay: float = _f(0.01, "AdamW weight decay")
+    warmup_ratio: float = _f(0.1, "share of steps of linear warm-up")
+    max_grad_norm: float = _f(1.0, "gradient clipping")
+    max_length: int = _f(128, "subwords per window; longer sentences are split")
+    dropout: float = _f(0.1, "dropout in the heads")
+    seed: int = _f(42, "seed of everything: order, masks, initialisation")
+    max_train_sentences: int | None = _f(None, "use only the first K training sentences")
+    patience: int | None = _f(3, "stop after this many epochs without dev F1 gain")
+    eval_batch_size: int = _f(64, "windows per batch at evaluation")
+    checkpoint_every: int = _f(0, "also checkpoint every N steps (0: at epoch ends only)")
+    device: str = _f("auto", "auto, cpu or cuda")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        def bad(name: str, why: str) -> ConfigError:
+            return ConfigError(f"{name}: {why} (got {getattr(self, name)!r})")
+
+        if self.strategy not in STRATEGIES:
+            raise bad("strategy", "must be one of " + ", ".join(STRATEGIES))
+        for name in ("elm_rate", "blm_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise bad(name, "must be in [0, 1]")
+        if self.mask_rate is not None and not 0.0 < self.mask_rate <= 1.0:
+            raise bad("mask_rate", "must be in (0, 1]")
+        choices = {
+            "masking": ("dynamic", "static"),
+            "mask_replace": ("mask", "bert"),
+            "weight_rule": WEIGHT_RULES,
+            "detect_on": ("masked", "clean"),
+            "device": ("auto", "cpu", "cuda"),
+        }
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise bad(name, "must be one of " + ", ".join(valid))
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise bad(name, "must be at least 1")
+        if not 16 <= self.max_length <= 8192:
+            raise bad("max_length", "must be between 16 and 8192")
+        if self.learning_rate <= 0:
+            raise bad("learning_rate", "must be positive")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise bad("warmup_ratio", "must be in [0, 1)")
+        if self.mlm_weight < 0:
+            raise bad("mlm_weight", "must be non-negative")
+        if self.patience is not None and self.patience < 1:
+            raise bad("patience", "must be at least 1 (or None to disable)")
+        if self.max_train_sentences is not None and self.max_train_sentences < 1:
+            raise bad("max_train_sentences", "must be at least 1")
+        if self.detect_ignore_masked and self.strategy == "mslm" and self.elm_rate >= 1.0:
+            raise bad(
+                "detect_ignore_masked",
+                "needs elm_rate < 1: with every mention masked no entity token is left to learn",
+            )
+
+    @property
+    def masking_strategy(self) -> str | None:
+        return STRATEGIES[self.strategy][0]
+
+    @property
+    def weighted(self) -> bool:
+        return STRATEGIES[self.strategy][1] and self.mask_weights
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        """Identifies what a checkpoint was trained with (device excluded)."""
+        d = {k: v for k, v in self.to_dict().items() if k not in ("device", "eval_batch_size")}
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> TrainConfig:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(cls)}

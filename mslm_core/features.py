@@ -1,0 +1,233 @@
+"""Words ↔ subwords, and windows for sentences longer than ``max_length``.
+
+A sentence is tokenised once with the fast tokenizer (``is_split_into_words=True``), giving
+each word its subword ids. Windows are then assembled from whole words: for training,
+consecutive non-overlapping windows (cut outside mentions where possible); for prediction,
+overlapping windows in which every word has one *owner* window — the one where it sits
+furthest from an edge — so a mention cut by one window edge is read from the other window.
+Nothing is ever silently truncated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .corpus import Mention
+
+BIO_LABELS = ("B", "I", "O")
+B, I, O = 0, 1, 2
+IGNORE = -100
+# A pathological "word" (thousands of letters, no space) keeps at most this many subwords:
+# detection reads its first subword, classification the mean of these.
+MAX_SUBWORDS_PER_WORD = 32
+
+
+@dataclass
+class Window:
+    """One model input: subwords of ``words[word_start:word_end]`` of sentence ``sentence``.
+
+    ``input_ids``: [T] including special tokens. ``word_index``: [T] sentence-level word index
+    of each subword, -1 for special tokens. ``labels``: [T] BIO id at the first subword of each
+    word, -100 elsewhere (training only). ``mentions``: (subword start, subword end, type id)
+    of the gold mentions inside the window (training only; a mention cut by the window edge
+    contributes its part).
+    """
+
+    sentence: int
+    word_start: int
+    word_end: int
+    input_ids: np.ndarray
+    word_index: np.ndarray
+    labels: np.ndarray | None = None
+    mentions: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def special_mask(self) -> np.ndarray:
+        return self.word_index < 0
+
+    def first_subword(self) -> dict[int, int]:
+        """sentence word index → position of its first subword in this window."""
+        out: dict[int, int] = {}
+        for pos, w in enumerate(self.word_index.tolist()):
+            if w >= 0 and w not in out:
+                out[w] = pos
+        return out
+
+
+class WindowBuilder:
+    """Turns word lists into model windows for one tokenizer and ``max_length``."""
+
+    def __init__(self, tokenizer, max_length: int = 128, stride_fraction: float = 0.5):
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError("a fast (Rust) tokenizer is required for word alignment")
+        probe = tokenizer(["x"], is_split_into_words=True)
+        ids, wids = probe["input_ids"], probe.word_ids()
+        first = wids.index(0)
+        last = len(wids) - 1 - wids[::-1].index(0)
+        self.prefix = list(ids[:first])
+        self.suffix = list(ids[last + 1 :])
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.body = max_length - len(self.prefix) - len(self.suffix)
+        if self.body < 8:
+            raise ValueError(f"max_length={max_length} leaves fewer than 8 positions for text")
+        self.stride_fraction = stride_fraction
+
+    # -- subwords ---------------------------------------------------------------------------
+    def subwords(self, sentences: list[list[str]]) -> list[list[list[int]]]:
+        """Per sentence, per word, its subword ids (capped at MAX_SUBWORDS_PER_WORD)."""
+        out: list[list[list[int]]] = []
+        nonempty = [i for i, words in enumerate(sentences) if words]
+        enc = (
+            self.tokenizer(
+                [sentences[i] for i in nonempty],
+                is_split_into_words=True,
+                add_special_tokens=False,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )
+            if nonempty
+            else None
+        )
+        by_index = {}
+        for k, i in enumerate(nonempty):
+            per_word: list[list[int]] = [[] for _ in sentences[i]]
+            assert enc is not None
+            for tok, w in zip(enc["input_ids"][k], enc.word_ids(k), strict=True):
+                if w is not None and len(per_word[w]) < MAX_SUBWORDS_PER_WORD:
+                    per_word[w].append(tok)
+            by_index[i] = per_word
+        for i, words in enumerate(sentences):
+            out.append(by_index.get(i, [[] for _ in words]))
+        return out
+
+    # -- window layouts ---------------------------------------------------------------------
+    def training_layout(self, counts: list[int], mentions: list[Mention]) -> list[tuple[int, int]]:
+        """Consecutive, non-overlapping word ranges that each fit; cut outside mentions when
+        a mention fits in a window."""
+        inside = [False] * (len(counts) + 1)  # inside[j]: a mention continues at word j
+        for m in mentions:
+            for j in range(m.start + 1, m.end):
+                inside[j] = True
+        ranges, start = [], 0
+        while start < len(counts):
+            end, used = start, 0
+            while end < len(counts) and used + counts[end] <= self.body:
+                used += counts[end]
+                end += 1
+            end = max(end, start + 1)  # a single over-long word is already capped
+            if end < len(counts) and inside[end]:
+                back = end
+                while back > start + 1 and inside[back]:
+                    back -= 1
+                if back > start and not inside[back]:
+                    end = back
+            ranges.append((start, end))
+            start = end
+        return ranges or [(0, 0)]
+
+    def prediction_layout(self, counts: list[int]) -> tuple[list[tuple[int, int]], list[int]]:
+        """Overlapping word ranges, and the owner range of each word."""
+        n = len(counts)
+        if sum(counts) <= self.body:
+            return [(0, n)], [0] * n
+        ranges: list[tuple[int, int]] = []
+        start = 0
+        stride = max(1, int(self.body * self.stride_fraction))
+        while True:
+            end, used = start, 0
+            while end < n and used + counts[end] <= self.body:
+                used += counts[end]
+                end += 1
+            end = max(end, start + 1)
+            ranges.append((start, end))
+            if end >= n:
+                break
+            nxt, used = start, 0
+            while nxt < end and used + counts[nxt] < stride:
+                used += counts[nxt]
+                nxt += 1
+            start = max(nxt, start + 1)
+        # owner of word j: the window where j is furthest (in subwords) from an inner edge;
+        # the sentence's own start and end are not edges. Ties go to the earlier window.
+        cum = np.concatenate([[0], np.cumsum(counts)])
+        big = int(cum[-1]) + 1
+        owner = []
+        for j in range(n):
+            best, best_margin = -1, -1
+            for r, (a, b) in enumerate(ranges):
+                if a <= j < b:
+                    left = int(cum[j] - cum[a]) if a > 0 else big
+                    right = int(cum[b] - cum[j + 1]) if b < n else big
+                    if min(left, right) > best_margin:
+                        best, best_margin = r, min(left, right)
+            owner.append(best)
+        return ranges, owner
+
+    # -- windows ----------------------------------------------------------------------------
+    def _window(self, sentence: int, per_word: list[list[int]], start: int, end: int) -> Window:
+        ids = list(self.prefix)
+        widx = [-1] * len(self.prefix)
+        for j in range(start, end):
+            ids.extend(per_word[j])
+            widx.extend([j] * len(per_word[j]))
+        ids.extend(self.suffix)
+        widx.extend([-1] * len(self.suffix))
+        return Window(sentence, start, end, np.asarray(ids, np.int64), np.asarray(widx, np.int32))
+
+    def training_windows(
+        self,
+        sentences: list[list[str]],
+        mentions: list[list[Mention]],
+        type_ids: dict[str, int],
+    ) -> list[Window]:
+        out = []
+        for s, (per_word, ments) in enumerate(zip(self.subwords(sentences), mentions, strict=True)):
+            counts = [len(x) for x in per_word]
+            tags = [O] * len(per_word)
+            for m in ments:
+                tags[m.start] = B
+                for j in range(m.start + 1, m.end):
+                    tags[j] = I
+            for a, b in self.training_layout(counts, ments):
+                if a == b:
+                    continue
+                win = self._window(s, per_word, a, b)
+                labels = np.full(len(win), IGNORE, np.int64)
+                first = win.first_subword()
+                for j, pos in first.items():
+                    # the first word of a window continuing a mention is still labelled I
+                    labels[pos] = tags[j]
+                win.labels = labels
+                for m in ments:
+                    lo, hi = max(m.start, a), min(m.end, b)
+                    if lo >= hi:
+                        continue
+                    positions = np.nonzero((win.word_index >= lo) & (win.word_index < hi))[0]
+                    if len(positions):
+                        win.mentions.append(
+                            (int(positions[0]), int(positions[-1]) + 1, type_ids[m.label])
+                        )
+                out.append(win)
+        return out
+
+    def prediction_windows(
+        self, sentences: list[list[str]]
+    ) -> tuple[list[Window], list[list[int]]]:
+        """All windows of all sentences, and per sentence, per word, the index (into the
+        returned list) of the word's owner window."""
+        windows: list[Window] = []
+        owners: list[list[int]] = []
+        for s, per_word in enumerate(self.subwords(sentences)):
+            counts = [len(x) for x in per_word]
+            ranges, owner = self.prediction_layout(counts)
+            base = len(windows)
+            for a, b in ranges:
+                windows.append(self._window(s, per_word, a, b))
+            owners.append([base + r for r in owner])
+        return windows, owners

