@@ -60,7 +60,7 @@ class TrainConfig:
     dropout: float = _f(0.1, "dropout in the heads")
     seed: int = _f(42, "seed of everything: order, masks, initialisation")
     max_train_sentences: int | None = _f(None, "use only the first K training sentences")
-    patience: int | None = _f(3, "stop after this many epochs without dev F1 gain")
+    patience: int | None = _f(3, "stop after this many epochs without dev F1 gain (0: never)")
     eval_batch_size: int = _f(64, "windows per batch at evaluation")
     checkpoint_every: int = _f(0, "also checkpoint every N steps (0: at epoch ends only)")
     device: str = _f("auto", "auto, cpu or cuda")
@@ -100,8 +100,8 @@ class TrainConfig:
             raise bad("warmup_ratio", "must be in [0, 1)")
         if self.mlm_weight < 0:
             raise bad("mlm_weight", "must be non-negative")
-        if self.patience is not None and self.patience < 1:
-            raise bad("patience", "must be at least 1 (or None to disable)")
+        if self.patience is not None and self.patience < 0:
+            raise bad("patience", "must be at least 0 (0 or None: no early stopping)")
         if self.max_train_sentences is not None and self.max_train_sentences < 1:
             raise bad("max_train_sentences", "must be at least 1")
         if self.detect_ignore_masked and self.strategy == "mslm" and self.elm_rate >= 1.0:

@@ -232,3 +232,20 @@ def decode_bio(tags: list[int]) -> list[tuple[int, int]]:
     if start is not None:
         spans.append((start, len(tags)))
     return spans
+
+
+def load_predictor(bundle_dir, device: str = "cpu", batch_size: int = 64) -> Predictor:
+    """A PyTorch predictor for a bundle (checksums verified on load)."""
+    from .bundle import load_bundle
+
+    bundle = load_bundle(bundle_dir, device=device)
+    tok = bundle.tokenizer
+    predictor = Predictor(
+        TorchBackend(bundle.model, device),
+        WindowBuilder(tok, int(bundle.manifest.get("max_length", 128))),
+        bundle.manifest["types"],
+        batch_size=batch_size,
+        pad_id=tok.pad_token_id or 0,
+    )
+    predictor.bundle = bundle  # type: ignore[attr-defined]
+    return predictor
