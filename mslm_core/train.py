@@ -448,8 +448,10 @@ class Trainer:
         torch.set_rng_state(tensors["torch_rng"])
         if "cuda_rng" in tensors and torch.cuda.is_available():
             torch.cuda.set_rng_state(tensors["cuda_rng"])
-        saved = meta["state"]
-        self.state = TrainState(**{**saved, "should_stop": False, "stop_reason": None})
+        # update in place: callers (and fit's loop) hold a reference to this state object
+        for key, value in meta["state"].items():
+            setattr(self.state, key, value)
+        self.state.should_stop, self.state.stop_reason = False, None
         log.info(
             "resumed from %s (epoch %d, step %d)",
             ckpt.name,
