@@ -1,0 +1,245 @@
+"""Bundles (checksums, atomic, no pickles), prediction offsets and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mslm_core import cli
+from mslm_core.bundle import load_bundle, verify_bundle
+from mslm_core.config import TrainConfig
+from mslm_core.errors import BundleError
+from mslm_core.features import WindowBuilder
+from mslm_core.predict import Predictor, load_predictor
+from mslm_core.train import train
+
+
+@pytest.fixture(scope="module")
+def bundle(toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bundles") / "toy"
+    cfg = TrainConfig(
+        train=str(toy_corpus),
+        dev=str(toy_corpus),
+        base_model=str(tiny_encoder),
+        epochs=30,
+        batch_size=2,
+        learning_rate=3e-3,
+        warmup_ratio=0.0,
+        patience=None,
+        max_length=16,  # forces windows on longer inputs
+        seed=3,
+    )
+    train(cfg, out)
+    return out
+
+
+def test_manifest_lists_every_file_with_its_sha256(bundle):
+    manifest = verify_bundle(bundle)
+    on_disk = {p.name for p in bundle.iterdir() if p.name != "manifest.json"}
+    assert set(manifest["files"]) == on_disk
+    assert {"model.safetensors", "config.json"} <= on_disk
+    assert not [p for p in bundle.iterdir() if p.suffix in (".bin", ".pt", ".pkl")]
+    assert manifest["types"] == ["Chemical", "Disease"]
+    assert manifest["config"]["seed"] == 3
+    assert not list(bundle.parent.glob(".toy.tmp-*"))  # staging directory renamed away
+
+
+def test_corrupt_bundle_is_refused(bundle, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(BundleError, match=r"checksum mismatch for model\.safetensors"):
+        load_bundle(copy)
+    (copy / "config.json").unlink()
+    with pytest.raises(BundleError, match="missing"):
+        verify_bundle(copy)
+    with pytest.raises(BundleError, match="not a model bundle"):
+        load_bundle(tmp_path)
+
+
+def test_loading_never_unpickles(bundle, monkeypatch):
+    import pickle
+
+    import torch
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a pickle was loaded")
+
+    monkeypatch.setattr(torch, "load", forbidden)
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    assert load_bundle(bundle).model is not None
+
+
+TRICKY = [
+    "The patient has breast cancer.",
+    "",
+    "   \n\t  ",
+    "Café — the patient has breast  cancer 😀 and renal\tfailure.",
+    "患者 has breast cancer。Aspirin reduces fever.",
+    "No entity here at all",
+    "cancer",
+]
+
+
+def test_offsets_index_the_original_string(bundle):
+    predictor = load_predictor(bundle)
+    results = predictor.annotate(TRICKY)
+    assert len(results) == len(TRICKY)
+    assert results[1] == [] and results[2] == []
+    found = 0
+    for text, entities in zip(TRICKY, results, strict=True):
+        for e in entities:
+            assert text[e.start : e.end] == e.text
+            assert e.text == e.text.strip() and e.text
+            assert e.type in ("Chemical", "Disease")
+            assert 0.0 <= e.confidence <= e.detection_score <= 1.0
+            found += 1
+    assert "breast cancer" in [e.text for e in results[0]]
+    assert found >= 4
+
+
+def test_batch_composition_does_not_change_results(bundle):
+    predictor = load_predictor(bundle, batch_size=3)
+    together = predictor.annotate(TRICKY)
+    alone = [predictor.annotate([t])[0] for t in TRICKY]
+    for a, b in zip(together, alone, strict=True):
+        assert [(e.start, e.end, e.type) for e in a] == [(e.start, e.end, e.type) for e in b]
+        for x, y in zip(a, b, strict=True):
+            assert x.confidence == pytest.approx(y.confidence, abs=1e-5)
+
+
+def test_long_sentence_is_windowed_not_truncated(bundle):
+    """max_length is 16: a 60-word sentence spans several windows; a mention at the very end
+    is still found."""
+    predictor = load_predictor(bundle)
+    filler = " ".join(["the patient"] * 25)
+    text = f"Aspirin {filler} has breast cancer"
+    (entities,) = predictor.annotate([text])
+    assert entities[0].text == "Aspirin"
+    assert entities[-1].end == len(text)  # the last word was read, not truncated away
+    assert all(text[e.start : e.end] == e.text for e in entities)
+
+
+class TaggingBackend:
+    """Tags by token id, context-free: "breast" → B, "cancer" → I, anything else → O."""
+
+    def __init__(self, tokenizer):
+        self.b, self.i = tokenizer.convert_tokens_to_ids(["breast", "cancer"])
+
+    def features(self, ids, mask):
+        probs = np.zeros((*ids.shape, 3), np.float32)
+        probs[..., 2] = 0.9
+        probs[..., 0] = np.where(ids == self.b, 0.95, 0.05)
+        probs[..., 1] = np.where(ids == self.i, 0.95, 0.05)
+        return probs, np.ones((*ids.shape, 4), np.float32)
+
+    def classify(self, pooled):
+        return np.ones((len(pooled), 1), np.float32)
+
+
+@pytest.mark.parametrize("max_length", [12, 16, 23])
+def test_mention_across_every_window_edge_is_found_once(tiny_encoder, max_length):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_encoder))
+    predictor = Predictor(TaggingBackend(tok), WindowBuilder(tok, max_length), ["Disease"])
+    for position in range(0, 40):
+        words = ["the"] * position + ["breast", "cancer"] + ["patient"] * (40 - position)
+        text = " ".join(words)
+        (entities,) = predictor.annotate([text])
+        assert [(e.text, e.start) for e in entities] == [("breast cancer", text.index("breast"))], (
+            position
+        )
+
+
+def test_cli_evaluate_and_annotate(bundle, toy_corpus, tmp_path, capsys):
+    out = tmp_path / "metrics.json"
+    assert (
+        cli.main(
+            ["evaluate", "--model", str(bundle), "--data", str(toy_corpus), "--output", str(out)]
+        )
+        == 0
+    )
+    metrics = json.loads(out.read_text())
+    assert set(metrics) == {
+        "strict",
+        "per_type",
+        "exact_match",
+        "token_macro_f1",
+        "perplexity",
+        "n_gold",
+        "n_pred",
+    }
+    assert metrics["strict"]["f1"] == 1.0 and metrics["n_gold"] == 7
+    assert metrics["perplexity"] is None  # vanilla has no masked-LM objective
+    capsys.readouterr()
+    assert cli.main(["annotate", "--model", str(bundle), "The patient has breast cancer."]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model"]["id"] == load_bundle(bundle).id
+    (ents,) = [r["entities"] for r in result["results"]]
+    assert {"start", "end", "text", "type", "confidence", "detection_score", "type_score"} <= set(
+        ents[0]
+    )
+
+
+def test_cli_train_reports_bad_corpus_with_file_and_line(tmp_path, tiny_encoder, caplog):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("The\tO\npatient\tX-Disease\n", encoding="utf-8")
+    code = cli.main(
+        [
+            "train",
+            "--train",
+            str(bad),
+            "--dev",
+            str(bad),
+            "--output",
+            str(tmp_path / "o"),
+            "--base-model",
+            str(tiny_encoder),
+        ]
+    )
+    assert code == 2
+    assert f"{bad}:2" in caplog.text
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_train_end_to_end(toy_corpus, tiny_encoder, tmp_path, capsys):
+    out = tmp_path / "b"
+    code = cli.main(
+        [
+            "train",
+            "--train",
+            str(toy_corpus),
+            "--dev",
+            str(toy_corpus),
+            "--base-model",
+            str(tiny_encoder),
+            "--strategy",
+            "mslm",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "2",
+            "--lr",
+            "1e-3",
+            "--no-mask-weights",
+            "--output",
+            str(out),
+        ]
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["output"] == str(out)
+    manifest = load_bundle(out).manifest
+    assert manifest["config"]["learning_rate"] == 1e-3
+    assert manifest["config"]["mask_weights"] is False
+    assert manifest["strategy"] == "mslm"
