@@ -33,7 +33,7 @@ from .errors import CheckpointError, ConfigError
 from .evaluate import evaluate_corpus, masked_nll
 from .features import Window, WindowBuilder
 from .masking import ELM, MaskingStrategy, PMIVocabulary, build_strategy
-from .model import load_pretrained
+from .model import MSLMOutput, load_pretrained
 from .predict import Predictor, TorchBackend
 from .weights import mask_specific_weights
 
@@ -250,7 +250,6 @@ class Trainer:
         (self.work_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
         for cb in self.callbacks:
             cb.on_train_begin(self)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device == "cuda")
         while st.epoch < cfg.epochs and not st.should_stop:
             started = time.perf_counter()
             self.model.train()
@@ -259,23 +258,7 @@ class Trainer:
             for step, batch_idx in enumerate(self.epoch_batches(st.epoch)):
                 if step < st.step_in_epoch:
                     continue  # resumed mid-epoch: these steps are already in the weights
-                batch = self.collator(
-                    [self.windows[i] for i in batch_idx], self._rngs(st.epoch, step, batch_idx)
-                )
-                batch = {k: v.to(self.device) for k, v in batch.items()}
-                with autocast:
-                    out = self.model(
-                        **batch,
-                        mask_weights=self.mask_weights,
-                        detect_on=cfg.detect_on,
-                        mlm_weight=cfg.mlm_weight,
-                        detect_ignore_masked=cfg.detect_ignore_masked,
-                    )
-                out.loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
+                out = self.train_step(st.epoch, step, batch_idx)
                 for key, val in (
                     ("loss", out.loss),
                     ("mlm", out.mlm_loss),
@@ -338,6 +321,28 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_train_end(self)
         return result
+
+    def train_step(self, epoch: int, step: int, batch_idx: list[int]) -> MSLMOutput:
+        """One optimizer step on the windows ``batch_idx`` (masks drawn for epoch/step)."""
+        cfg = self.config
+        batch = self.collator(
+            [self.windows[i] for i in batch_idx], self._rngs(epoch, step, batch_idx)
+        )
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
+            out = self.model(
+                **batch,
+                mask_weights=self.mask_weights,
+                detect_on=cfg.detect_on,
+                mlm_weight=cfg.mlm_weight,
+                detect_ignore_masked=cfg.detect_ignore_masked,
+            )
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return out
 
     def finish(self) -> dict[str, Any]:
         """Restore the best weights, score dev and test honestly, write the bundle."""
