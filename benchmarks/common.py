@@ -1,0 +1,44 @@
+"""Helpers shared by the benchmark scripts: result files and the last-line JSON."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def machine() -> dict:
+    import torch
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "commit": commit,
+    }
+
+
+def emit(name: str, figures: dict, details: dict | None = None) -> None:
+    """Write ``results/<name>.json`` (figures + details + command) and print the figures as
+    one JSON object on the last line."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    record = {
+        **figures,
+        "details": {**(details or {}), "machine": machine()},
+        "command": " ".join(["python", *sys.argv]),
+    }
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(figures))

@@ -1,0 +1,101 @@
+"""Seconds per training step, vanilla vs MSLM (ELM 1.0, BLM 0.075), on the same batches.
+
+Both trainers are built from the same corpus slice and seed, so batch ``k`` holds the same
+NCBI-disease windows for both; steps are interleaved (vanilla k, MSLM k, vanilla k+1, …) so
+that machine noise hits both alike. Target (issue 2): median ratio MSLM/vanilla ≤ 1.15 on CPU.
+
+    python benchmarks/train_step.py [--steps 40] [--warmup 5] [--batch-size 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA, emit
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def main() -> None:
+    from mslm_core.config import TrainConfig
+    from mslm_core.train import Trainer
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DATA / "NCBI-disease-IOB"))
+    ap.add_argument("--base-model", default="minilm")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+
+    n_sentences = (args.steps + args.warmup) * args.batch_size
+    trainers = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for strategy in ("vanilla", "mslm"):
+            cfg = TrainConfig(
+                train=f"{args.data}/train.tsv",
+                dev=f"{args.data}/devel.tsv",
+                base_model=args.base_model,
+                strategy=strategy,
+                elm_rate=1.0,
+                blm_rate=0.075,
+                batch_size=args.batch_size,
+                max_train_sentences=n_sentences,
+                device=args.device,
+                seed=1,
+            )
+            trainer = Trainer(cfg, Path(tmp) / strategy)
+            trainer.prepare()
+            trainer.model.train()
+            trainers[strategy] = trainer
+        batches = trainers["vanilla"].epoch_batches(0)
+        assert batches == trainers["mslm"].epoch_batches(0), "batches differ between strategies"
+        times: dict[str, list[float]] = {"vanilla": [], "mslm": []}
+        masked = []
+        for k, batch in enumerate(batches[: args.steps + args.warmup]):
+            for name, trainer in trainers.items():
+                if args.device == "cuda":
+                    import torch
+
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                out = trainer.train_step(0, k, batch)
+                if args.device == "cuda":
+                    torch.cuda.synchronize()
+                elapsed = time.perf_counter() - start
+                if k >= args.warmup:
+                    times[name].append(elapsed)
+                    if name == "mslm":
+                        masked.append(out.n_masked)
+    ratios = [m / v for v, m in zip(times["vanilla"], times["mslm"], strict=True)]
+    vanilla, mslm = statistics.median(times["vanilla"]), statistics.median(times["mslm"])
+    figures = {
+        "vanilla_step_s": round(vanilla, 4),
+        "mslm_step_s": round(mslm, 4),
+        "ratio": round(mslm / vanilla, 3),
+    }
+    emit(
+        f"train_step-{args.device}",
+        figures,
+        {
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "batch_size": args.batch_size,
+            "median_of_paired_ratios": round(statistics.median(ratios), 3),
+            "mean_masked_tokens_per_batch": round(statistics.mean(masked), 1),
+            "weights": trainers["mslm"].masking_info["weights"],
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Idempotent set-up: a virtual environment in .venv with PyTorch installed FIRST (so that no
+# dependency pulls a multi-GB CUDA build on a CPU machine), then this project with its dev tools.
+#   TORCH_SPEC   what to install for torch when none is present (default: torch==2.13.0,
+#                the CPU wheel on our machines; GPU users install their CUDA build first)
+#   PYTHON       interpreter for the venv (default: python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/python -m pip install -q "$TORCH_SPEC"
+fi
+# Re-install only when the project's requirements changed since the last set-up.
+stamp=.venv/.mslm-setup
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "$want" > "$stamp"
+fi
