@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import STRATEGIES, TrainConfig
 from .errors import MSLMError
+from .train import Callback
 
 log = logging.getLogger("mslm")
 
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class ProgressCallback:
+class ProgressCallback(Callback):
     """A progress bar on a terminal, plain log lines otherwise."""
 
     def __init__(self, interactive: bool):

@@ -37,7 +37,7 @@ class MaskingCollator:
         attention = np.zeros(shape, np.int64)
         labels = np.full(shape, IGNORE, np.int64)
         mask_type = np.zeros(shape, np.int64)
-        mentions = []
+        mentions: list[tuple[int, int, int, int]] = []
         for r, (w, rng) in enumerate(zip(windows, rngs, strict=True)):
             n = len(w)
             clean[r, :n] = w.input_ids

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -63,14 +64,15 @@ class MSLMOutput:
 
 
 class MSLMModel(nn.Module):
-    def __init__(self, mlm_model: nn.Module, types: list[str], dropout: float = 0.1):
+    def __init__(self, mlm_model: Any, types: list[str], dropout: float = 0.1):
+        """``mlm_model``: a transformers ``AutoModelForMaskedLM`` instance."""
         super().__init__()
         model_type = mlm_model.config.model_type
         if model_type not in _MLM_HEADS:
             raise UnknownNameError("encoder family", model_type, list(_MLM_HEADS))
-        self.mlm_model = mlm_model
+        self.mlm_model: Any = mlm_model
         self.types = list(types)
-        cfg = mlm_model.config
+        cfg: Any = mlm_model.config
         hidden, vocab, k = cfg.hidden_size, cfg.vocab_size, TASK_EMBEDDING_DIM
         self.dropout = nn.Dropout(dropout)
         # detection head (eq. 7–8): [h ; task_emb(original id)] → non-linear → BIO
@@ -87,7 +89,7 @@ class MSLMModel(nn.Module):
 
     # -- parts ------------------------------------------------------------------------------
     @property
-    def encoder(self) -> nn.Module:
+    def encoder(self) -> Any:
         return self.mlm_model.base_model
 
     @property

@@ -210,7 +210,8 @@ class Trainer:
         )
 
     def _param_groups(self) -> list[dict[str, Any]]:
-        decay, no_decay = [], []
+        decay: list[torch.nn.Parameter] = []
+        no_decay: list[torch.nn.Parameter] = []
         for name, p in self.model.named_parameters():
             if not p.requires_grad:
                 continue
@@ -228,7 +229,7 @@ class Trainer:
         order = rng.permutation(len(self.windows))
         bs = self.config.batch_size
         block = bs * 50
-        batches = []
+        batches: list[list[int]] = []
         for i in range(0, len(order), block):
             chunk = sorted(order[i : i + block].tolist(), key=lambda j: len(self.windows[j]))
             batches.extend(chunk[k : k + bs] for k in range(0, len(chunk), bs))
