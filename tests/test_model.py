@@ -1,0 +1,102 @@
+"""The model's forward pass: where the MLM head runs, which pass the heads read, pooling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mslm_core.model import load_pretrained, pool_spans
+
+
+@pytest.fixture
+def model(tiny_encoder):
+    torch.manual_seed(0)
+    m, _, _ = load_pretrained(str(tiny_encoder), ["Chemical", "Disease"])
+    return m
+
+
+def _batch():
+    clean = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
+    mask_type = torch.tensor([[0, 2, 2, 0, 1, 0], [0, 0, 1, 0, 0, 0]])
+    masked = clean.masked_fill(mask_type > 0, 4)
+    return dict(
+        input_ids=masked,
+        clean_ids=clean,
+        attention_mask=(clean != 0).long(),
+        detection_labels=torch.tensor([[-100, 0, 1, 2, 2, -100], [-100, 2, 0, -100, -100, -100]]),
+        mask_type=mask_type,
+        mentions=torch.tensor([[0, 1, 3, 1], [1, 2, 3, 0]]),
+    )
+
+
+def test_vocabulary_logits_only_at_masked_positions(model):
+    seen = []
+    handle = model.mlm_head.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+    out = model(**_batch(), mask_weights=(0.4, 0.6))
+    handle.remove()
+    vocab = model.mlm_model.config.vocab_size
+    assert seen == [torch.Size([4, vocab])]  # 4 masked positions, not 2 × 6
+    assert out.n_masked == 4
+    total = out.mlm_loss + out.detection_loss + out.classification_loss
+    assert float(out.loss) == pytest.approx(float(total), rel=1e-6)
+    assert float(out.mlm_loss) > 0 and float(out.classification_loss) > 0
+
+
+def test_vanilla_batch_never_runs_the_mlm_head(model):
+    batch = _batch()
+    batch["input_ids"] = batch["clean_ids"]
+    batch["mask_type"] = torch.zeros_like(batch["mask_type"])
+    seen = []
+    handle = model.mlm_head.register_forward_hook(lambda *a: seen.append(1))
+    out = model(**batch)
+    handle.remove()
+    assert seen == [] and float(out.mlm_loss) == 0.0
+
+
+def test_detect_on_clean_runs_a_second_unmasked_pass(model):
+    model.eval()  # no dropout: the two settings must differ only by what the heads read
+    calls = []
+    handle = model.encoder.register_forward_hook(
+        lambda mod, args, kwargs, out: calls.append(kwargs["input_ids"].clone()),
+        with_kwargs=True,
+    )
+    batch = _batch()
+    masked_out = model(**batch, detect_on="masked")
+    clean_out = model(**batch, detect_on="clean")
+    handle.remove()
+    assert len(calls) == 3
+    assert torch.equal(calls[0], batch["input_ids"]) and torch.equal(calls[2], batch["clean_ids"])
+    assert not torch.allclose(masked_out.detection_logits, clean_out.detection_logits)
+    clean_direct = model.detection_logits(
+        model.encode(batch["clean_ids"], batch["attention_mask"]), batch["clean_ids"]
+    )
+    torch.testing.assert_close(clean_out.detection_logits, clean_direct)
+
+
+def test_detection_loss_can_ignore_masked_positions(model):
+    model.eval()
+    batch = _batch()
+    # only labelled positions that are not masked: (0,3)=O, (1,1)=O
+    out = model(**batch, detect_ignore_masked=True)
+    logits = out.detection_logits
+    expected = torch.nn.functional.cross_entropy(
+        torch.stack([logits[0, 3], logits[1, 1]]), torch.tensor([2, 2])
+    )
+    assert float(out.detection_loss) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_pool_spans_is_the_mean_over_the_span():
+    feats = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+    pooled = pool_spans(feats, torch.tensor([0, 1]), torch.tensor([1, 0]), torch.tensor([3, 1]))
+    torch.testing.assert_close(pooled[0], feats[0, 1:3].mean(0))
+    torch.testing.assert_close(pooled[1], feats[1, 0])
+
+
+def test_serving_graph_takes_no_labels_and_types_mentions(model):
+    model.eval()
+    clean = _batch()["clean_ids"]
+    probs, feats = model.forward_features(clean, (clean != 0).long())
+    assert probs.shape == (2, 6, 3) and feats.shape[:2] == (2, 6)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 6))
+    logits = model.classify(feats[0, 1:3].mean(0, keepdim=True))
+    assert logits.shape == (1, 2)
