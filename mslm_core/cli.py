@@ -119,7 +119,8 @@ class ProgressCallback(Callback):
 
     def on_epoch_end(self, trainer) -> None:
         h = trainer.state.history[-1]
-        message = f"epoch {h['epoch']}: loss {h['train_loss']:.4f}, dev strict F1 {h['dev_f1']:.4f}"
+        f1 = "-" if h["dev_f1"] is None else f"{h['dev_f1']:.4f}"
+        message = f"epoch {h['epoch']} ({h['stage']}): loss {h['train_loss']:.4f}, dev F1 {f1}"
         if self.bar is not None:
             self.bar.write(message)
         else:

@@ -21,6 +21,9 @@ STRATEGIES: dict[str, tuple[str | None, bool]] = {
     "span": ("span", False),
     "pmi": ("pmi", False),
     "random": ("random", False),
+    # two stages: MSLM's weighted ELM-BLM masked LM alone (heads off) for `tapt_epochs`,
+    # then ordinary fine-tuning without masking (task-adaptive pre-training)
+    "mslm_tapt": ("elm_blm", True),
 }
 DEFAULT_STRATEGY = "vanilla"
 
@@ -50,6 +53,11 @@ class TrainConfig:
     detect_on: str = _f("masked", "masked: heads read the masked pass; clean: a second pass")
     detect_ignore_masked: bool = _f(False, "detection loss skips masked positions")
     mlm_weight: float = _f(1.0, "λ: weight of the MLM loss in the joint loss")
+    tapt_epochs: int = _f(1, "mslm_tapt: epochs of masked-LM-only training before fine-tuning")
+    mlm_head_warmup_steps: int = _f(
+        0, "steps training only a newly initialised MLM head, encoder frozen, before training"
+    )
+    mlm_head_warmup_lr: float = _f(1e-3, "learning rate of the MLM head warm-up")
     epochs: int = _f(5, "training epochs")
     batch_size: int = _f(16, "sentences (windows) per batch")
     learning_rate: float = _f(5e-5, "peak learning rate (AdamW)")
@@ -98,6 +106,10 @@ class TrainConfig:
             raise bad("learning_rate", "must be positive")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise bad("warmup_ratio", "must be in [0, 1)")
+        if self.tapt_epochs < 0 or self.mlm_head_warmup_steps < 0:
+            raise ConfigError("tapt_epochs and mlm_head_warmup_steps must be non-negative")
+        if self.mlm_head_warmup_lr <= 0:
+            raise bad("mlm_head_warmup_lr", "must be positive")
         if self.mlm_weight < 0:
             raise bad("mlm_weight", "must be non-negative")
         if self.patience is not None and self.patience < 0:
@@ -113,6 +125,15 @@ class TrainConfig:
     @property
     def masking_strategy(self) -> str | None:
         return STRATEGIES[self.strategy][0]
+
+    @property
+    def mlm_epochs(self) -> int:
+        """Leading epochs of masked-LM-only training (two-stage strategies)."""
+        return self.tapt_epochs if self.strategy == "mslm_tapt" else 0
+
+    @property
+    def total_epochs(self) -> int:
+        return self.mlm_epochs + self.epochs
 
     @property
     def weighted(self) -> bool:

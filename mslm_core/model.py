@@ -59,7 +59,7 @@ class MSLMOutput:
     mlm_loss: torch.Tensor
     detection_loss: torch.Tensor
     classification_loss: torch.Tensor
-    detection_logits: torch.Tensor
+    detection_logits: torch.Tensor | None  # None when the heads are off (MLM-only stage)
     n_masked: int
 
 
@@ -136,12 +136,14 @@ class MSLMModel(nn.Module):
         detect_on: str = "masked",
         mlm_weight: float = 1.0,
         detect_ignore_masked: bool = False,
+        heads: bool = True,
     ) -> MSLMOutput:
         """Joint loss on one batch.
 
         ``input_ids``: [B, T] masked ids (equal to ``clean_ids`` when nothing is masked);
         ``detection_labels``: [B, T] BIO ids at first subwords, -100 elsewhere; ``mask_type``:
         [B, T] 0/1/2; ``mentions``: [N, 4] (batch index, start, end, type id) in subwords.
+        ``heads=False`` computes the masked-LM loss only (the first stage of two-stage MSLM).
         """
         masked = mask_type > 0  # [B, T]
         n_masked = int(masked.sum())
@@ -155,6 +157,9 @@ class MSLMModel(nn.Module):
             mlm_loss = mask_specific_loss(
                 logits, clean_ids[masked], mask_type[masked], mask_weights
             )
+
+        if not heads:
+            return MSLMOutput(mlm_weight * mlm_loss, mlm_loss, zero, zero, None, n_masked)
 
         if detect_on == "clean" and n_masked:
             hidden = self.encode(clean_ids, attention_mask)

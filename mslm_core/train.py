@@ -55,6 +55,7 @@ class TrainState:
     should_stop: bool = False  # set by a callback (cancel) or by early stopping
     stop_reason: str | None = None
     train_seconds: float = 0.0
+    mlm_head_warmed: bool = False
 
 
 class Callback:
@@ -182,6 +183,7 @@ class Trainer:
         )
         strategy, self.mask_weights, self.masking_info = masking_setup(cfg, self.windows, words)
         self.collator = MaskingCollator(strategy, **collator_kw)
+        self.clean_collator = MaskingCollator(None, **collator_kw)
         dev_words = [s.words for s in self.corpora["dev"].sentences]
         dev_windows = self.builder.training_windows(
             dev_words,
@@ -197,17 +199,25 @@ class Trainer:
             pad_id=collator_kw["pad_token_id"],
         )
         self.state.steps_per_epoch = math.ceil(len(self.windows) / cfg.batch_size)
-        self.state.total_steps = self.state.steps_per_epoch * cfg.epochs
+        self.state.total_steps = self.state.steps_per_epoch * cfg.total_epochs
         self.optimizer = torch.optim.AdamW(
             self._param_groups(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
-        from transformers import get_linear_schedule_with_warmup
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
 
-        self.scheduler = get_linear_schedule_with_warmup(
-            self.optimizer,
-            int(cfg.warmup_ratio * self.state.total_steps),
-            self.state.total_steps,
-        )
+    def _lr_factor(self, step: int) -> float:
+        """Linear warm-up then linear decay to 0, restarted for each stage (the masked-LM
+        stage of a two-stage run, then fine-tuning)."""
+        spe, cfg = self.state.steps_per_epoch, self.config
+        start, length = 0, spe * cfg.epochs
+        if cfg.mlm_epochs:
+            boundary = spe * cfg.mlm_epochs
+            start, length = (0, boundary) if step < boundary else (boundary, length)
+        s = step - start
+        warm = int(cfg.warmup_ratio * length)
+        if s < warm:
+            return s / max(1, warm)
+        return max(0.0, (length - s) / max(1, length - warm))
 
     def _param_groups(self) -> list[dict[str, Any]]:
         decay: list[torch.nn.Parameter] = []
@@ -251,7 +261,10 @@ class Trainer:
         (self.work_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
         for cb in self.callbacks:
             cb.on_train_begin(self)
-        while st.epoch < cfg.epochs and not st.should_stop:
+        if cfg.mlm_head_warmup_steps and not st.mlm_head_warmed and st.global_step == 0:
+            self.warm_up_mlm_head()
+        while st.epoch < cfg.total_epochs and not st.should_stop:
+            mlm_stage = st.epoch < cfg.mlm_epochs
             started = time.perf_counter()
             self.model.train()
             sums = {"loss": 0.0, "mlm": 0.0, "det": 0.0, "cls": 0.0}
@@ -259,7 +272,7 @@ class Trainer:
             for step, batch_idx in enumerate(self.epoch_batches(st.epoch)):
                 if step < st.step_in_epoch:
                     continue  # resumed mid-epoch: these steps are already in the weights
-                out = self.train_step(st.epoch, step, batch_idx)
+                out = self.train_step(st.epoch, step, batch_idx, mlm_stage)
                 for key, val in (
                     ("loss", out.loss),
                     ("mlm", out.mlm_loss),
@@ -280,32 +293,39 @@ class Trainer:
             st.train_seconds += time.perf_counter() - started
             if st.should_stop and st.step_in_epoch < st.steps_per_epoch:
                 break  # cancelled mid-epoch
-            dev = evaluate_corpus(self.predictor, self.corpora["dev"])
-            f1 = dev["strict"]["f1"]
-            st.history.append(
-                {
-                    "epoch": st.epoch + 1,
-                    "train_loss": sums["loss"] / max(1, done),
-                    "mlm_loss": sums["mlm"] / max(1, done),
-                    "detection_loss": sums["det"] / max(1, done),
-                    "classification_loss": sums["cls"] / max(1, done),
-                    "dev_f1": f1,
-                    "dev_precision": dev["strict"]["precision"],
-                    "dev_recall": dev["strict"]["recall"],
-                    "seconds": time.perf_counter() - started,
-                }
-            )
+            entry: dict[str, Any] = {
+                "epoch": st.epoch + 1,
+                "stage": "mlm" if mlm_stage else "joint",
+                "train_loss": sums["loss"] / max(1, done),
+                "mlm_loss": sums["mlm"] / max(1, done),
+                "detection_loss": sums["det"] / max(1, done),
+                "classification_loss": sums["cls"] / max(1, done),
+                "dev_f1": None,
+                "dev_precision": None,
+                "dev_recall": None,
+            }
+            if not mlm_stage:  # the heads are untrained during the masked-LM stage
+                dev = evaluate_corpus(self.predictor, self.corpora["dev"])
+                entry.update(
+                    dev_f1=dev["strict"]["f1"],
+                    dev_precision=dev["strict"]["precision"],
+                    dev_recall=dev["strict"]["recall"],
+                )
+            entry["seconds"] = time.perf_counter() - started
+            st.history.append(entry)
             log.info(
-                "epoch %d/%d loss %.4f dev strict F1 %.4f",
+                "epoch %d/%d (%s) loss %.4f dev strict F1 %s",
                 st.epoch + 1,
-                cfg.epochs,
-                st.history[-1]["train_loss"],
-                f1,
+                cfg.total_epochs,
+                entry["stage"],
+                entry["train_loss"],
+                "-" if entry["dev_f1"] is None else f"{entry['dev_f1']:.4f}",
             )
-            if f1 > st.best_f1:
+            f1 = entry["dev_f1"]
+            if f1 is not None and f1 > st.best_f1:
                 st.best_f1, st.best_epoch, st.epochs_without_gain = f1, st.epoch + 1, 0
                 self._save_weights(self.work_dir / "best" / WEIGHTS)
-            else:
+            elif f1 is not None:
                 st.epochs_without_gain += 1
             st.epoch += 1
             st.step_in_epoch = 0
@@ -323,12 +343,16 @@ class Trainer:
             cb.on_train_end(self)
         return result
 
-    def train_step(self, epoch: int, step: int, batch_idx: list[int]) -> MSLMOutput:
-        """One optimizer step on the windows ``batch_idx`` (masks drawn for epoch/step)."""
+    def train_step(
+        self, epoch: int, step: int, batch_idx: list[int], mlm_stage: bool = False
+    ) -> MSLMOutput:
+        """One optimizer step on the windows ``batch_idx`` (masks drawn for epoch/step).
+        ``mlm_stage``: masked-LM loss only (first stage of a two-stage run); the second
+        stage of a two-stage run fine-tunes without masking."""
         cfg = self.config
-        batch = self.collator(
-            [self.windows[i] for i in batch_idx], self._rngs(epoch, step, batch_idx)
-        )
+        two_stage = cfg.mlm_epochs > 0
+        collator = self.clean_collator if two_stage and not mlm_stage else self.collator
+        batch = collator([self.windows[i] for i in batch_idx], self._rngs(epoch, step, batch_idx))
         batch = {k: v.to(self.device) for k, v in batch.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
             out = self.model(
@@ -337,6 +361,7 @@ class Trainer:
                 detect_on=cfg.detect_on,
                 mlm_weight=cfg.mlm_weight,
                 detect_ignore_masked=cfg.detect_ignore_masked,
+                heads=not mlm_stage,
             )
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -344,6 +369,54 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return out
+
+    def warm_up_mlm_head(self) -> None:
+        """Train a newly initialised MLM head alone, encoder frozen (no gradient reaches it),
+        so that its first gradients into the encoder are not those of a random head."""
+        from .losses import mask_specific_loss
+
+        cfg, st = self.config, self.state
+        if self.collator.strategy is None:
+            raise ConfigError("mlm_head_warmup_steps needs a masking strategy (not vanilla)")
+        if self.encoder_info["mlm_head_from_checkpoint"]:
+            log.info("the checkpoint ships an MLM head: no warm-up needed")
+            st.mlm_head_warmed = True
+            return
+        head = self.model.mlm_head
+        tied = {id(p) for p in self.model.encoder.parameters()}
+        params = [p for p in head.parameters() if id(p) not in tied]
+        optimizer = torch.optim.AdamW(params, lr=cfg.mlm_head_warmup_lr, weight_decay=0.0)
+        self.model.train()
+        losses: list[float] = []
+        epoch = 0
+        while len(losses) < cfg.mlm_head_warmup_steps:
+            for step, batch_idx in enumerate(self.epoch_batches(10_000 + epoch)):
+                if len(losses) >= cfg.mlm_head_warmup_steps:
+                    break
+                rngs = self._rngs(10_000 + epoch, step, batch_idx)
+                batch = self.collator([self.windows[i] for i in batch_idx], rngs)
+                batch = {k: v.to(self.device) for k, v in batch.items()}
+                masked = batch["mask_type"] > 0
+                with torch.no_grad():
+                    hidden = self.model.encode(batch["input_ids"], batch["attention_mask"])
+                loss = mask_specific_loss(
+                    head(hidden[masked]),
+                    batch["clean_ids"][masked],
+                    batch["mask_type"][masked],
+                    self.mask_weights,
+                )
+                loss.backward()
+                optimizer.step()
+                self.model.zero_grad(set_to_none=True)  # the tied decoder = embeddings too
+                losses.append(float(loss.detach()))
+            epoch += 1
+        self.masking_info["mlm_head_warmup"] = {
+            "steps": len(losses),
+            "first_loss": losses[0],
+            "last_loss": losses[-1],
+        }
+        st.mlm_head_warmed = True
+        log.info("MLM head warm-up: %d steps, loss %.3f → %.3f", len(losses), losses[0], losses[-1])
 
     def finish(self) -> dict[str, Any]:
         """Restore the best weights, score dev and test honestly, write the bundle."""
