@@ -53,9 +53,12 @@ def data_dir(name: str) -> Path:
     return path
 
 
-def build_tiny_encoder(directory: Path, words: list[str], hidden: int = 32) -> Path:
-    """A 2-layer random BERT with a word-level vocabulary, saved like a hub checkpoint."""
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+def build_tiny_encoder(
+    directory: Path, words: list[str], hidden: int = 32, mlm_head: bool = True
+) -> Path:
+    """A 2-layer random BERT with a word-level vocabulary, saved like a hub checkpoint;
+    ``mlm_head=False`` saves the bare encoder (as MiniLM ships)."""
+    from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({w.lower() for w in words})]
     directory.mkdir(parents=True, exist_ok=True)
@@ -72,7 +75,7 @@ def build_tiny_encoder(directory: Path, words: list[str], hidden: int = 32) -> P
     import torch
 
     torch.manual_seed(0)
-    BertForMaskedLM(config).save_pretrained(str(directory))
+    (BertForMaskedLM if mlm_head else BertModel)(config).save_pretrained(str(directory))
     return directory
 
 
@@ -103,3 +106,9 @@ def tiny_encoder(tmp_path_factory) -> Path:
         "is",
     ]
     return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bert", words + extra)
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_without_mlm_head(tmp_path_factory) -> Path:
+    words = [line.split("\t")[0] for line in TOY_CONLL.splitlines() if line.strip()]
+    return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bare", words, mlm_head=False)

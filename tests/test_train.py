@@ -135,3 +135,57 @@ def test_same_seed_same_model(toy_corpus, tiny_encoder, tmp_path):
     a = load_file(str(tmp_path / "a" / "model.safetensors"))
     b = load_file(str(tmp_path / "b" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_two_stage_mslm_then_fine_tuning(toy_corpus, tiny_encoder, tmp_path):
+    cfg = _config(toy_corpus, tiny_encoder, strategy="mslm_tapt", tapt_epochs=3, epochs=30)
+    trainer = Trainer(cfg, tmp_path / "out")
+    result = trainer.fit()
+    history = result["history"]
+    assert [h["stage"] for h in history] == ["mlm"] * 3 + ["joint"] * 30
+    for h in history[:3]:  # stage 1: masked LM only, heads off, no dev score
+        assert h["mlm_loss"] > 0 and h["detection_loss"] == 0.0 and h["dev_f1"] is None
+    for h in history[3:]:  # stage 2: ordinary fine-tuning, nothing masked
+        assert h["mlm_loss"] == 0.0 and h["detection_loss"] > 0.0
+    assert result["metrics"]["test"]["strict"]["f1"] == 1.0
+    assert trainer.state.best_epoch > 3
+    # the learning-rate schedule restarts its warm-up/decay for the second stage
+    spe = trainer.state.steps_per_epoch
+    assert trainer._lr_factor(3 * spe - 1) < 0.5 and trainer._lr_factor(3 * spe) == 1.0
+
+
+def test_mlm_head_warm_up_leaves_the_encoder_untouched(
+    toy_corpus, tiny_encoder_without_mlm_head, tmp_path
+):
+    cfg = _config(
+        toy_corpus, tiny_encoder_without_mlm_head, strategy="mslm", mlm_head_warmup_steps=12
+    )
+    trainer = Trainer(cfg, tmp_path / "out")
+    trainer.prepare()
+    encoder = {k: v.clone() for k, v in trainer.model.encoder.state_dict().items()}
+    transform = trainer.model.mlm_head.predictions.transform.dense.weight.clone()
+    trainer.warm_up_mlm_head()
+    for key, value in trainer.model.encoder.state_dict().items():
+        assert torch.equal(value, encoder[key]), key
+    assert not torch.equal(transform, trainer.model.mlm_head.predictions.transform.dense.weight)
+    info = trainer.masking_info["mlm_head_warmup"]
+    assert info["steps"] == 12 and info["last_loss"] < info["first_loss"]
+    assert all(p.grad is None for p in trainer.model.parameters())
+    assert trainer.state.mlm_head_warmed
+    assert trainer.encoder_info["mlm_head_from_checkpoint"] is False
+
+
+def test_no_warm_up_for_a_head_that_came_with_the_checkpoint(toy_corpus, tiny_encoder, tmp_path):
+    cfg = _config(toy_corpus, tiny_encoder, strategy="mslm", mlm_head_warmup_steps=12)
+    trainer = Trainer(cfg, tmp_path / "out")
+    trainer.prepare()
+    head = {k: v.clone() for k, v in trainer.model.mlm_head.state_dict().items()}
+    trainer.warm_up_mlm_head()
+    assert all(torch.equal(v, head[k]) for k, v in trainer.model.mlm_head.state_dict().items())
+    assert "mlm_head_warmup" not in trainer.masking_info
+
+
+def test_mlm_head_warm_up_needs_a_masking_strategy(toy_corpus, tiny_encoder, tmp_path):
+    cfg = _config(toy_corpus, tiny_encoder, strategy="vanilla", mlm_head_warmup_steps=5)
+    with pytest.raises(ConfigError, match="masking strategy"):
+        Trainer(cfg, tmp_path / "out").fit()
