@@ -80,7 +80,8 @@ class WindowBuilder:
 
     # -- subwords ---------------------------------------------------------------------------
     def subwords(self, sentences: list[list[str]]) -> list[list[list[int]]]:
-        """Per sentence, per word, its subword ids (capped at MAX_SUBWORDS_PER_WORD)."""
+        """Per sentence, per word, its subword ids (at most MAX_SUBWORDS_PER_WORD, and never
+        more than fit in one window)."""
         out: list[list[list[int]]] = []
         nonempty = [i for i, words in enumerate(sentences) if words]
         enc = (
@@ -94,12 +95,13 @@ class WindowBuilder:
             if nonempty
             else None
         )
+        cap = min(MAX_SUBWORDS_PER_WORD, self.body)  # one word always fits one window
         by_index = {}
         for k, i in enumerate(nonempty):
             per_word: list[list[int]] = [[] for _ in sentences[i]]
             assert enc is not None
             for tok, w in zip(enc["input_ids"][k], enc.word_ids(k), strict=True):
-                if w is not None and len(per_word[w]) < MAX_SUBWORDS_PER_WORD:
+                if w is not None and len(per_word[w]) < cap:
                     per_word[w].append(tok)
             by_index[i] = per_word
         for i, words in enumerate(sentences):

@@ -94,7 +94,10 @@ def _budget(window: Window, rate: float) -> int:
 @register("span")
 @dataclass
 class SpanMasking(MaskingStrategy):
-    """SPAN (§5): spans of 2–4 tokens at random start positions up to ``ceil(rate·|s|)``."""
+    """SPAN (§5): spans of 2–4 tokens at random start positions until ``ceil(rate·|s|)``
+    tokens are masked. A span is never shorter than ``min_span``: a budget below it (short
+    sentences) is rounded up to one span, and a span is cut to the remaining budget only while
+    that remainder is at least ``min_span``."""
 
     mask_rate: float = 0.15
     min_span: int = 2
@@ -106,9 +109,11 @@ class SpanMasking(MaskingStrategy):
         if not len(cand):
             return mask_type
         budget, last = _budget(window, self.mask_rate), int(cand[-1])
+        if len(cand) >= self.min_span:
+            budget = max(budget, self.min_span)
         used = 0
         for start in rng.permutation(cand):
-            if used >= budget:
+            if budget - used < self.min_span:
                 break
             length = int(rng.integers(self.min_span, self.max_span + 1))
             length = min(length, budget - used)
