@@ -37,9 +37,9 @@ def test_vocabulary_logits_only_at_masked_positions(model):
     vocab = model.mlm_model.config.vocab_size
     assert seen == [torch.Size([4, vocab])]  # 4 masked positions, not 2 × 6
     assert out.n_masked == 4
-    total = out.mlm_loss + out.detection_loss + out.classification_loss
-    assert float(out.loss) == pytest.approx(float(total), rel=1e-6)
-    assert float(out.mlm_loss) > 0 and float(out.classification_loss) > 0
+    total = (out.mlm_loss + out.detection_loss + out.classification_loss).detach()
+    assert float(out.loss.detach()) == pytest.approx(float(total), rel=1e-6)
+    assert float(out.mlm_loss.detach()) > 0 and float(out.classification_loss.detach()) > 0
 
 
 def test_vanilla_batch_never_runs_the_mlm_head(model):
