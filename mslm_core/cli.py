@@ -102,6 +102,8 @@ class ProgressCallback(Callback):
 
             st = trainer.state
             self.bar = tqdm(total=st.total_steps, initial=st.global_step, unit="step")
+            # the bar shows epoch summaries itself; the library's log line would break it
+            logging.getLogger("mslm_core.train").setLevel(logging.WARNING)
 
     def on_step_end(self, trainer) -> None:
         st = trainer.state
@@ -118,13 +120,13 @@ class ProgressCallback(Callback):
             )
 
     def on_epoch_end(self, trainer) -> None:
+        if self.bar is None:
+            return  # mslm_core.train logs each epoch
         h = trainer.state.history[-1]
         f1 = "-" if h["dev_f1"] is None else f"{h['dev_f1']:.4f}"
-        message = f"epoch {h['epoch']} ({h['stage']}): loss {h['train_loss']:.4f}, dev F1 {f1}"
-        if self.bar is not None:
-            self.bar.write(message)
-        else:
-            log.info(message)
+        self.bar.write(
+            f"epoch {h['epoch']} ({h['stage']}): loss {h['train_loss']:.4f}, dev F1 {f1}"
+        )
 
     def on_train_end(self, trainer) -> None:
         if self.bar is not None:
