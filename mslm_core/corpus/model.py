@@ -1,0 +1,119 @@
+"""Corpus data model: mentions over words, sentences with character offsets, corpora."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class Mention:
+    """An entity mention over words: ``words[start:end]`` (end exclusive), typed ``label``."""
+
+    start: int
+    end: int
+    label: str
+
+
+@dataclass
+class Sentence:
+    """One sentence: its text, the character span of each word, and its gold mentions.
+
+    ``words[i] == text[word_spans[i][0]:word_spans[i][1]]``. Mentions are sorted and never
+    overlap. A CoNLL sentence gets ``text = " ".join(words)``.
+    """
+
+    text: str
+    word_spans: list[tuple[int, int]]
+    mentions: list[Mention] = field(default_factory=list)
+
+    @property
+    def words(self) -> list[str]:
+        return [self.text[a:b] for a, b in self.word_spans]
+
+    @classmethod
+    def from_words(cls, words: list[str], mentions: list[Mention]) -> Sentence:
+        """A sentence from pre-split words; ``text`` is the words joined by single spaces.
+
+        Raises ``ValueError`` when a mention is empty, outside the words, or overlaps another.
+        """
+        spans: list[tuple[int, int]] = []
+        pos = 0
+        for word in words:
+            spans.append((pos, pos + len(word)))
+            pos += len(word) + 1
+        ordered = sorted(mentions)
+        previous_end = 0
+        for m in ordered:
+            if not 0 <= m.start < m.end <= len(words):
+                raise ValueError(f"mention {m} is empty or outside the {len(words)} words")
+            if m.start < previous_end:
+                raise ValueError(f"mention {m} overlaps the mention before it")
+            previous_end = m.end
+        return cls(" ".join(words), spans, ordered)
+
+    def tags(self) -> list[str]:
+        """The IOB2 tag of each word (``O``, ``B-label``, ``I-label``)."""
+        tags = ["O"] * len(self.word_spans)
+        for m in self.mentions:
+            tags[m.start] = f"B-{m.label}"
+            for i in range(m.start + 1, m.end):
+                tags[i] = f"I-{m.label}"
+        return tags
+
+    def char_mentions(self) -> list[tuple[int, int, str]]:
+        """Mentions as ``(start, end, label)`` character offsets into ``text`` (end exclusive)."""
+        return [
+            (self.word_spans[m.start][0], self.word_spans[m.end - 1][1], m.label)
+            for m in self.mentions
+        ]
+
+
+@dataclass
+class Corpus:
+    """A list of annotated sentences and what reading them found.
+
+    ``repairs`` counts CoNLL ``I-X`` tags that had to start a new mention (after ``O``, at the
+    start of a sentence, or after another type); ``stripped`` counts JSONL entities whose
+    leading or trailing whitespace was trimmed.
+    """
+
+    sentences: list[Sentence]
+    path: str | None = None
+    repairs: int = 0
+    stripped: int = 0
+
+    @property
+    def types(self) -> list[str]:
+        """The entity types seen in the mentions, sorted."""
+        return sorted({m.label for s in self.sentences for m in s.mentions})
+
+    @property
+    def n_mentions(self) -> int:
+        """The number of mentions over all sentences."""
+        return sum(len(s.mentions) for s in self.sentences)
+
+    @property
+    def n_words(self) -> int:
+        """The number of words over all sentences."""
+        return sum(len(s.word_spans) for s in self.sentences)
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def __iter__(self) -> Iterator[Sentence]:
+        return iter(self.sentences)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts: sentences, words, mentions, mentions per type, repairs and stripped."""
+        per_type = Counter(m.label for s in self.sentences for m in s.mentions)
+        return {
+            "sentences": len(self.sentences),
+            "words": self.n_words,
+            "mentions": sum(per_type.values()),
+            "mentions_per_type": {t: per_type[t] for t in sorted(per_type)},
+            "repairs": self.repairs,
+            "stripped": self.stripped,
+        }
