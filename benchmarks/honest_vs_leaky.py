@@ -21,11 +21,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def main() -> None:
+    from mslm_core.bundle import load_bundle
     from mslm_core.config import TrainConfig
     from mslm_core.corpus import read_corpus
     from mslm_core.evaluate import evaluate_corpus
+    from mslm_core.inference import EntityExtractor
     from mslm_core.leaky import evaluate_reference_leaky
-    from mslm_core.predict import load_predictor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bundles", nargs="+")
@@ -35,8 +36,9 @@ def main() -> None:
     corpus = read_corpus(args.data)
     rows = {}
     for path in args.bundles:
-        predictor = load_predictor(path)
-        bundle = predictor.bundle  # type: ignore[attr-defined]
+        extractor = EntityExtractor.from_bundle(path, backend="torch", device="cpu")
+        predictor = extractor.predictor
+        bundle = load_bundle(path, manifest=extractor.manifest)
         config = TrainConfig.from_dict(bundle.manifest["config"])
         label = config.strategy + (
             f"/detect_on={config.detect_on}" if config.masking_strategy else ""

@@ -22,7 +22,7 @@ WEIGHTS = "model.safetensors"
 
 
 def new_model_id() -> str:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d%H%M%S")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S")
     return f"m-{stamp}-{uuid.uuid4().hex[:6]}"
 
 
@@ -72,9 +72,15 @@ def publish(staging: Path, target: Path, overwrite: bool = False) -> Path:
 
 
 def save_bundle(
-    model, tokenizer, target: str | Path, manifest: dict[str, Any], overwrite: bool = False
+    model,
+    tokenizer,
+    target: str | Path,
+    manifest: dict[str, Any],
+    overwrite: bool = False,
+    extra_files: dict[str, Path] | None = None,
 ) -> Path:
-    """Write ``model`` (an MSLMModel), its tokenizer and ``manifest`` as a bundle."""
+    """Write ``model`` (an MSLMModel), its tokenizer, ``extra_files`` (bundle name → file to
+    copy) and ``manifest`` as a bundle."""
     from safetensors.torch import save_model
 
     target = Path(target)
@@ -85,10 +91,12 @@ def save_bundle(
         save_model(model, str(staging / WEIGHTS), metadata={"format": "pt"})
         model.mlm_model.config.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
+        for name, source in (extra_files or {}).items():
+            shutil.copyfile(source, staging / name)
         full = {
             "schema_version": SCHEMA_VERSION,
             "id": manifest.get("id") or new_model_id(),
-            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "types": list(model.types),
             "detection_labels": ["B", "I", "O"],
             **{k: v for k, v in manifest.items() if k != "id"},
@@ -100,14 +108,21 @@ def save_bundle(
         raise
 
 
-def add_files(directory: str | Path, files: dict[str, Path], updates: dict[str, Any]) -> None:
-    """Add files (e.g. ONNX exports) to an existing bundle and update its manifest, as one
-    atomic step: the bundle is copied, changed and swapped in."""
+def add_files(
+    directory: str | Path,
+    files: dict[str, Path],
+    updates: dict[str, Any],
+    remove: list[str] | tuple[str, ...] = (),
+) -> None:
+    """Add files (e.g. ONNX exports) to an existing bundle, remove others, and update its
+    manifest, as one atomic step: the bundle is copied, changed and swapped in."""
     directory = Path(directory)
     manifest = read_manifest(directory)
     staging = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex[:8]}"
     shutil.copytree(directory, staging)
     try:
+        for name in remove:
+            (staging / name).unlink(missing_ok=True)
         for name, src in files.items():
             shutil.copyfile(src, staging / name)
         manifest.update(updates)
@@ -166,15 +181,19 @@ class LoadedBundle:
         return self.manifest["id"]
 
 
-def load_bundle(directory: str | Path, device: str = "cpu") -> LoadedBundle:
-    """Verify checksums, then rebuild the model from ``config.json`` and the safetensors."""
+def load_bundle(
+    directory: str | Path, device: str = "cpu", manifest: dict[str, Any] | None = None
+) -> LoadedBundle:
+    """Verify checksums, then rebuild the model from ``config.json`` and the safetensors.
+    ``manifest``: what :func:`verify_bundle` just returned (skips hashing twice)."""
     from safetensors.torch import load_model
     from transformers import AutoTokenizer
 
     from .model import model_from_config_dir
 
     directory = Path(directory)
-    manifest = verify_bundle(directory)
+    if manifest is None:
+        manifest = verify_bundle(directory)
     model = model_from_config_dir(directory, manifest["types"])
     missing, unexpected = load_model(model, str(directory / WEIGHTS), strict=False, device=device)
     # tied weights (MLM decoder = input embeddings) are stored once

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .config import STRATEGIES, TrainConfig
 from .errors import MSLMError
-from .train import Callback
 
 log = logging.getLogger("mslm")
 
@@ -77,63 +76,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="bundle directory")
     p.add_argument("--data", required=True, help="CoNLL-IOB or JSONL corpus")
     p.add_argument("--output", help="write metrics.json here (also printed)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    _engine_flags(p)
+
+    p = sub.add_parser("export", help="add an ONNX export (and int8) to a bundle")
+    p.add_argument("--model", required=True, help="bundle directory")
+    p.add_argument("--quantize", choices=["int8"], help="also write a dynamic int8 model")
 
     p = sub.add_parser("annotate", help="extract entities from text (JSON out)")
     p.add_argument("--model", required=True, help="bundle directory")
     p.add_argument("texts", nargs="*", help="texts; none: read stdin")
     p.add_argument("--lines", action="store_true", help="stdin holds one text per line")
     p.add_argument("--min-confidence", type=float, default=0.0)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    _engine_flags(p)
+
+    from .bench.cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
+    # the service's commands (serve, up, worker, migrate) come from the packages that provide
+    # them, through entry points: the library itself never imports the service
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="mslm.commands"):
+        ep.load()(sub)
     return parser
 
 
-class ProgressCallback(Callback):
-    """A progress bar on a terminal, plain log lines otherwise."""
-
-    def __init__(self, interactive: bool):
-        self.interactive = interactive
-        self.bar = None
-        self.every = 50
-
-    def on_train_begin(self, trainer) -> None:
-        if self.interactive:
-            from tqdm import tqdm
-
-            st = trainer.state
-            self.bar = tqdm(total=st.total_steps, initial=st.global_step, unit="step")
-            # the bar shows epoch summaries itself; the library's log line would break it
-            logging.getLogger("mslm_core.train").setLevel(logging.WARNING)
-
-    def on_step_end(self, trainer) -> None:
-        st = trainer.state
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(epoch=st.epoch + 1, loss=f"{st.loss:.4f}")
-        elif st.global_step % self.every == 0:
-            log.info(
-                "step %d/%d epoch %d loss %.4f",
-                st.global_step,
-                st.total_steps,
-                st.epoch + 1,
-                st.loss,
-            )
-
-    def on_epoch_end(self, trainer) -> None:
-        if self.bar is None:
-            return  # mslm_core.train logs each epoch
-        h = trainer.state.history[-1]
-        f1 = "-" if h["dev_f1"] is None else f"{h['dev_f1']:.4f}"
-        self.bar.write(
-            f"epoch {h['epoch']} ({h['stage']}): loss {h['train_loss']:.4f}, dev F1 {f1}"
-        )
-
-    def on_train_end(self, trainer) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def cmd_train(args: argparse.Namespace) -> int:
+    from .progress import ProgressCallback
     from .train import Trainer
 
     values = TrainConfig.from_json(args.config).to_dict() if args.config else {}
@@ -154,16 +123,40 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "onnx", "torch"],
+        help="auto: ONNX Runtime when the bundle has an export, else PyTorch",
+    )
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "fp32", "int8"],
+        help="auto: int8 on CPU when exported, else fp32",
+    )
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+
+def _extractor(args: argparse.Namespace):
+    from .inference import EntityExtractor
+
+    return EntityExtractor.from_bundle(
+        args.model, backend=args.backend, precision=args.precision, device=args.device
+    )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .corpus import read_corpus
-    from .evaluate import evaluate_corpus, masked_nll
-    from .predict import load_predictor
+    from .evaluate import bundle_perplexity, evaluate_corpus
 
-    predictor = load_predictor(args.model, args.device)
+    extractor = _extractor(args)
     corpus = read_corpus(args.data)
-    bundle = predictor.bundle  # type: ignore[attr-defined]
-    nll, n_masked = _bundle_perplexity(bundle, corpus, args.device, masked_nll)
-    metrics = evaluate_corpus(predictor, corpus, nll, n_masked)
+    nll, n_masked = bundle_perplexity(args.model, extractor.manifest, corpus, args.device)
+    metrics = evaluate_corpus(extractor.predictor, corpus, nll, n_masked)
+    info = extractor.info
+    log.info("scored with %s %s (%s)", info.backend, info.precision, info.provider)
     text = json.dumps(metrics, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
@@ -171,37 +164,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bundle_perplexity(bundle, corpus, device, masked_nll):
-    """Masked-token NLL on ``corpus`` with the bundle's own training masking (fixed seed)."""
-    from .collate import MaskingCollator
-    from .features import WindowBuilder
-    from .train import masking_setup
-
-    config = TrainConfig.from_dict(bundle.manifest["config"])
-    if config.masking_strategy is None:
-        return None, 0
-    tok = bundle.tokenizer
-    builder = WindowBuilder(tok, config.max_length)
-    type_ids = {t: i for i, t in enumerate(bundle.manifest["types"])}
-    sentences = [s for s in corpus.sentences if all(m.label in type_ids for m in s.mentions)]
-    words = [s.words for s in sentences]
-    windows = builder.training_windows(words, [s.mentions for s in sentences], type_ids)
-    strategy, _, _ = masking_setup(config, windows, words)
-    collator = MaskingCollator(strategy, tok.mask_token_id, tok.pad_token_id or 0)
-    return masked_nll(bundle.model, windows, collator, config.seed, device)
-
-
 def cmd_annotate(args: argparse.Namespace) -> int:
-    from .predict import load_predictor
-
     texts = list(args.texts)
     if not texts:
         data = sys.stdin.read()
         texts = data.splitlines() if args.lines else [data]
-    predictor = load_predictor(args.model, args.device)
-    results = predictor.annotate(texts)
+    extractor = _extractor(args)
+    results = extractor.annotate(texts)
     out = {
-        "model": {"id": predictor.bundle.id},  # type: ignore[attr-defined]
+        "model": {
+            "id": extractor.id,
+            "backend": extractor.info.backend,
+            "precision": extractor.info.precision,
+        },
         "results": [
             {"entities": [e.to_dict() for e in ents if e.confidence >= args.min_confidence]}
             for ents in results
@@ -211,7 +186,27 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "annotate": cmd_annotate}
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_bundle
+
+    section = export_bundle(args.model, args.quantize)
+    print(json.dumps({"model": args.model, "onnx": section}, indent=2))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench.cli import main as bench_main
+
+    return bench_main(args)
+
+
+COMMANDS = {
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+    "annotate": cmd_annotate,
+    "export": cmd_export,
+    "bench": cmd_bench,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per plugin otherwise
     try:
-        return COMMANDS[args.command](args)
+        handler = getattr(args, "handler", None) or COMMANDS[args.command]
+        return int(handler(args))
     except MSLMError as exc:
         log.error("%s", exc)
         for issue in getattr(exc, "issues", [])[1:]:

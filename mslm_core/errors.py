@@ -85,3 +85,15 @@ class CheckpointError(MSLMError):
     """A training checkpoint cannot be resumed (missing, corrupt, or from another config)."""
 
     code = "E006"
+
+
+class ExportError(MSLMError):
+    """An ONNX export failed or its parity check against PyTorch did not pass."""
+
+    code = "E007"
+
+
+class InferenceError(MSLMError):
+    """The inference engine cannot run as asked (missing runtime, provider or file)."""
+
+    code = "E008"

@@ -2,29 +2,46 @@
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-from .collate import MaskingCollator
+import numpy as np
+
 from .corpus import Corpus, Mention
 from .features import Window
 from .metrics import evaluation_report
 from .predict import Predictor
+
+if TYPE_CHECKING:  # torch is imported where a model runs: serving needs neither
+    from .collate import MaskingCollator
+
+
+def predict_mentions(predictor: Predictor, corpus: Corpus) -> list[list[Mention]]:
+    """Predicted mentions per sentence; the predictor is given the words only."""
+    predicted = predictor.predict_words([s.words for s in corpus.sentences])
+    return [[Mention(m.start, m.end, m.label) for m in sent] for sent in predicted]
+
+
+def score_predictions(
+    corpus: Corpus,
+    predicted: list[list[Mention]],
+    total_nll: float | None = None,
+    n_masked: int = 0,
+) -> dict:
+    """DESIGN.md's metrics.json of ``predicted`` against the gold mentions of ``corpus``."""
+    return evaluation_report(
+        [s.mentions for s in corpus.sentences],
+        predicted,
+        [len(s.word_spans) for s in corpus.sentences],
+        total_nll=total_nll,
+        n_masked=n_masked,
+    )
 
 
 def evaluate_corpus(
     predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
 ) -> dict:
     """DESIGN.md's metrics.json for ``corpus``. The predictor is given the words only."""
-    words = [s.words for s in corpus.sentences]
-    predicted = predictor.predict_words(words)
-    return evaluation_report(
-        [s.mentions for s in corpus.sentences],
-        [[Mention(m.start, m.end, m.label) for m in sent] for sent in predicted],
-        [len(w) for w in words],
-        total_nll=total_nll,
-        n_masked=n_masked,
-    )
+    return score_predictions(corpus, predict_mentions(predictor, corpus), total_nll, n_masked)
 
 
 def masked_nll(
@@ -40,6 +57,8 @@ def masked_nll(
     A diagnostic of the masked-LM objective (MSLM.md §6: same masking as training, fixed seed);
     it is never used to predict entities.
     """
+    import torch
+
     if collator.strategy is None:
         return 0.0, 0
     model.eval()
@@ -60,3 +79,31 @@ def masked_nll(
             total += float(ce)
             count += int(masked.sum())
     return total, count
+
+
+def bundle_perplexity(
+    path, manifest: dict, corpus: Corpus, device: str = "cpu"
+) -> tuple[float | None, int]:
+    """Masked-token NLL of a bundle's MLM head on ``corpus`` with the bundle's own training
+    masking (fixed seed), and the number of masked tokens; ``(None, 0)`` for bundles trained
+    without masking. A diagnostic (MSLM.md §6), never used to predict."""
+    from .bundle import load_bundle
+    from .collate import MaskingCollator
+    from .config import TrainConfig
+    from .features import WindowBuilder
+    from .train import masking_setup, resolve_device
+
+    config = TrainConfig.from_dict(manifest["config"])
+    if config.masking_strategy is None:
+        return None, 0
+    device = resolve_device(device)
+    bundle = load_bundle(path, device=device, manifest=manifest)
+    tok = bundle.tokenizer
+    builder = WindowBuilder(tok, config.max_length)
+    type_ids = {t: i for i, t in enumerate(manifest["types"])}
+    sentences = [s for s in corpus.sentences if all(m.label in type_ids for m in s.mentions)]
+    words = [s.words for s in sentences]
+    windows = builder.training_windows(words, [s.mentions for s in sentences], type_ids)
+    strategy, _, _ = masking_setup(config, windows, words)
+    collator = MaskingCollator(strategy, tok.mask_token_id, tok.pad_token_id or 0)
+    return masked_nll(bundle.model, windows, collator, config.seed, device)

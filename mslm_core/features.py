@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .corpus import Mention
+from .tokenizer import as_word_tokenizer
 
 BIO_LABELS = ("B", "I", "O")
 B, I, O = 0, 1, 2
@@ -63,15 +64,14 @@ class WindowBuilder:
     """Turns word lists into model windows for one tokenizer and ``max_length``."""
 
     def __init__(self, tokenizer, max_length: int = 128, stride_fraction: float = 0.5):
-        if not getattr(tokenizer, "is_fast", False):
-            raise ValueError("a fast (Rust) tokenizer is required for word alignment")
-        probe = tokenizer(["x"], is_split_into_words=True)
-        ids, wids = probe["input_ids"], probe.word_ids()
+        """``tokenizer``: a ``transformers`` fast tokenizer or a
+        :class:`~mslm_core.tokenizer.WordTokenizer`."""
+        self.tokenizer = as_word_tokenizer(tokenizer)
+        ((ids, wids),) = self.tokenizer.encode_words([["x"]], add_special_tokens=True)
         first = wids.index(0)
         last = len(wids) - 1 - wids[::-1].index(0)
         self.prefix = list(ids[:first])
         self.suffix = list(ids[last + 1 :])
-        self.tokenizer = tokenizer
         self.max_length = max_length
         self.body = max_length - len(self.prefix) - len(self.suffix)
         if self.body < 8:
@@ -84,23 +84,12 @@ class WindowBuilder:
         more than fit in one window)."""
         out: list[list[list[int]]] = []
         nonempty = [i for i, words in enumerate(sentences) if words]
-        enc = (
-            self.tokenizer(
-                [sentences[i] for i in nonempty],
-                is_split_into_words=True,
-                add_special_tokens=False,
-                return_attention_mask=False,
-                return_token_type_ids=False,
-            )
-            if nonempty
-            else None
-        )
+        enc = self.tokenizer.encode_words([sentences[i] for i in nonempty], False)
         cap = min(MAX_SUBWORDS_PER_WORD, self.body)  # one word always fits one window
         by_index = {}
         for k, i in enumerate(nonempty):
             per_word: list[list[int]] = [[] for _ in sentences[i]]
-            assert enc is not None
-            for tok, w in zip(enc["input_ids"][k], enc.word_ids(k), strict=True):
+            for tok, w in zip(*enc[k], strict=True):
                 if w is not None and len(per_word[w]) < cap:
                     per_word[w].append(tok)
             by_index[i] = per_word

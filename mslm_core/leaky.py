@@ -9,6 +9,9 @@ both columns side by side; nothing that predicts for users or scores the product
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -19,6 +22,7 @@ from .features import O, WindowBuilder
 from .masking import build_strategy
 from .metrics import evaluation_report
 from .predict import decode_bio
+from .train import Callback
 
 LABEL = "reference-leaky"
 
@@ -28,9 +32,18 @@ def evaluate_reference_leaky(bundle, corpus: Corpus, seed: int = 0, device: str 
     training configuration) before prediction, as the research code does. Labelled
     ``protocol: reference-leaky``."""
     config = TrainConfig.from_dict(bundle.manifest["config"])
-    types = bundle.manifest["types"]
+    return leaky_report(
+        bundle.model, bundle.tokenizer, config, bundle.manifest["types"], corpus, seed, device
+    )
+
+
+def leaky_report(
+    model, tok, config: TrainConfig, types: list[str], corpus: Corpus, seed: int, device: str
+) -> dict:
+    """:func:`evaluate_reference_leaky` for a model in memory."""
     type_ids = {t: i for i, t in enumerate(types)}
-    tok, model = bundle.tokenizer, bundle.model.to(device).eval()
+    was_training = model.training
+    model = model.to(device).eval()
     builder = WindowBuilder(tok, config.max_length)
     sentences = [s for s in corpus.sentences if all(m.label in type_ids for m in s.mentions)]
     words = [s.words for s in sentences]
@@ -71,4 +84,42 @@ def evaluate_reference_leaky(bundle, corpus: Corpus, seed: int = 0, device: str 
         predicted.append(mentions)
     report = evaluation_report([s.mentions for s in sentences], predicted, [len(w) for w in words])
     report["protocol"] = LABEL
+    model.train(was_training)
     return report
+
+
+class LeakyDevSelection(Callback):
+    """The research code's model selection, for the labelled reference-leaky column only:
+    after each fine-tuning epoch, score dev *masked with its gold mentions* and keep the
+    weights with the best such F1 in ``path`` (the honest selection is untouched). Its state
+    sits beside the weights so that a resumed run continues it."""
+
+    def __init__(self, dev: Corpus, path: Path, seed: int):
+        self.dev, self.path, self.seed = dev, Path(path), seed
+        self.state_file = self.path.with_suffix(".json")
+        self.state: dict = {"best_f1": -1.0, "best_epoch": None, "history": []}
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+
+    def on_epoch_end(self, trainer) -> None:
+        entry = trainer.state.history[-1]
+        if entry["stage"] != "joint":
+            return
+        report = leaky_report(
+            trainer.model,
+            trainer.tokenizer,
+            trainer.config,
+            trainer.types,
+            self.dev,
+            self.seed,
+            trainer.device,
+        )
+        f1 = report["strict"]["f1"]
+        self.state["history"].append({"epoch": entry["epoch"], "dev_f1": f1})
+        if f1 > self.state["best_f1"]:
+            from safetensors.torch import save_model
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            save_model(trainer.model, str(self.path))
+            self.state.update(best_f1=f1, best_epoch=entry["epoch"])
+        self.state_file.write_text(json.dumps(self.state))

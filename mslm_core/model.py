@@ -37,6 +37,15 @@ def resolve_encoder(name_or_path: str) -> str:
     return str(module.get_model_path())
 
 
+def split_revision(name_or_path: str) -> tuple[str, str | None]:
+    """``hub/id@REVISION`` → (``hub/id``, ``REVISION``): a hub encoder pinned to a commit (an
+    existing local path is never split)."""
+    if "@" not in name_or_path or Path(name_or_path).exists():
+        return name_or_path, None
+    name, _, revision = name_or_path.rpartition("@")
+    return name, revision or None
+
+
 # How to reach the masked-LM head of each family of AutoModelForMaskedLM, and the prefix of
 # its weights in a checkpoint (to tell "shipped with the checkpoint" from "newly initialised").
 _MLM_HEADS = {
@@ -205,12 +214,15 @@ def load_pretrained(name_or_path: str, types: list[str], dropout: float = 0.1):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    path = resolve_encoder(name_or_path)
+    name, revision = split_revision(name_or_path)
+    path = resolve_encoder(name)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is summarised below instead
     try:
-        mlm, loading = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        mlm, loading = AutoModelForMaskedLM.from_pretrained(
+            path, output_loading_info=True, revision=revision
+        )
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
     except OSError as exc:
         raise ConfigError(f"cannot load base model {name_or_path!r}: {exc}") from exc
     finally:

@@ -9,6 +9,7 @@ inference engine adds ONNX Runtime).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -92,7 +93,10 @@ class Predictor:
         max_batch_tokens: int = 16384,
         chunk_sentences: int = 1024,
         pad_id: int = 0,
+        workers: int = 1,
     ):
+        """``workers``: runs in flight at once (threads; the backend must be thread-safe, as
+        an ONNX Runtime session is)."""
         self.backend = backend
         self.builder = builder
         self.types = list(types)
@@ -100,6 +104,11 @@ class Predictor:
         self.max_batch_tokens = max_batch_tokens
         self.chunk_sentences = chunk_sentences
         self.pad_id = pad_id
+        self.workers = workers
+        # (detection, type) temperatures fitted at the end of training (calibration.py);
+        # they change confidences only, never which entities are found
+        self.temperatures: tuple[float, float] = (1.0, 1.0)
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- raw text ---------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
@@ -138,69 +147,119 @@ class Predictor:
             out.extend(self._predict_chunk(list(sentences[i : i + self.chunk_sentences])))
         return out
 
-    def _run(self, windows: list[Window]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Length-sorted, per-batch padded runs; outputs trimmed to each window's length."""
-        probs: list[np.ndarray] = [np.empty(0)] * len(windows)
-        feats: list[np.ndarray] = [np.empty(0)] * len(windows)
+    def _batches(self, windows: list[Window]) -> list[list[int]]:
+        """Window indices per run: sorted by length, at most ``batch_size`` windows and
+        ``max_batch_tokens`` padded positions each."""
         order = sorted(range(len(windows)), key=lambda i: (len(windows[i]), i))
+        batches: list[list[int]] = []
         pos = 0
         while pos < len(order):
             batch = [order[pos]]
-            longest = len(windows[order[pos]])
             pos += 1
             while pos < len(order) and len(batch) < self.batch_size:
-                nxt = len(windows[order[pos]])
-                if nxt * (len(batch) + 1) > self.max_batch_tokens:
+                if len(windows[order[pos]]) * (len(batch) + 1) > self.max_batch_tokens:
                     break
                 batch.append(order[pos])
-                longest = nxt
                 pos += 1
-            ids = np.full((len(batch), longest), self.pad_id, np.int64)
-            mask = np.zeros((len(batch), longest), np.int64)
+            batches.append(batch)
+        return batches
+
+    def _run_batch(
+        self, windows: list[Window], batch: list[int]
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        longest = max(len(windows[w]) for w in batch)  # padded per batch only
+        ids = np.full((len(batch), longest), self.pad_id, np.int64)
+        mask = np.zeros((len(batch), longest), np.int64)
+        for r, w in enumerate(batch):
+            n = len(windows[w])
+            ids[r, :n] = windows[w].input_ids
+            mask[r, :n] = 1
+        p, f = self.backend.features(ids, mask)
+        lengths = [len(windows[w]) for w in batch]
+        return [p[r, :n] for r, n in enumerate(lengths)], [f[r, :n] for r, n in enumerate(lengths)]
+
+    def _run(self, windows: list[Window]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Runs over length-sorted batches (``workers`` at a time: each run's result depends
+        on its own windows only); outputs trimmed to each window's length."""
+        probs: list[np.ndarray] = [np.empty(0)] * len(windows)
+        feats: list[np.ndarray] = [np.empty(0)] * len(windows)
+        batches = self._batches(windows)
+        if self.workers > 1 and len(batches) > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="predict")
+            results = self._pool.map(lambda b: self._run_batch(windows, b), batches)
+        else:
+            results = (self._run_batch(windows, b) for b in batches)
+        for batch, (p, f) in zip(batches, results, strict=True):
             for r, w in enumerate(batch):
-                n = len(windows[w])
-                ids[r, :n] = windows[w].input_ids
-                mask[r, :n] = 1
-            p, f = self.backend.features(ids, mask)
-            for r, w in enumerate(batch):
-                n = len(windows[w])
-                probs[w], feats[w] = p[r, :n], f[r, :n]
+                probs[w], feats[w] = p[r], f[r]
         return probs, feats
 
+    def tag_probabilities(self, sentences: Sequence[list[str]]) -> list[np.ndarray]:
+        """Per sentence, the B/I/O probabilities of each word [n_words, 3] (read from the
+        word's owner window) — what decoding sees; the benchmark plots them."""
+        out: list[np.ndarray] = []
+        for i in range(0, len(sentences), self.chunk_sentences):
+            chunk = list(sentences[i : i + self.chunk_sentences])
+            windows, owners = self.builder.prediction_windows(chunk)
+            probs, _ = self._run(windows)
+            out.extend(
+                temper(p, self.temperatures[0])
+                for p in _word_tag_probs(chunk, windows, owners, probs)
+            )
+        return out
+
     def _predict_chunk(self, sentences: list[list[str]]) -> list[list[ScoredMention]]:
+        return self.raw_predictions(sentences).mentions(self.types, self.temperatures)
+
+    def raw_predictions(self, sentences: Sequence[list[str]]) -> RawPredictions:
+        """One pass: every word's untempered tag probabilities, the decoded spans and their
+        untempered type probabilities — what :meth:`RawPredictions.mentions` scores under
+        any temperatures (calibration fits them without predicting again)."""
+        sentences = list(sentences)
         windows, owners = self.builder.prediction_windows(sentences)
         probs, feats = self._run(windows)
-        firsts = [w.first_subword() for w in windows]
+        word_probs = _word_tag_probs(sentences, windows, owners, probs)
+        spans = [
+            (s, start, end)
+            for s, tag_probs in enumerate(word_probs)
+            for start, end in decode_bio(tag_probs.argmax(-1).tolist())
+        ]
+        type_probs = self._classify_spans(windows, owners, feats, spans)
+        return RawPredictions(word_probs, spans, type_probs)
+
+    def span_type_probabilities(
+        self, sentences: Sequence[list[str]], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> list[list[np.ndarray]]:
+        """Untempered type probabilities of given word spans ``[start, end)`` per sentence
+        (gold mentions, to fit the type head's temperature)."""
+        sentences = list(sentences)
+        windows, owners = self.builder.prediction_windows(sentences)
+        _, feats = self._run(windows)
+        flat = [(s, a, b) for s, sent in enumerate(spans) for a, b in sent]
+        probs = iter(self._classify_spans(windows, owners, feats, flat))
+        return [[next(probs) for _ in sent] for sent in spans]
+
+    def _classify_spans(
+        self,
+        windows: list[Window],
+        owners: list[list[int]],
+        feats: list[np.ndarray],
+        spans: Sequence[tuple[int, int, int]],
+    ) -> np.ndarray:
+        """Type probabilities [len(spans), C] of (sentence, start, end) word spans: the mean
+        of the span's type features in the window that holds it."""
+        if not spans:
+            return np.zeros((0, len(self.types)), np.float32)
         by_sentence: dict[int, list[int]] = {}
         for k, w in enumerate(windows):
             by_sentence.setdefault(w.sentence, []).append(k)
-
-        pending: list[tuple[int, int, int, float]] = []  # sentence, start, end, det score
-        pooled: list[np.ndarray] = []
-        for s, words in enumerate(sentences):
-            tag_probs = np.zeros((len(words), 3), np.float32)
-            tag_probs[:, O] = 1.0  # a word with no subword (e.g. a lone control char) is O
-            for j in range(len(words)):
-                k = owners[s][j]
-                p = firsts[k].get(j)
-                if p is not None:
-                    tag_probs[j] = probs[k][p]
-            for start, end in decode_bio(tag_probs.argmax(-1).tolist()):
-                chosen = tag_probs[np.arange(start, end), tag_probs[start:end].argmax(-1)]
-                det = float(np.exp(np.log(np.clip(chosen, 1e-12, 1.0)).mean()))
-                k = self._window_for(windows, by_sentence[s], owners[s][start], start, end)
-                inside = (windows[k].word_index >= start) & (windows[k].word_index < end)
-                pooled.append(feats[k][inside].mean(0))
-                pending.append((s, start, end, det))
-
-        out: list[list[ScoredMention]] = [[] for _ in sentences]
-        if pending:
-            type_probs = self.backend.classify(np.stack(pooled).astype(np.float32))
-            for (s, start, end, det), tp in zip(pending, type_probs, strict=True):
-                c = int(tp.argmax())
-                ts = float(tp[c])
-                out[s].append(ScoredMention(start, end, self.types[c], det * ts, det, ts))
-        return out
+        pooled = []
+        for s, start, end in spans:
+            k = self._window_for(windows, by_sentence[s], owners[s][start], start, end)
+            inside = (windows[k].word_index >= start) & (windows[k].word_index < end)
+            pooled.append(feats[k][inside].mean(0))
+        return self.backend.classify(np.stack(pooled).astype(np.float32))
 
     @staticmethod
     def _window_for(
@@ -215,6 +274,64 @@ class Predictor:
         if holds(owner):
             return owner
         return next((k for k in candidates if holds(k)), owner)
+
+
+@dataclass
+class RawPredictions:
+    """Untempered outputs of one prediction pass over sentences."""
+
+    word_probs: list[np.ndarray]  # per sentence [n_words, 3] (B, I, O)
+    spans: list[tuple[int, int, int]]  # decoded (sentence, start, end), in sentence order
+    type_probs: np.ndarray  # [len(spans), C]
+
+    def mentions(
+        self, types: Sequence[str], temperatures: tuple[float, float] = (1.0, 1.0)
+    ) -> list[list[ScoredMention]]:
+        """Scored mentions per sentence. A tempered distribution keeps its order, so the
+        temperatures move confidences only: the spans and types are the same for any."""
+        t_det, t_type = temperatures
+        out: list[list[ScoredMention]] = [[] for _ in self.word_probs]
+        type_probs = temper(self.type_probs, t_type)
+        for (s, start, end), tp in zip(self.spans, type_probs, strict=True):
+            rows = temper(self.word_probs[s][start:end], t_det)
+            det = float(np.exp(np.log(np.clip(rows.max(-1), 1e-12, 1.0)).mean()))
+            c = int(tp.argmax())
+            ts = float(tp[c])
+            out[s].append(ScoredMention(start, end, types[c], det * ts, det, ts))
+        return out
+
+
+def temper(probs: np.ndarray, temperature: float) -> np.ndarray:
+    """``softmax(log p / T)`` over the last axis — the same as dividing the logits by ``T``,
+    so every backend's probabilities can be tempered after the fact (``T = 1``: unchanged)."""
+    if temperature == 1.0 or probs.size == 0:
+        return probs
+    logits = np.log(np.clip(probs, 1e-12, 1.0)) / temperature
+    logits -= logits.max(-1, keepdims=True)
+    out = np.exp(logits)
+    return (out / out.sum(-1, keepdims=True)).astype(probs.dtype)
+
+
+def _word_tag_probs(
+    sentences: list[list[str]],
+    windows: list[Window],
+    owners: list[list[int]],
+    probs: list[np.ndarray],
+) -> list[np.ndarray]:
+    """Per sentence [n_words, 3]: each word's tag probabilities at its first subword in its
+    owner window."""
+    firsts = [w.first_subword() for w in windows]
+    out = []
+    for s, words in enumerate(sentences):
+        tag_probs = np.zeros((len(words), 3), np.float32)
+        tag_probs[:, O] = 1.0  # a word with no subword (e.g. a lone control char) is O
+        for j in range(len(words)):
+            k = owners[s][j]
+            p = firsts[k].get(j)
+            if p is not None:
+                tag_probs[j] = probs[k][p]
+        out.append(tag_probs)
+    return out
 
 
 def decode_bio(tags: list[int]) -> list[tuple[int, int]]:
@@ -232,20 +349,3 @@ def decode_bio(tags: list[int]) -> list[tuple[int, int]]:
     if start is not None:
         spans.append((start, len(tags)))
     return spans
-
-
-def load_predictor(bundle_dir, device: str = "cpu", batch_size: int = 64) -> Predictor:
-    """A PyTorch predictor for a bundle (checksums verified on load)."""
-    from .bundle import load_bundle
-
-    bundle = load_bundle(bundle_dir, device=device)
-    tok = bundle.tokenizer
-    predictor = Predictor(
-        TorchBackend(bundle.model, device),
-        WindowBuilder(tok, int(bundle.manifest.get("max_length", 128))),
-        bundle.manifest["types"],
-        batch_size=batch_size,
-        pad_id=tok.pad_token_id or 0,
-    )
-    predictor.bundle = bundle  # type: ignore[attr-defined]
-    return predictor

@@ -11,12 +11,15 @@ Randomness is a pure function of the seed: the order of epoch ``e`` comes from
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import math
 import os
 import shutil
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,29 @@ class Callback:
 
 class TrainingCancelled(Exception):
     """Raised by :meth:`Trainer.fit` when a callback stopped the run (no bundle written)."""
+
+
+def keep_large_blocks() -> None:
+    """Ask glibc to keep large freed blocks instead of returning each to the kernel.
+
+    Every step allocates gradient buffers as large as the vocabulary matrix (47 MB for
+    MiniLM; twice for MSLM's tied decoder); above glibc's mmap threshold (32 MB at most) each
+    is mmapped, page-faulted and zeroed anew. Measured on 2 cores: vanilla step 0.41 → 0.38 s,
+    MSLM 0.49 → 0.45 s. A training process only; Linux/glibc only (elsewhere a no-op)."""
+    global _BLOCKS_KEPT
+    if _BLOCKS_KEPT or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    libc.mallopt(M_MMAP_THRESHOLD, 1 << 30)
+    libc.mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1)
+    _BLOCKS_KEPT = True
+
+
+_BLOCKS_KEPT = False
 
 
 def resolve_device(name: str) -> str:
@@ -138,7 +164,7 @@ class Trainer:
         self,
         config: TrainConfig,
         output: str | Path,
-        callbacks: list[Callback] | tuple[Callback, ...] = (),
+        callbacks: Sequence[Callback] = (),
         work_dir: str | Path | None = None,
         overwrite: bool = False,
     ):
@@ -155,6 +181,7 @@ class Trainer:
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self) -> None:
         cfg = self.config
+        keep_large_blocks()
         if self.output.exists() and not self.overwrite:
             raise ConfigError(f"output {self.output} already exists (choose another --output)")
         torch.manual_seed(cfg.seed)
@@ -419,8 +446,11 @@ class Trainer:
         log.info("MLM head warm-up: %d steps, loss %.3f → %.3f", len(losses), losses[0], losses[-1])
 
     def finish(self) -> dict[str, Any]:
-        """Restore the best weights, score dev and test honestly, write the bundle."""
+        """Restore the best weights, score dev and test honestly, calibrate the confidences
+        on dev, write the bundle."""
         from safetensors.torch import load_model
+
+        from .calibration import CALIBRATION_PNG, calibrate, reliability_diagram
 
         best = self.work_dir / "best" / WEIGHTS
         if best.exists():
@@ -432,6 +462,21 @@ class Trainer:
         metrics = {"dev": evaluate_corpus(self.predictor, self.corpora["dev"], nll, n_masked)}
         if "test" in self.corpora:
             metrics["test"] = evaluate_corpus(self.predictor, self.corpora["test"])
+        # after scoring, though temperatures never change which entities are found
+        calibration = calibrate(self.predictor, self.corpora["dev"], self.corpora.get("test"))
+        self.predictor.temperatures = (1.0, 1.0)
+        diagram = reliability_diagram(calibration, self.work_dir / CALIBRATION_PNG)
+        log.info(
+            "calibration: T(detection) %.2f, T(type) %.2f; ECE %s",
+            calibration["detection_temperature"],
+            calibration["type_temperature"],
+            ", ".join(
+                f"{split} {calibration[split]['before']['ece']:.3f} → "
+                f"{calibration[split]['after']['ece']:.3f}"
+                for split in ("dev", "test")
+                if split in calibration
+            ),
+        )
         manifest = {
             "base_model": cfg.base_model,
             "strategy": cfg.strategy,
@@ -439,6 +484,7 @@ class Trainer:
             "encoder": self.encoder_info,
             "masking": self.masking_info,
             "metrics": metrics,
+            "calibration": calibration,
             "history": self.state.history,
             "best_epoch": self.state.best_epoch,
             "train_seconds": round(self.state.train_seconds, 2),
@@ -447,7 +493,14 @@ class Trainer:
             "mslm_version": __version__,
             "torch_version": torch.__version__,
         }
-        save_bundle(self.model, self.tokenizer, self.output, manifest, overwrite=self.overwrite)
+        save_bundle(
+            self.model,
+            self.tokenizer,
+            self.output,
+            manifest,
+            overwrite=self.overwrite,
+            extra_files={CALIBRATION_PNG: diagram},
+        )
         shutil.rmtree(self.work_dir, ignore_errors=True)
         return {"output": str(self.output), "metrics": metrics, "history": self.state.history}
 

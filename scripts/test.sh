@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Set up if needed, then lint and run the whole test suite offline.
+# Set up if needed, then lint, type-check and run the whole test suite offline. The service
+# tests use the local Redis (6379) and PostgreSQL (5432) when they answer (.ci/run starts
+# them and makes their absence a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-.venv/bin/ruff check mslm_core tests benchmarks
-.venv/bin/ruff format --check mslm_core tests benchmarks
-.venv/bin/mypy mslm_core
+.venv/bin/ruff check mslm_core api worker tests benchmarks docker
+.venv/bin/ruff format --check mslm_core api worker tests benchmarks docker
+.venv/bin/mypy mslm_core api worker
 .venv/bin/python -m pytest -q "$@"

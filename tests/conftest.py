@@ -112,3 +112,36 @@ def tiny_encoder(tmp_path_factory) -> Path:
 def tiny_encoder_without_mlm_head(tmp_path_factory) -> Path:
     words = [line.split("\t")[0] for line in TOY_CONLL.splitlines() if line.strip()]
     return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bare", words, mlm_head=False)
+
+
+def torch_predictor(path, **kwargs):
+    """The engine's PyTorch predictor for a bundle (what a bundle without ONNX serves)."""
+    from mslm_core.inference import EntityExtractor
+
+    return EntityExtractor.from_bundle(path, backend="torch", device="cpu", **kwargs).predictor
+
+
+@pytest.fixture()
+def record(request):
+    """Reliability scenarios report what they measured: ``record(done=..., measured=...,
+    result=...)``. With ``MSLM_RELIABILITY_OUT`` set (benchmarks/reliability.py sets it) each
+    record is appended there as a JSON line, for docs/reliability.md."""
+    import json
+    import time
+
+    def _record(scenario: str, done: str, measured: dict, result: str) -> None:
+        out = os.environ.get("MSLM_RELIABILITY_OUT")
+        if not out:
+            return
+        line = {
+            "test": request.node.nodeid,
+            "scenario": scenario,
+            "done": done,
+            "measured": measured,
+            "result": result,
+            "at": time.time(),
+        }
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+    return _record

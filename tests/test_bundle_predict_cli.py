@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import torch_predictor
 
 from mslm_core import cli
 from mslm_core.bundle import load_bundle, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError
 from mslm_core.features import WindowBuilder
-from mslm_core.predict import Predictor, load_predictor
+from mslm_core.predict import Predictor
 from mslm_core.train import train
 
 
@@ -91,7 +92,7 @@ TRICKY = [
 
 
 def test_offsets_index_the_original_string(bundle):
-    predictor = load_predictor(bundle)
+    predictor = torch_predictor(bundle)
     results = predictor.annotate(TRICKY)
     assert len(results) == len(TRICKY)
     assert results[1] == [] and results[2] == []
@@ -108,7 +109,7 @@ def test_offsets_index_the_original_string(bundle):
 
 
 def test_batch_composition_does_not_change_results(bundle):
-    predictor = load_predictor(bundle, batch_size=3)
+    predictor = torch_predictor(bundle, batch_size=3)
     together = predictor.annotate(TRICKY)
     alone = [predictor.annotate([t])[0] for t in TRICKY]
     for a, b in zip(together, alone, strict=True):
@@ -120,7 +121,7 @@ def test_batch_composition_does_not_change_results(bundle):
 def test_long_sentence_is_windowed_not_truncated(bundle):
     """max_length is 16: a 60-word sentence spans several windows; a mention at the very end
     is still found."""
-    predictor = load_predictor(bundle)
+    predictor = torch_predictor(bundle)
     filler = " ".join(["the patient"] * 25)
     text = f"Aspirin {filler} has breast cancer"
     (entities,) = predictor.annotate([text])

@@ -338,14 +338,18 @@ def test_empty_sentences_do_not_crash(tiny12):
     wins, owners = tiny12.prediction_windows([[]])
     assert owners == [[]]
     assert [w.input_ids.tolist() for w in wins] == [[CLS, SEP]]
-    assert tiny12.subwords([[], ["the"], []]) == [[], [word_ids(tiny12.tokenizer, ["the"])], []]
+    assert tiny12.subwords([[], ["the"], []]) == [
+        [],
+        [word_ids(tiny12.tokenizer.tokenizer, ["the"])],
+        [],
+    ]
 
 
 def test_empty_sentences_between_others_keep_their_indices(tiny12):
     sents = [["the", "patient"], [], ["cancer"]]
     ms = [[Mention(1, 2, "Disease")], [], [Mention(0, 1, "Disease")]]
     wins = tiny12.training_windows(sents, ms, TYPES)
-    the, patient, cancer = word_ids(tiny12.tokenizer, ["the", "patient", "cancer"])
+    the, patient, cancer = word_ids(tiny12.tokenizer.tokenizer, ["the", "patient", "cancer"])
     assert [(w.sentence, w.input_ids.tolist()) for w in wins] == [
         (0, [CLS, the, patient, SEP]),
         (2, [CLS, cancer, SEP]),
@@ -362,7 +366,7 @@ def test_words_without_subwords_do_not_crash(tiny12, blank):
     assert [len(x) for x in tiny12.subwords([ws])[0]] == [1, 0, 1, 0, 1]
     ms = [Mention(1, 2, "Disease"), Mention(3, 5, "Disease")]
     (win,) = tiny12.training_windows([ws], [ms], TYPES)
-    assert win.input_ids.tolist() == [CLS, *word_ids(tiny12.tokenizer, ws[::2]), SEP]
+    assert win.input_ids.tolist() == [CLS, *word_ids(tiny12.tokenizer.tokenizer, ws[::2]), SEP]
     assert win.word_index.tolist() == [-1, 0, 2, 4, -1]
     # the blank-only mention has no subword to point at; the other keeps its real part
     assert win.mentions == [(3, 4, TYPES["Disease"])]

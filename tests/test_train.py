@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import torch_predictor
 from safetensors.torch import load_file
 
 from mslm_core.bundle import load_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import read_conll
 from mslm_core.errors import CheckpointError, ConfigError
-from mslm_core.predict import load_predictor
 from mslm_core.train import Callback, Trainer, TrainingCancelled, train
 
 
@@ -48,7 +48,7 @@ def test_overfit_then_reload_predicts_the_same(strategy, toy_corpus, tiny_encode
         assert history[0]["mlm_loss"] > 0.0
         assert result["metrics"]["dev"]["perplexity"] > 1.0
 
-    predictor = load_predictor(tmp_path / "bundle")
+    predictor = torch_predictor(tmp_path / "bundle")
     corpus = read_conll(toy_corpus)
     predicted = predictor.predict_words([s.words for s in corpus.sentences])
     for sentence, mentions in zip(corpus.sentences, predicted, strict=True):

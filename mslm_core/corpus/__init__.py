@@ -154,6 +154,12 @@ def load_splits(directory: StrPath) -> dict[str, Corpus]:
     Raises :class:`CorpusError` when the directory or the train split is missing, or when a
     split has more than one candidate file.
     """
+    return {split: read_corpus(path) for split, path in split_paths(directory).items()}
+
+
+def split_paths(directory: StrPath) -> dict[str, Path]:
+    """The files of the splits of a corpus directory, as :func:`load_splits` finds them,
+    without reading them."""
     name = os.fspath(directory)
     root = Path(name)
     if not root.is_dir():
@@ -180,7 +186,7 @@ def load_splits(directory: StrPath) -> dict[str, Corpus]:
             f"no train split (train.* with one of {', '.join(EXTENSIONS)}); found: {listed}",
         )
     issues.raise_if_any()
-    return {split: read_corpus(c[0]) for split, c in found.items() if c}
+    return {split: c[0] for split, c in found.items() if c}
 
 
 __all__ = [
@@ -198,6 +204,7 @@ __all__ = [
     "read_conll",
     "read_corpus",
     "read_jsonl",
+    "split_paths",
     "write_conll",
     "write_corpus",
     "write_jsonl",

@@ -18,6 +18,11 @@ _BOM = "\ufeff"
 #: How many problems a reader collects before it stops and raises.
 MAX_ISSUES = 20
 
+#: The longest line a reader accepts (a JSONL line holds a whole document; a clinical note of
+#: 100,000 characters with its entities is well under 1 MiB). Longer lines are refused
+#: without being held in memory.
+MAX_LINE_BYTES = 8 << 20
+
 
 class IssueCollector:
     """Collects the problems of one file; raises once :data:`MAX_ISSUES` are collected."""
@@ -51,7 +56,16 @@ def numbered_lines(path: str, issues: IssueCollector) -> Iterator[tuple[int, str
     except OSError as e:
         raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                # a pathological line (a binary file, a 100 MB single line): refuse it and
+                # skip the rest of it without ever holding more than one chunk in memory
+                while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass
+                issues.add(number, f"line longer than {MAX_LINE_BYTES // (1 << 20)} MiB")
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -84,6 +84,10 @@ def read_conll(path: StrPath) -> Corpus:
             close_mention()
             continue
         prefix, label = match.groups()
+        if not label.isprintable():
+            issues.add(number, f"tag {tag!r}: the type holds control characters", "tag")
+            close_mention()
+            continue
         if prefix == "I" and open_label == label:
             words.append(token)
             continue

@@ -39,6 +39,8 @@ def _entity_problem(text: str, entity: object, where: str) -> tuple[str, str] | 
         return "'label' is empty", f"{where}.label"
     if any(c.isspace() for c in label):
         return f"'label' {label!r} contains whitespace", f"{where}.label"
+    if not label.isprintable():
+        return f"'label' {label!r} contains control characters", f"{where}.label"
     start, end = entity["start"], entity["end"]
     if not 0 <= start <= len(text):
         return f"start {start} is outside the text [0, {len(text)}]", f"{where}.start"

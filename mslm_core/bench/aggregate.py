@@ -1,0 +1,337 @@
+"""Aggregate run results: mean ± std over seeds, paired tests against the baseline, epochs
+to the baseline's best dev F1, the default-strategy decision, ``summary.json`` and
+``summary.md``.
+
+Every score here is honest (unmasked test input) unless its key or column says
+``leaky`` — the research code's gold-masked protocol, shown only to explain the paper.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from .paper import paper_numbers
+from .protocol import Protocol, cell_label
+
+DECISION_RULE = (
+    "candidate: the non-baseline variant with the best mean dev strict F1 (mean over "
+    "datasets of the mean over seeds); it becomes the default only if its mean dev F1 beats "
+    "the baseline's on every dataset, else the baseline stays the default. Test scores are "
+    "reported, never used to choose."
+)
+
+
+def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
+    runs = Path(results_dir) / "runs"
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs.rglob("*.json"))]
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def paired_t_p(a: list[float], b: list[float]) -> float | None:
+    """Two-sided p-value of the paired t-test of ``a`` vs ``b`` (same seeds), or None when
+    it is undefined (fewer than two pairs, or all differences equal)."""
+    if len(a) < 2:
+        return None
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    if statistics.pstdev(diffs) == 0.0:
+        return None
+    from scipy import stats
+
+    p = float(stats.ttest_rel(a, b).pvalue)
+    return None if math.isnan(p) else p
+
+
+def _epochs_to(history: list[dict[str, Any]], target: float) -> tuple[int | None, float | None]:
+    """First epoch (1-based, all stages counted) whose dev F1 reaches ``target``, and the
+    wall seconds (training + dev scoring) spent up to then."""
+    seconds = 0.0
+    for h in history:
+        seconds += h.get("seconds") or 0.0
+        if h["dev_f1"] is not None and h["dev_f1"] >= target - 1e-12:
+            return h["epoch"], seconds
+    return None, None
+
+
+def _best_dev(history: list[dict[str, Any]]) -> float:
+    return max((h["dev_f1"] for h in history if h["dev_f1"] is not None), default=0.0)
+
+
+def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    runs = sorted(runs, key=lambda r: r["seed"])
+
+    def pick(key: str, source: str = "test") -> list[float]:
+        return [r[source]["strict"][key] if key != "em" else r[source]["exact_match"] for r in runs]
+
+    f1, em = pick("f1"), pick("em")
+    row: dict[str, Any] = {"seeds": [r["seed"] for r in runs]}
+    for name, values in (
+        ("f1", f1),
+        ("em", em),
+        ("precision", pick("precision")),
+        ("recall", pick("recall")),
+        ("dev_f1", pick("f1", "dev")),
+    ):
+        row[f"{name}_mean"], row[f"{name}_std"] = _mean_std(values)
+    leaky = [r for r in runs if r.get("test_leaky")]
+    row["leaky_f1_mean"], row["leaky_f1_std"] = _mean_std(
+        [r["test_leaky"]["strict"]["f1"] for r in leaky]
+    )
+    row["leaky_em_mean"], row["leaky_em_std"] = _mean_std(
+        [r["test_leaky"]["exact_match"] for r in leaky]
+    )
+    ppl = [r["dev"]["perplexity"] for r in runs if r["dev"].get("perplexity") is not None]
+    row["perplexity_mean"] = statistics.mean(ppl) if ppl else None
+    row["train_seconds_mean"] = statistics.mean(r["train_seconds"] for r in runs)
+    row["epochs"] = max(len(r["history"]) for r in runs)
+    row["dev_f1_per_epoch"] = [
+        _mean_std(
+            [
+                r["history"][e]["dev_f1"]
+                for r in runs
+                if len(r["history"]) > e and r["history"][e]["dev_f1"] is not None
+            ]
+        )[0]
+        for e in range(row["epochs"])
+    ]
+
+    # epochs and wall time to the baseline's best dev F1 (same dataset, same seed)
+    reached_epochs: list[int] = []
+    reached_seconds: list[float] = []
+    for r in runs:
+        b = base.get(r["seed"])
+        if b is None:
+            continue
+        epoch, seconds = _epochs_to(r["history"], _best_dev(b["history"]))
+        if epoch is not None and seconds is not None:
+            reached_epochs.append(epoch)
+            reached_seconds.append(seconds)
+    paired = [r for r in runs if r["seed"] in base]
+    row["epochs_to_vanilla_best"] = statistics.mean(reached_epochs) if reached_epochs else None
+    row["seconds_to_vanilla_best"] = statistics.mean(reached_seconds) if reached_seconds else None
+    row["reached_vanilla_best"] = f"{len(reached_epochs)}/{len(paired)}"
+
+    # paired comparison with the baseline over the seeds both have
+    if paired:
+        b_runs = [base[r["seed"]] for r in paired]
+        a_f1 = [r["test"]["strict"]["f1"] for r in paired]
+        b_f1 = [r["test"]["strict"]["f1"] for r in b_runs]
+        a_dev = [r["dev"]["strict"]["f1"] for r in paired]
+        b_dev = [r["dev"]["strict"]["f1"] for r in b_runs]
+        diff_mean, diff_std = _mean_std([x - y for x, y in zip(a_f1, b_f1, strict=True)])
+        base_seconds = statistics.mean(r["train_seconds"] for r in b_runs)
+        row["vs_baseline"] = {
+            "n_pairs": len(paired),
+            "f1_diff_mean": diff_mean,
+            "f1_diff_std": diff_std,
+            "p_value": paired_t_p(a_f1, b_f1),
+            "dev_f1_diff_mean": statistics.mean(x - y for x, y in zip(a_dev, b_dev, strict=True)),
+            "dev_p_value": paired_t_p(a_dev, b_dev),
+            "train_time_ratio": (
+                statistics.mean(r["train_seconds"] for r in paired) / base_seconds
+                if base_seconds
+                else None
+            ),
+        }
+    return row
+
+
+def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The aggregate of a protocol's results (``summary.json``)."""
+    results = [r for r in results if r["protocol"] == protocol.name]
+    confirm_labels = sorted({r["label"] for r in results if r["phase"] == "confirm"})
+    labels = [*protocol.variants, *confirm_labels]
+    datasets: dict[str, Any] = {}
+    grids: dict[str, Any] = {}
+    for ds in protocol.datasets:
+        mine = [r for r in results if r["dataset"] == ds]
+        base = {r["seed"]: r for r in mine if r["label"] == protocol.baseline}
+        table = {}
+        for label in labels:
+            runs = _dedupe([r for r in mine if r["label"] == label])
+            if runs:
+                table[label] = _row(runs, base)
+        datasets[ds] = table
+        grid_runs = [r for r in mine if r["cell"] is not None and r["phase"] != "variants"]
+        if grid_runs and protocol.grid is not None:
+            grids[ds] = _grid(protocol, grid_runs)
+    summary: dict[str, Any] = {
+        "protocol": protocol.name,
+        "description": protocol.description,
+        "baseline": protocol.baseline,
+        "seeds": protocol.seeds,
+        "train": protocol.train,
+        "variants": protocol.variants,
+        "datasets": datasets,
+        "grid": grids or None,
+        "paper": {ds: paper_numbers(ds) for ds in protocol.datasets if paper_numbers(ds)},
+        "decision": decide(protocol, datasets),
+        "n_runs": len(results),
+    }
+    return summary
+
+
+def _dedupe(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_seed: dict[int, dict[str, Any]] = {}
+    for r in runs:
+        by_seed.setdefault(r["seed"], r)
+    return list(by_seed.values())
+
+
+def _grid(protocol: Protocol, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    assert protocol.grid is not None
+    variant = runs[0]["variant"]
+    grid_seeds = set(protocol.grid.seeds)
+    cells = []
+    for elm in protocol.grid.elm_rate:
+        for blm in protocol.grid.blm_rate:
+            label = cell_label(variant, elm, blm)
+            mine = [
+                r
+                for r in _dedupe([r for r in runs if r["label"] == label])
+                if r["seed"] in grid_seeds
+            ]
+            if not mine:
+                continue
+            cells.append(
+                {
+                    "elm_rate": elm,
+                    "blm_rate": blm,
+                    "seeds": sorted(r["seed"] for r in mine),
+                    "dev_f1_mean": statistics.mean(r["dev"]["strict"]["f1"] for r in mine),
+                    "f1_mean": statistics.mean(r["test"]["strict"]["f1"] for r in mine),
+                    "em_mean": statistics.mean(r["test"]["exact_match"] for r in mine),
+                }
+            )
+    best = max(cells, key=lambda c: c["dev_f1_mean"]) if cells else None
+    return {"variant": variant, "cells": cells, "best_by_dev": best}
+
+
+def decide(protocol: Protocol, datasets: dict[str, Any]) -> dict[str, Any]:
+    """Which variant should be the default (dev scores only; see :data:`DECISION_RULE`)."""
+    base = protocol.baseline
+    labels = [
+        label
+        for label in {lbl for table in datasets.values() for lbl in table}
+        if label != base and all(label in t and base in t for t in datasets.values())
+    ]
+    if not labels:
+        return {"rule": DECISION_RULE, "candidate": None, "default": base}
+
+    def mean_dev(label: str) -> float:
+        return statistics.mean(t[label]["dev_f1_mean"] for t in datasets.values())
+
+    candidate = max(sorted(labels), key=mean_dev)
+    beats = {ds: t[candidate]["dev_f1_mean"] > t[base]["dev_f1_mean"] for ds, t in datasets.items()}
+    return {
+        "rule": DECISION_RULE,
+        "candidate": candidate,
+        "candidate_mean_dev_f1": mean_dev(candidate),
+        "baseline_mean_dev_f1": statistics.mean(t[base]["dev_f1_mean"] for t in datasets.values()),
+        "beats_baseline_on_dev": beats,
+        "default": candidate if all(beats.values()) else base,
+    }
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+def _pct(mean: float | None, std: float | None = None) -> str:
+    if mean is None:
+        return "—"
+    return f"{100 * mean:.2f}" + ("" if std is None else f" ± {100 * std:.2f}")
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else (f"{value:.3f}" if value >= 0.001 else f"{value:.1e}")
+
+
+def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
+    vs = row.get("vs_baseline") or {}
+    ratio = vs.get("train_time_ratio")
+    etb = row["epochs_to_vanilla_best"]
+    ppl = row["perplexity_mean"]
+    cells = [
+        f"`{label}`",
+        _pct(row["f1_mean"], row["f1_std"]),
+        _pct(row["em_mean"], row["em_std"]),
+        _pct(row["leaky_f1_mean"], row["leaky_f1_std"]),
+        "—" if is_baseline else _pct(vs.get("f1_diff_mean"), vs.get("f1_diff_std")),
+        "—" if is_baseline else _p(vs.get("p_value")),
+        _pct(row["dev_f1_mean"], row["dev_f1_std"]),
+        ("—" if etb is None else f"{etb:.1f}") + f" ({row['reached_vanilla_best']})",
+        f"{row['train_seconds_mean']:.0f}" + ("" if ratio is None else f" ({ratio:.2f}×)"),
+        "—" if ppl is None else f"{ppl:.1f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
+    lines = [f"# Benchmark `{summary['protocol']}`", ""]
+    if summary.get("description"):
+        lines += [summary["description"].strip(), ""]
+    lines += [
+        "Scores are strict entity-level test F1 and EM (%), mean ± std over seeds "
+        f"{summary['seeds']}. **Honest** = the product's prediction path on unmasked text. "
+        "**Leaky** = the research code's protocol (test sentences masked with their *gold* "
+        "mentions before prediction, MSLM.md §3b) — shown only to explain the paper's numbers. "
+        f"Δ and p: paired over seeds against `{summary['baseline']}` (two-sided paired t-test). "
+        "Epochs to baseline best: first epoch whose dev F1 reaches the baseline's best dev F1 "
+        "in the same seed (reached / runs).",
+        "",
+        "Training settings shared by every run: `" + json.dumps(summary["train"]) + "`.",
+        "",
+    ]
+    for ds, table in summary["datasets"].items():
+        lines += [f"## {ds}", ""]
+        lines += [
+            "| variant | test F1 (honest) | test EM (honest) | test F1 (leaky) | "
+            "Δ F1 vs baseline | p | dev F1 | epochs to baseline best | train s (× baseline) "
+            "| dev perplexity |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for label, row in table.items():
+            lines.append(_table_row(label, row, label == summary["baseline"]))
+        paper = (summary.get("paper") or {}).get(ds)
+        if paper:
+            em = ", ".join(
+                f"{enc} {a:.1f} → {b:.1f}" for enc, (a, b) in paper["em_vanilla_to_mslm"].items()
+            )
+            lines += ["", f"Paper (EM, vanilla → MSLM, as reported; {paper['note']}): {em}."]
+            if paper.get("f1_biobert_vanilla_to_mslm"):
+                a, b = paper["f1_biobert_vanilla_to_mslm"]
+                lines.append(f"Paper test F1, BioBERT → MSLM-BioBERT: {a:.2f} → {b:.2f}.")
+        lines.append("")
+    grid = summary.get("grid") or {}
+    for ds, g in grid.items():
+        lines += [f"## ELM × BLM grid, `{g['variant']}`, {ds}", ""]
+        lines += ["| ELM | BLM | dev F1 | test F1 | test EM | seeds |", "|---|---|---|---|---|---|"]
+        for c in g["cells"]:
+            best = " **(best dev)**" if c == g["best_by_dev"] else ""
+            lines.append(
+                f"| {c['elm_rate']:g} | {c['blm_rate']:g} | {_pct(c['dev_f1_mean'])}{best} "
+                f"| {_pct(c['f1_mean'])} | {_pct(c['em_mean'])} | {c['seeds']} |"
+            )
+        lines.append("")
+    d = summary["decision"]
+    lines += ["## Decision", "", d["rule"], ""]
+    if d.get("candidate"):
+        beats = ", ".join(
+            f"{ds}: {'yes' if v else 'no'}" for ds, v in d["beats_baseline_on_dev"].items()
+        )
+        lines.append(
+            f"Candidate `{d['candidate']}` (mean dev F1 {_pct(d['candidate_mean_dev_f1'])} vs "
+            f"baseline {_pct(d['baseline_mean_dev_f1'])}); beats the baseline on dev — {beats}. "
+            f"**Default: `{d['default']}`.**"
+        )
+    else:
+        lines.append(f"**Default: `{d['default']}`.**")
+    if command:
+        lines += ["", "Produced by:", "", f"    {command}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,76 @@
+"""``mslm bench``: run, aggregate and fetch (see :mod:`mslm_core.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+DEFAULT_RESULTS = "benchmarks/results"
+DEFAULT_WORK = ".mslm/bench"
+PROTOCOL_DIR = Path("benchmarks/protocols")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmark protocols: run, aggregate, fetch corpora")
+    bench = p.add_subparsers(dest="bench_command", required=True)
+
+    r = bench.add_parser("run", help="run every training run of a protocol not yet done")
+    r.add_argument("protocol", help="protocol TOML file, or a name in benchmarks/protocols/")
+    r.add_argument("--data", required=True, help="directory holding the dataset folders")
+    r.add_argument("--results", default=DEFAULT_RESULTS, help="results root (PROTOCOL/ below)")
+    r.add_argument("--work", default=DEFAULT_WORK, help="checkpoints and bundles in progress")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    r.add_argument("--keep-bundles", action="store_true", help="keep each run's model bundle")
+    r.add_argument(
+        "--fetch", action="store_true", help="download missing BLURB corpora into --data first"
+    )
+
+    a = bench.add_parser("aggregate", help="summary.json, summary.md and plots from results")
+    a.add_argument("protocol")
+    a.add_argument("--results", default=DEFAULT_RESULTS)
+
+    f = bench.add_parser("fetch", help="download BLURB NER corpora (needs internet)")
+    f.add_argument("datasets", nargs="+", help="dataset folder names, e.g. NCBI-disease-IOB")
+    f.add_argument("--dest", required=True)
+
+
+def resolve_protocol(name: str) -> Path:
+    path = Path(name)
+    if path.suffix != ".toml" and not path.exists():
+        path = PROTOCOL_DIR / f"{name}.toml"
+    return path
+
+
+def main(args: argparse.Namespace, command: str | None = None) -> int:
+    """``command``: how the run was started, recorded in summary.md (default: ``mslm …``)."""
+    from . import aggregate, headline, load_protocol, run_protocol
+    from .datasets import fetch
+
+    if args.bench_command == "fetch":
+        for path in fetch(args.datasets, args.dest):
+            print(path)
+        return 0
+    protocol = load_protocol(resolve_protocol(args.protocol))
+    results_dir = Path(args.results) / protocol.name
+    command = command or "mslm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.bench_command == "aggregate":
+        summary = aggregate(protocol, results_dir, command=None)
+    else:
+        if args.fetch:
+            missing = [d for d in protocol.datasets if not (Path(args.data) / d).is_dir()]
+            if missing:
+                fetch(missing, args.data)
+        summary = run_protocol(
+            protocol,
+            args.data,
+            results_dir,
+            Path(args.work) / protocol.name,
+            device=args.device,
+            keep_bundles=args.keep_bundles,
+            command=command,
+        )
+    print(json.dumps(headline(summary)))
+    return 0

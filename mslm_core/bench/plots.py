@@ -1,0 +1,194 @@
+"""The benchmark's figures (PNG, matplotlib's Agg backend — no display needed):
+
+- ``dev_f1_curves.png`` — mean dev F1 per epoch, per variant (paper Fig. 3);
+- ``grid_heatmap.png`` — ELM × BLM heat-maps of dev F1 and test EM (paper Fig. 4);
+- ``strategies.png`` — test F1 per variant, honest and reference-leaky (paper Fig. 5);
+- ``confidence_examples.png`` — per-word entity probability on a few test sentences,
+  baseline vs MSLM variants (paper Fig. 2).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def plot_dev_curves(summary: dict[str, Any], path: Path) -> Path:
+    plt = _pyplot()
+    datasets = summary["datasets"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.2), squeeze=False)
+    for ax, (ds, table) in zip(axes[0], datasets.items(), strict=True):
+        for label, row in table.items():
+            ys = [_nan(v) for v in row["dev_f1_per_epoch"]]
+            ax.plot(range(1, len(ys) + 1), ys, marker="o", label=label)
+        ax.set_title(ds)
+        ax.set_xlabel("epoch (two-stage runs: masked-LM epochs have no dev F1)")
+        ax.set_ylabel("dev strict F1 (mean over seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{summary['protocol']}: dev F1 per epoch (honest)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_grid(summary: dict[str, Any], path: Path) -> Path | None:
+    grid = summary.get("grid") or {}
+    if not grid:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(grid), 2, figsize=(10, 4.2 * len(grid)), squeeze=False)
+    for row_axes, (ds, g) in zip(axes, grid.items(), strict=True):
+        elms = sorted({c["elm_rate"] for c in g["cells"]})
+        blms = sorted({c["blm_rate"] for c in g["cells"]})
+        for ax, key, title in (
+            (row_axes[0], "dev_f1_mean", "dev F1 (selection)"),
+            (row_axes[1], "em_mean", "test EM (honest)"),
+        ):
+            values = [[math.nan] * len(blms) for _ in elms]
+            for c in g["cells"]:
+                values[elms.index(c["elm_rate"])][blms.index(c["blm_rate"])] = 100 * c[key]
+            im = ax.imshow(values, cmap="viridis", origin="lower", aspect="auto")
+            for i in range(len(elms)):
+                for j in range(len(blms)):
+                    if not math.isnan(values[i][j]):
+                        ax.text(
+                            j,
+                            i,
+                            f"{values[i][j]:.1f}",
+                            ha="center",
+                            va="center",
+                            color="white",
+                            fontsize=8,
+                        )
+            ax.set_xticks(range(len(blms)), [f"{b:g}" for b in blms])
+            ax.set_yticks(range(len(elms)), [f"{e:g}" for e in elms])
+            ax.set_xlabel("BLM rate")
+            ax.set_ylabel("ELM rate")
+            ax.set_title(f"{ds} — {g['variant']}: {title}")
+            fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_strategies(summary: dict[str, Any], path: Path) -> Path:
+    plt = _pyplot()
+    datasets = summary["datasets"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4.6), squeeze=False)
+    for ax, (ds, table) in zip(axes[0], datasets.items(), strict=True):
+        labels = list(table)
+        xs = range(len(labels))
+        honest = [100 * _nan(table[v]["f1_mean"]) for v in labels]
+        honest_err = [100 * _nan(table[v]["f1_std"]) for v in labels]
+        leaky = [100 * _nan(table[v]["leaky_f1_mean"]) for v in labels]
+        ax.bar(
+            [x - 0.2 for x in xs],
+            honest,
+            0.4,
+            yerr=honest_err,
+            capsize=3,
+            label="honest (unmasked test text)",
+        )
+        ax.bar(
+            [x + 0.2 for x in xs],
+            leaky,
+            0.4,
+            hatch="//",
+            alpha=0.6,
+            label="reference-leaky (gold-masked test text)",
+        )
+        ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("test strict F1 (%)")
+        ax.set_title(ds)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{summary['protocol']}: strategies (mean ± std over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_confidences(
+    results: list[dict[str, Any]], labels: list[str], dataset: str, path: Path
+) -> Path | None:
+    """Per-word P(entity) on the example sentences of ``dataset`` (first seed of each label);
+    gold entity words in red."""
+    by_label: dict[str, dict[str, Any]] = {}
+    for r in sorted(results, key=lambda r: r["seed"]):
+        if r["dataset"] == dataset and r["label"] in labels and r.get("examples"):
+            by_label.setdefault(r["label"], r)
+    rows = [lb for lb in labels if lb in by_label]
+    if not rows:
+        return None
+    plt = _pyplot()
+    examples = by_label[rows[0]]["examples"]
+    fig, axes = plt.subplots(
+        len(examples), 1, figsize=(14, (0.5 * len(rows) + 1.6) * len(examples)), squeeze=False
+    )
+    for ax, k in zip(axes[:, 0], range(len(examples)), strict=True):
+        words = examples[k]["words"]
+        gold = {j for a, b, _ in examples[k]["gold"] for j in range(a, b)}
+        values = [by_label[lb]["examples"][k]["p_entity"] for lb in rows]
+        ax.imshow(values, cmap="Reds", vmin=0, vmax=1, aspect="auto")
+        for i, vals in enumerate(values):
+            for j, v in enumerate(vals):
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if v > 0.6 else "black",
+                )
+        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_xticks(range(len(words)), words, rotation=60, ha="right", fontsize=7)
+        for j, tick in enumerate(ax.get_xticklabels()):
+            if j in gold:
+                tick.set_color("red")
+                tick.set_fontweight("bold")
+    fig.suptitle(f"{dataset}: P(entity) per word, honest (gold entity words in red; first seed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_plots(
+    summary: dict[str, Any], results: list[dict[str, Any]], out_dir: Path
+) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [
+        plot_dev_curves(summary, out_dir / "dev_f1_curves.png"),
+        plot_strategies(summary, out_dir / "strategies.png"),
+    ]
+    grid = plot_grid(summary, out_dir / "grid_heatmap.png")
+    if grid:
+        written.append(grid)
+    baseline = summary["baseline"]
+    candidate = summary["decision"].get("candidate")
+    for ds, table in summary["datasets"].items():
+        others = [lb for lb in table if lb not in (baseline, candidate)]
+        labels = [lb for lb in (baseline, candidate, *others) if lb][:4]
+        p = plot_confidences(results, labels, ds, out_dir / f"confidence_examples-{ds}.png")
+        if p:
+            written.append(p)
+    return written

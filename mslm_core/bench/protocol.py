@@ -1,0 +1,288 @@
+"""Benchmark protocols: a TOML file that declares every training run of a study.
+
+A protocol names its datasets (directories under a data root, each with train/dev/test
+splits), its seeds, the training settings shared by every run (``[train]``, any
+:class:`~mslm_core.config.TrainConfig` field) and its *variants* (``[variants.NAME]``, the
+fields that differ). Runs are the product dataset × variant × seed. An optional ``[grid]``
+adds the ELM × BLM grid of MSLM.md §1 for one variant (or for the variant with the best
+mean dev F1, ``variant = "best"``) and, with ``confirm = true``, re-runs the grid cell with
+the best mean dev F1 on every seed. Selection only ever reads dev scores.
+
+Example::
+
+    name = "cpu-small"
+    datasets = ["NCBI-disease-IOB", "BC5CDR-chem-IOB"]
+    seeds = [1, 2, 3]
+    baseline = "vanilla"
+
+    [train]
+    base_model = "minilm"
+    epochs = 3
+
+    [variants.vanilla]
+    strategy = "vanilla"
+
+    [variants.mslm]
+    strategy = "mslm"
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..config import TrainConfig
+from ..errors import ConfigError
+
+# Fields a protocol may not set: the harness fills them in per run.
+_PER_RUN = {"train", "dev", "test", "seed", "device"}
+_TOP_LEVEL = {
+    "name",
+    "description",
+    "datasets",
+    "seeds",
+    "baseline",
+    "leaky",
+    "examples",
+    "train",
+    "variants",
+    "grid",
+}
+_GRID_KEYS = {"variant", "elm_rate", "blm_rate", "seeds", "confirm"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run. ``label`` names what is compared: the variant, or for a grid cell
+    ``variant@elm<E>-blm<B>``. ``settings`` are the TrainConfig fields of the run (shared
+    settings, then the variant's, then the grid cell's); the seed and paths come later."""
+
+    dataset: str
+    label: str
+    variant: str
+    seed: int
+    settings: dict[str, Any]
+    phase: str  # "variants", "grid" or "confirm"
+    cell: tuple[float, float] | None = None
+
+    @property
+    def slug(self) -> str:
+        """Relative path of the run's result file (without ``.json``)."""
+        return f"{self.dataset}/{self.label}/seed{self.seed}"
+
+
+def cell_label(variant: str, elm: float, blm: float) -> str:
+    return f"{variant}@elm{elm:g}-blm{blm:g}"
+
+
+@dataclass
+class GridSpec:
+    variant: str  # a variant name, or "best" (best mean dev F1 of the variants)
+    elm_rate: list[float]
+    blm_rate: list[float]
+    seeds: list[int]
+    confirm: bool = True
+
+
+@dataclass
+class Protocol:
+    name: str
+    datasets: list[str]
+    seeds: list[int]
+    train: dict[str, Any]
+    variants: dict[str, dict[str, Any]]
+    baseline: str = "vanilla"
+    description: str = ""
+    leaky: bool = True  # also score the research code's gold-masked protocol (labelled)
+    examples: int = 3  # test sentences whose per-word confidences are kept (Fig. 2)
+    grid: GridSpec | None = None
+    path: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    # -- runs -------------------------------------------------------------------------------
+    def settings_for(self, variant: str, cell: tuple[float, float] | None = None) -> dict:
+        settings = {**self.train, **self.variants[variant]}
+        if cell is not None:
+            settings.update(elm_rate=cell[0], blm_rate=cell[1])
+        return settings
+
+    def variant_runs(self) -> list[RunSpec]:
+        return [
+            RunSpec(ds, v, v, seed, self.settings_for(v), "variants")
+            for ds in self.datasets
+            for v in self.variants
+            for seed in self.seeds
+        ]
+
+    def grid_runs(self, variant: str) -> list[RunSpec]:
+        """The ELM × BLM cells of ``variant`` on the grid seeds. A cell the variant cannot
+        train (ELM 1.0 with ``detect_ignore_masked``: no entity token left to detect) is
+        left out."""
+        if self.grid is None:
+            return []
+        cells = []
+        for elm in self.grid.elm_rate:
+            for blm in self.grid.blm_rate:
+                try:
+                    TrainConfig.from_dict(self.settings_for(variant, (elm, blm)))
+                except ConfigError:
+                    continue
+                cells.append((elm, blm))
+        return [
+            RunSpec(
+                ds,
+                cell_label(variant, *cell),
+                variant,
+                seed,
+                self.settings_for(variant, cell),
+                "grid",
+                cell,
+            )
+            for ds in self.datasets
+            for cell in cells
+            for seed in self.grid.seeds
+        ]
+
+    def confirm_runs(self, variant: str, cell: tuple[float, float]) -> list[RunSpec]:
+        """The selected grid cell on every protocol seed (runs the grid already did are the
+        same runs: same label, same seed, same result file)."""
+        label = cell_label(variant, *cell)
+        return [
+            RunSpec(ds, label, variant, seed, self.settings_for(variant, cell), "confirm", cell)
+            for ds in self.datasets
+            for seed in self.seeds
+        ]
+
+
+def _fail(where: str, message: str) -> ConfigError:
+    return ConfigError(f"{where}: {message}")
+
+
+def _check_settings(where: str, settings: dict[str, Any]) -> None:
+    known = {f.name for f in fields(TrainConfig)}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            raise _fail(
+                f"{where}.{key}",
+                "is a table, not a setting (quote a variant name that holds a dot: "
+                '[variants."a.b"])',
+            )
+        if key in _PER_RUN:
+            raise _fail(f"{where}.{key}", "is set per run by the harness; remove it")
+        if key not in known:
+            raise _fail(f"{where}.{key}", "unknown training setting")
+    try:
+        TrainConfig.from_dict(dict(settings))
+    except ConfigError as exc:
+        raise _fail(where, str(exc)) from exc
+
+
+def _float_list(where: str, value: Any) -> list[float]:
+    if not isinstance(value, list) or not value:
+        raise _fail(where, "must be a non-empty list of numbers")
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+            raise _fail(where, f"{v!r} is not a rate in [0, 1]")
+        out.append(float(v))
+    return out
+
+
+def _seed_list(where: str, value: Any) -> list[int]:
+    if not isinstance(value, list) or not value:
+        raise _fail(where, "must be a non-empty list of integers")
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in value):
+        raise _fail(where, "must hold integers only")
+    if len(set(value)) != len(value):
+        raise _fail(where, "repeats a seed")
+    return list(value)
+
+
+def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
+    """A :class:`Protocol` from parsed TOML; errors name the offending key."""
+    unknown = sorted(set(data) - _TOP_LEVEL)
+    if unknown:
+        raise _fail(f"{where}.{unknown[0]}", "unknown key; valid: " + ", ".join(sorted(_TOP_LEVEL)))
+    name = data.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(f"{where}.name", "a name of letters, digits, '-', '_' or '.' is required")
+    datasets = data.get("datasets")
+    if (
+        not isinstance(datasets, list)
+        or not datasets
+        or not all(isinstance(d, str) and _NAME.match(d) for d in datasets)
+    ):
+        raise _fail(f"{where}.datasets", "must be a non-empty list of dataset directory names")
+    seeds = _seed_list(f"{where}.seeds", data.get("seeds"))
+    train = data.get("train", {})
+    if not isinstance(train, dict):
+        raise _fail(f"{where}.train", "must be a table of training settings")
+    _check_settings(f"{where}.train", train)
+    variants = data.get("variants")
+    if not isinstance(variants, dict) or not variants:
+        raise _fail(f"{where}.variants", "at least one [variants.NAME] table is required")
+    for vname, settings in variants.items():
+        if not _NAME.match(vname) or "@" in vname:
+            raise _fail(f"{where}.variants.{vname}", "invalid variant name")
+        if not isinstance(settings, dict):
+            raise _fail(f"{where}.variants.{vname}", "must be a table of training settings")
+        _check_settings(f"{where}.variants.{vname}", {**train, **settings})
+    baseline = data.get("baseline", "vanilla")
+    if baseline not in variants:
+        raise _fail(f"{where}.baseline", f"{baseline!r} is not one of the variants")
+    examples = data.get("examples", 3)
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+        raise _fail(f"{where}.examples", "must be a non-negative integer")
+    leaky = data.get("leaky", True)
+    if not isinstance(leaky, bool):
+        raise _fail(f"{where}.leaky", "must be true or false")
+    grid = None
+    if "grid" in data:
+        g = data["grid"]
+        if not isinstance(g, dict):
+            raise _fail(f"{where}.grid", "must be a table")
+        bad = sorted(set(g) - _GRID_KEYS)
+        if bad:
+            raise _fail(f"{where}.grid.{bad[0]}", "unknown key; valid: " + ", ".join(_GRID_KEYS))
+        variant = g.get("variant", "best")
+        if variant != "best" and variant not in variants:
+            raise _fail(f"{where}.grid.variant", f"{variant!r} is neither 'best' nor a variant")
+        grid = GridSpec(
+            variant=variant,
+            elm_rate=_float_list(f"{where}.grid.elm_rate", g.get("elm_rate")),
+            blm_rate=_float_list(f"{where}.grid.blm_rate", g.get("blm_rate")),
+            seeds=_seed_list(f"{where}.grid.seeds", g.get("seeds", seeds[:1])),
+            confirm=bool(g.get("confirm", True)),
+        )
+    description = data.get("description", "")
+    return Protocol(
+        name=name,
+        datasets=list(datasets),
+        seeds=seeds,
+        train=dict(train),
+        variants={k: dict(v) for k, v in variants.items()},
+        baseline=baseline,
+        description=str(description),
+        leaky=leaky,
+        examples=examples,
+        grid=grid,
+        raw=data,
+    )
+
+
+def load_protocol(path: str | Path) -> Protocol:
+    """Read a protocol TOML file (errors name the file and the key)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: protocol file not found") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read protocol: {exc}") from exc
+    protocol = parse_protocol(data, where=str(path))
+    protocol.path = str(path)
+    return protocol

@@ -1,0 +1,317 @@
+"""Run a protocol: every run through the core training code, one result file per run.
+
+A run whose result file exists is skipped, so an interrupted benchmark resumes where it
+stopped; a run interrupted mid-training resumes from its last checkpoint (the trainer's
+exact resume). Test scores are honest — the product's prediction path on unmasked text
+(``mslm evaluate``'s code) — and, for ELM-BLM variants, also under the research code's
+``reference-leaky`` protocol, labelled as such, to show where the paper's numbers come from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..bundle import verify_bundle
+from ..config import TrainConfig
+from ..corpus import Corpus, Mention, read_corpus, split_paths
+from ..errors import BundleError, ConfigError
+from ..evaluate import predict_mentions, score_predictions
+from .protocol import Protocol, RunSpec
+
+log = logging.getLogger(__name__)
+
+RESULT_SCHEMA = 1
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def predictions_digest(predicted: list[list[Mention]]) -> str:
+    """sha256 of the predicted mentions (spans and types): equal digests, equal predictions."""
+    canon = [[[m.start, m.end, m.label] for m in sent] for sent in predicted]
+    return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
+
+
+def example_sentences(corpus: Corpus, k: int) -> list[int]:
+    """Indices of ``k`` test sentences for the confidence figure: the first ones with a gold
+    mention and 8–25 words (the same sentences for every run on a dataset)."""
+    out: list[int] = []
+    for i, s in enumerate(corpus.sentences):
+        if len(out) >= k:
+            break
+        if s.mentions and 8 <= len(s.word_spans) <= 25:
+            out.append(i)
+    return out
+
+
+def _examples(predictor: Any, corpus: Corpus, k: int) -> list[dict[str, Any]]:
+    from ..features import O
+
+    chosen = example_sentences(corpus, k)
+    if not chosen:
+        return []
+    words = [corpus.sentences[i].words for i in chosen]
+    probs = predictor.tag_probabilities(words)
+    mentions = predictor.predict_words(words)
+    return [
+        {
+            "sentence": i,
+            "words": w,
+            "gold": [[m.start, m.end, m.label] for m in corpus.sentences[i].mentions],
+            "p_entity": [round(1.0 - float(p[O]), 4) for p in tp],
+            "predicted": [
+                [m.start, m.end, m.label, round(m.confidence, 4)] for m in predicted_mentions
+            ],
+        }
+        for i, w, tp, predicted_mentions in zip(chosen, words, probs, mentions, strict=True)
+    ]
+
+
+class Runner:
+    """Runs the :class:`RunSpec` s of a protocol and keeps their result files."""
+
+    def __init__(
+        self,
+        protocol: Protocol,
+        data_root: str | Path,
+        results_dir: str | Path,
+        work_dir: str | Path,
+        device: str = "auto",
+        keep_bundles: bool = False,
+        on_run: Callable[[RunSpec, dict[str, Any], bool], None] | None = None,
+    ):
+        self.protocol = protocol
+        self.data_root = Path(data_root)
+        self.results_dir = Path(results_dir)
+        self.work_dir = Path(work_dir)
+        self.device = device
+        self.keep_bundles = keep_bundles
+        self.on_run = on_run
+        self._corpora: dict[str, Corpus] = {}
+
+    # -- files ------------------------------------------------------------------------------
+    def result_path(self, spec: RunSpec) -> Path:
+        return self.results_dir / "runs" / f"{spec.slug}.json"
+
+    def load_result(self, spec: RunSpec) -> dict[str, Any] | None:
+        path = self.result_path(spec)
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ConfigError(
+                f"{path}: unreadable run result ({exc}); delete it to re-run"
+            ) from exc
+
+    def dataset_paths(self, dataset: str) -> dict[str, Path]:
+        paths = split_paths(self.data_root / dataset)
+        missing = [s for s in ("train", "dev", "test") if s not in paths]
+        if missing:
+            raise ConfigError(
+                f"{self.data_root / dataset}: the benchmark needs train, dev and test splits "
+                f"(missing: {', '.join(missing)})"
+            )
+        return paths
+
+    def check_datasets(self) -> None:
+        """Fail before any training when a dataset is missing."""
+        for ds in self.protocol.datasets:
+            self.dataset_paths(ds)
+
+    def _test_corpus(self, dataset: str) -> Corpus:
+        if dataset not in self._corpora:
+            self._corpora[dataset] = read_corpus(self.dataset_paths(dataset)["test"])
+        return self._corpora[dataset]
+
+    # -- one run ----------------------------------------------------------------------------
+    def run(self, spec: RunSpec) -> dict[str, Any]:
+        """The result of ``spec``: read from its file, or trained and scored now."""
+        existing = self.load_result(spec)
+        if existing is not None:
+            if self.on_run:
+                self.on_run(spec, existing, True)
+            return existing
+        from ..bundle import load_bundle
+        from ..inference import EntityExtractor
+        from ..train import Trainer
+
+        paths = self.dataset_paths(spec.dataset)
+        config = TrainConfig.from_dict(
+            {
+                **spec.settings,
+                "train": str(paths["train"]),
+                "dev": str(paths["dev"]),
+                "seed": spec.seed,
+                "device": self.device,
+            }
+        )
+        bundle_dir = self.work_dir / spec.slug / "bundle"
+        leaky_weights = self.work_dir / spec.slug / "leaky-best.safetensors"
+        with_leaky = self.protocol.leaky and config.masking_strategy == "elm_blm"
+        started = time.perf_counter()
+        if not _complete_bundle(bundle_dir):
+            log.info("run %s: training", spec.slug)
+            callbacks = []
+            if with_leaky:  # the research code's selection, for the labelled column only
+                from ..leaky import LeakyDevSelection
+
+                dev = read_corpus(paths["dev"])
+                callbacks.append(LeakyDevSelection(dev, leaky_weights, spec.seed))
+            Trainer(config, bundle_dir, callbacks=callbacks, overwrite=True).fit(resume=True)
+        trained = time.perf_counter()
+        extractor = EntityExtractor.from_bundle(bundle_dir, device=self.device)
+        predictor, manifest = extractor.predictor, extractor.manifest
+        test = self._test_corpus(spec.dataset)
+        predicted = predict_mentions(predictor, test)
+        honest = score_predictions(test, predicted)
+        leaky = leaky_selection = None
+        if with_leaky:
+            from safetensors.torch import load_model
+
+            from ..leaky import evaluate_reference_leaky
+
+            device = extractor.info.provider  # the torch device (bench bundles have no ONNX)
+            bundle = load_bundle(bundle_dir, device=device, manifest=manifest)
+            if leaky_weights.exists():  # weights chosen on gold-masked dev, as the research code
+                load_model(bundle.model, str(leaky_weights), strict=False, device=device)
+                leaky_selection = json.loads(leaky_weights.with_suffix(".json").read_text())
+            leaky = evaluate_reference_leaky(bundle, test, seed=spec.seed, device=device)
+            leaky["selection"] = leaky_selection
+        record = {
+            "schema": RESULT_SCHEMA,
+            "protocol": self.protocol.name,
+            "dataset": spec.dataset,
+            "label": spec.label,
+            "variant": spec.variant,
+            "seed": spec.seed,
+            "phase": spec.phase,
+            "cell": None
+            if spec.cell is None
+            else {"elm_rate": spec.cell[0], "blm_rate": spec.cell[1]},
+            "settings": {
+                **config.to_dict(),
+                "train": str(paths["train"].relative_to(self.data_root)),
+                "dev": str(paths["dev"].relative_to(self.data_root)),
+                "test": str(paths["test"].relative_to(self.data_root)),
+            },
+            "history": manifest["history"],
+            "best_epoch": manifest["best_epoch"],
+            "train_seconds": manifest["train_seconds"],
+            "dev": manifest["metrics"]["dev"],
+            "test": honest,
+            "test_leaky": leaky,
+            "predictions_sha256": predictions_digest(predicted),
+            "examples": _examples(predictor, test, self.protocol.examples),
+            "masking": manifest.get("masking", {}),
+            "encoder": manifest.get("encoder", {}),
+            "wall_seconds": {
+                "train": round(trained - started, 1),
+                "evaluate": round(time.perf_counter() - trained, 1),
+            },
+            "machine": machine(),
+            "mslm_version": __version__,
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        write_json(self.result_path(spec), record)
+        if not self.keep_bundles:
+            shutil.rmtree(self.work_dir / spec.slug, ignore_errors=True)
+        log.info(
+            "run %s: test strict F1 %.4f (honest)%s, dev F1 %.4f",
+            spec.slug,
+            honest["strict"]["f1"],
+            "" if leaky is None else f", {leaky['strict']['f1']:.4f} (reference-leaky)",
+            record["dev"]["strict"]["f1"],
+        )
+        if self.on_run:
+            self.on_run(spec, record, False)
+        return record
+
+    # -- the protocol -----------------------------------------------------------------------
+    def run_all(self) -> list[dict[str, Any]]:
+        """Variants, then the grid (for the named or the best variant), then the best grid
+        cell on every seed. Returns every result."""
+        self.check_datasets()
+        results = [self.run(spec) for spec in self.protocol.variant_runs()]
+        grid = self.protocol.grid
+        if grid is None:
+            return results
+        variant = grid.variant
+        if variant == "best":
+            variant = best_variant(self.protocol, results)
+            log.info("grid for the variant with the best mean dev F1: %s", variant)
+        grid_results = [self.run(spec) for spec in self.protocol.grid_runs(variant)]
+        results += grid_results
+        if grid.confirm:
+            cell = best_cell(grid_results)
+            log.info("best grid cell by mean dev F1: ELM %g, BLM %g", *cell)
+            results += [self.run(spec) for spec in self.protocol.confirm_runs(variant, cell)]
+        return results
+
+
+def _complete_bundle(path: Path) -> bool:
+    if not path.is_dir():
+        return False
+    try:
+        verify_bundle(path)
+    except BundleError:
+        return False
+    return True
+
+
+def mean_dev_f1(results: list[dict[str, Any]]) -> float:
+    """Mean over datasets of the mean over seeds of dev strict F1 (datasets weigh alike)."""
+    by_ds: dict[str, list[float]] = {}
+    for r in results:
+        by_ds.setdefault(r["dataset"], []).append(r["dev"]["strict"]["f1"])
+    return statistics.mean(statistics.mean(v) for v in by_ds.values())
+
+
+def best_variant(protocol: Protocol, results: list[dict[str, Any]]) -> str:
+    """The ELM-BLM variant (the grid varies its rates) with the best mean dev F1."""
+    candidates = [
+        v
+        for v in protocol.variants
+        if TrainConfig.from_dict(protocol.settings_for(v)).masking_strategy == "elm_blm"
+    ]
+    if not candidates:
+        raise ConfigError("grid.variant = 'best' needs at least one ELM-BLM (mslm) variant")
+    scores = {v: mean_dev_f1([r for r in results if r["label"] == v]) for v in candidates}
+    return max(candidates, key=lambda v: (scores[v], -candidates.index(v)))
+
+
+def best_cell(results: list[dict[str, Any]]) -> tuple[float, float]:
+    cells: dict[tuple[float, float], list[dict[str, Any]]] = {}
+    for r in results:
+        cells.setdefault((r["cell"]["elm_rate"], r["cell"]["blm_rate"]), []).append(r)
+    order = list(cells)
+    return max(order, key=lambda c: (mean_dev_f1(cells[c]), -order.index(c)))

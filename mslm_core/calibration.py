@@ -1,0 +1,172 @@
+"""Calibrated confidence: temperature scaling (Guo et al., 2017) fitted per model on dev at the
+end of training, for the detection head (B/I/O per word) and the classification head (type per
+mention); expected calibration error of entity confidences before and after; a reliability
+diagram.
+
+An entity's confidence is ``detection_score × type_score`` (MSLM.md §4); it is *correct* when
+the entity matches a gold mention exactly (boundaries and type). ECE bins entities by
+confidence (10 equal-width bins) and averages |accuracy − mean confidence| weighted by bin size.
+Temperatures apply to probabilities as ``p^(1/T)`` renormalised — the same as dividing logits
+by ``T`` — so every backend (PyTorch, ONNX) applies them after the fact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .corpus import Corpus, Mention
+from .features import B, I, O
+
+BINS = 10
+CALIBRATION_PNG = "calibration.png"
+T_BOUNDS = (0.05, 20.0)
+
+
+def fit_temperature(probs: np.ndarray, labels: np.ndarray) -> float:
+    """The ``T`` that minimises the negative log-likelihood of ``labels`` under
+    ``temper(probs, T)``; ``probs`` [N, K], ``labels`` [N]. 1.0 when there is nothing to fit."""
+    from scipy.optimize import minimize_scalar
+
+    if len(labels) == 0 or probs.shape[-1] < 2:
+        return 1.0
+    logp = np.log(np.clip(probs.astype(np.float64), 1e-12, 1.0))
+    rows = np.arange(len(labels))
+
+    def nll(log_t: float) -> float:
+        z = logp / math.exp(log_t)
+        z -= z.max(-1, keepdims=True)
+        return float(-(z[rows, labels] - np.log(np.exp(z).sum(-1))).mean())
+
+    res = minimize_scalar(nll, bounds=tuple(math.log(b) for b in T_BOUNDS), method="bounded")
+    return float(math.exp(res.x))
+
+
+@dataclass
+class Reliability:
+    """Entity confidences against exactness, binned."""
+
+    ece: float
+    n: int
+    bins: list[dict[str, float]]  # lower, upper, count, confidence, accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ece": self.ece, "n": self.n, "bins": self.bins}
+
+
+def reliability(confidences: Sequence[float], correct: Sequence[bool]) -> Reliability:
+    conf = np.asarray(confidences, np.float64)
+    ok = np.asarray(correct, np.float64)
+    bins, ece = [], 0.0
+    for k in range(BINS):
+        lo, hi = k / BINS, (k + 1) / BINS
+        inside = (conf > lo) & (conf <= hi) if k else (conf >= lo) & (conf <= hi)
+        n = int(inside.sum())
+        if n:
+            c, a = float(conf[inside].mean()), float(ok[inside].mean())
+            ece += n / len(conf) * abs(a - c)
+        else:
+            c = a = 0.0
+        bins.append({"lower": lo, "upper": hi, "count": n, "confidence": c, "accuracy": a})
+    return Reliability(float(ece), len(conf), bins)
+
+
+def entity_outcomes(
+    gold: Sequence[Sequence[Mention]], predicted: Sequence[Sequence[Any]]
+) -> tuple[list[float], list[bool]]:
+    """Each predicted entity's confidence, and whether it is exactly a gold mention."""
+    confidences, correct = [], []
+    for g, p in zip(gold, predicted, strict=True):
+        exact = {(m.start, m.end, m.label) for m in g}
+        for m in p:
+            confidences.append(m.confidence)
+            correct.append((m.start, m.end, m.label) in exact)
+    return confidences, correct
+
+
+def word_tags(sentence_len: int, mentions: Sequence[Mention]) -> np.ndarray:
+    tags = np.full(sentence_len, O, np.int64)
+    for m in mentions:
+        tags[m.start] = B
+        tags[m.start + 1 : m.end] = I
+    return tags
+
+
+def calibrate(predictor: Any, dev: Corpus, test: Corpus | None = None) -> dict[str, Any]:
+    """Fit both temperatures on ``dev`` with ``predictor``, report ECE before and after on
+    dev (where they were fitted) and on ``test`` (held out) when given, and leave
+    ``predictor`` applying the fitted temperatures. Two prediction passes over dev (one
+    for the detection head and the predicted entities, one typing the gold mentions) and one
+    over test; the temperatures only rescore what those passes found."""
+    words = [s.words for s in dev.sentences]
+    raw = predictor.raw_predictions(words)
+    det_probs = [p for p in raw.word_probs if len(p)]
+    det_labels = [word_tags(len(s.words), s.mentions) for s in dev.sentences if s.words]
+    t_det = fit_temperature(
+        np.concatenate(det_probs) if det_probs else np.zeros((0, 3)),
+        np.concatenate(det_labels) if det_labels else np.zeros(0, np.int64),
+    )
+    type_ids = {t: i for i, t in enumerate(predictor.types)}
+    gold = [[m for m in s.mentions if m.label in type_ids] for s in dev.sentences]
+    spans = [[(m.start, m.end) for m in sent] for sent in gold]
+    flat = [p for sent in predictor.span_type_probabilities(words, spans) for p in sent]
+    labels = np.asarray([type_ids[m.label] for sent in gold for m in sent], np.int64)
+    t_type = fit_temperature(np.stack(flat), labels) if flat else 1.0
+
+    out: dict[str, Any] = {
+        "method": "temperature scaling of the detection and type heads, fitted on dev (NLL)",
+        "detection_temperature": t_det,
+        "type_temperature": t_type,
+        "bins": BINS,
+    }
+    for split, corpus in (("dev", dev), ("test", test)):
+        if corpus is None:
+            continue
+        if corpus is not dev:
+            raw = predictor.raw_predictions([s.words for s in corpus.sentences])
+        mentions = [s.mentions for s in corpus.sentences]
+        out[split] = {
+            when: reliability(
+                *entity_outcomes(mentions, raw.mentions(predictor.types, t))
+            ).to_dict()
+            for when, t in (("before", (1.0, 1.0)), ("after", (t_det, t_type)))
+        }
+    predictor.temperatures = (t_det, t_type)
+    return out
+
+
+def reliability_diagram(calibration: dict[str, Any], path: Path) -> Path:
+    """A PNG: accuracy against confidence per bin, before and after, on test when there is one
+    (held out), else on dev."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    split = "test" if "test" in calibration else "dev"
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharey=True)
+    for ax, when in zip(axes, ("before", "after"), strict=True):
+        rel = calibration[split][when]
+        centers = [(b["lower"] + b["upper"]) / 2 for b in rel["bins"]]
+        acc = [b["accuracy"] if b["count"] else 0.0 for b in rel["bins"]]
+        ax.bar(centers, acc, width=1 / BINS, edgecolor="black", alpha=0.8, label="accuracy")
+        ax.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
+        ax.set_title(f"{when} temperature scaling — ECE {rel['ece']:.3f}")
+        ax.set_xlabel(f"entity confidence ({split}, n = {rel['n']})")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.legend(loc="upper left", fontsize=8)
+    axes[0].set_ylabel("share of entities exactly right")
+    fig.suptitle(
+        f"Reliability diagram: T(detection) = {calibration['detection_temperature']:.2f}, "
+        f"T(type) = {calibration['type_temperature']:.2f}"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,330 @@
+"""ONNX export of a bundle's serving graph, optional int8 dynamic quantisation, and a parity
+check against PyTorch that fails the export when the runtimes disagree.
+
+Two graphs are written (both with dynamic axes):
+
+``model.onnx`` (and ``model.int8.onnx``)
+    ``input_ids`` [B, T], ``attention_mask`` [B, T] (int64) → ``detection_probs`` [B, T, 3]
+    (B, I, O softmax) and ``type_features`` [B, T, H] (the classifier's first layer per
+    subword; mean-pooled over a mention by the engine). Exported with eager attention so
+    that ONNX Runtime's transformer optimiser fuses attention, embeddings and layer norms.
+``classifier.onnx``
+    ``pooled`` [N, H] → ``type_probs`` [N, C]; tiny, kept in fp32.
+
+The files are added to the bundle atomically with their checksums and an ``onnx`` manifest
+section (opset, precision, parity figures). Nothing is added when a check fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .bundle import add_files, load_bundle
+from .errors import ExportError
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+MODEL_ONNX = "model.onnx"
+MODEL_INT8_ONNX = "model.int8.onnx"
+CLASSIFIER_ONNX = "classifier.onnx"
+INPUTS = ("input_ids", "attention_mask")
+OUTPUTS = ("detection_probs", "type_features")
+
+# Parity inputs: real-looking text of varied length (batched together, so padding is tested).
+PARITY_TEXTS = (
+    "The patient has breast cancer.",
+    "Cisplatin-induced nephrotoxicity was reversed after hydration; no sign of renal failure.",
+    "Mutations in the BRCA1 gene predispose to hereditary breast and ovarian cancer syndrome "
+    "in families of Ashkenazi Jewish descent.",
+    "Aspirin reduces fever.",
+    "Type 2 diabetes mellitus, hypertension and hyperlipidaemia were treated with metformin, "
+    "lisinopril and atorvastatin over a period of three years with good glycaemic control.",
+    "No abnormality detected.",
+    "Haemolytic uraemic syndrome (HUS) followed an infection with Escherichia coli O157:H7.",
+    "Adenomatous polyposis coli (APC) tumour-suppressor protein controls Wnt signalling.",
+)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Largest allowed disagreement between ONNX Runtime and PyTorch on the parity inputs
+    (real tokens only; padding is not compared)."""
+
+    detection_abs: float  # max |Δ probability| of B/I/O
+    features_abs: float  # max |Δ| of type features
+    type_probs_abs: float  # max |Δ| of the classifier's softmax
+    tag_agreement: float  # share of confidently tagged tokens given the same tag
+
+
+# A token is "confidently tagged" by PyTorch when its top tag beats the runner-up by this much;
+# below it, a flip between near-equal tags is within quantisation noise.
+CONFIDENT_MARGIN = 0.2
+
+
+FP32 = Tolerance(detection_abs=1e-4, features_abs=1e-3, type_probs_abs=1e-4, tag_agreement=1.0)
+# int8 dynamic quantisation changes numbers; what must hold is that it tags alike.
+INT8 = Tolerance(
+    detection_abs=0.25, features_abs=float("inf"), type_probs_abs=0.25, tag_agreement=0.99
+)
+
+
+def _serving_modules(model: Any) -> tuple[Any, Any]:
+    import torch
+
+    class ServingGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+            return self.model.forward_features(input_ids, attention_mask)
+
+    class ClassifierGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+            return self.model.classify(pooled).softmax(-1)
+
+    return ServingGraph().eval(), ClassifierGraph().eval()
+
+
+def parity_batch(tokenizer: Any, max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The parity texts tokenised and padded into one batch: ([B, T], [B, T]) int64."""
+    enc = [tokenizer(t, truncation=True, max_length=max_length)["input_ids"] for t in PARITY_TEXTS]
+    longest = max(len(e) for e in enc)
+    pad = tokenizer.pad_token_id or 0
+    ids = np.full((len(enc), longest), pad, np.int64)
+    mask = np.zeros_like(ids)
+    for r, e in enumerate(enc):
+        ids[r, : len(e)] = e
+        mask[r, : len(e)] = 1
+    return ids, mask
+
+
+def _session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def check_parity(
+    model: Any,
+    onnx_path: Path,
+    classifier_path: Path,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    tol: Tolerance,
+    precision: str,
+) -> dict[str, float]:
+    """Run PyTorch and ONNX Runtime on the same batch; raise :class:`ExportError` naming the
+    output that disagrees beyond ``tol``. Returns the measured differences."""
+    import torch
+
+    with torch.inference_mode():
+        t_probs, t_feats = model.forward_features(torch.from_numpy(ids), torch.from_numpy(mask))
+        real = torch.from_numpy(mask).bool()
+        pooled = (t_feats * real[..., None]).sum(1) / real.sum(1, keepdim=True)
+        t_types = model.classify(pooled).softmax(-1).numpy()
+    t_probs_np, t_feats_np = t_probs.numpy(), t_feats.numpy()
+    o_probs, o_feats = _session(onnx_path).run(
+        list(OUTPUTS), {"input_ids": ids, "attention_mask": mask}
+    )
+    o_types = _session(classifier_path).run(None, {"pooled": pooled.numpy()})[0]
+    valid = mask.astype(bool)
+    top2 = np.sort(t_probs_np, -1)[..., -2:]
+    confident = valid & (top2[..., 1] - top2[..., 0] > CONFIDENT_MARGIN)
+    same_tag = o_probs.argmax(-1) == t_probs_np.argmax(-1)
+    figures = {
+        "detection_abs": float(np.abs(o_probs - t_probs_np)[valid].max()),
+        "features_abs": float(np.abs(o_feats - t_feats_np)[valid].max()),
+        "type_probs_abs": float(np.abs(o_types - t_types).max()),
+        "tag_agreement_all": float(same_tag[valid].mean()),
+        "tag_agreement": float(same_tag[confident].mean()) if confident.any() else 1.0,
+        "tokens": int(valid.sum()),
+        "confident_tokens": int(confident.sum()),
+    }
+    for name in ("detection_abs", "features_abs", "type_probs_abs"):
+        if not figures[name] <= getattr(tol, name):
+            raise ExportError(
+                f"{precision} ONNX disagrees with PyTorch: {name} = {figures[name]:.3g} > "
+                f"{getattr(tol, name):.3g} on the parity batch; the export was not added"
+            )
+    if figures["tag_agreement"] < tol.tag_agreement:
+        raise ExportError(
+            f"{precision} ONNX tags {figures['tag_agreement']:.1%} of the confidently tagged "
+            f"parity tokens like PyTorch (needs {tol.tag_agreement:.1%}); the export was not "
+            "added"
+        )
+    return figures
+
+
+def _export_graphs(
+    model: Any, directory: Path, exporter: str = "torchscript"
+) -> tuple[Path, Path, str]:
+    """Write the serving graph and the classifier. ``torchscript`` (PyTorch's legacy
+    exporter) gives the graph ONNX Runtime's optimiser fuses into its Attention kernel (the
+    ``torch.export``-based one does not, measured: no fused attention); ``dynamo`` is the
+    fallback when the legacy exporter is gone. Returns the paths and the exporter used."""
+    import torch
+
+    serving, classifier = _serving_modules(model)
+    ids = torch.ones((2, 8), dtype=torch.int64)
+    hidden = model.mlm_model.config.hidden_size
+    raw, cls_path = directory / "raw.onnx", directory / CLASSIFIER_ONNX
+    inputs, outputs = list(INPUTS), list(OUTPUTS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
+        if exporter == "torchscript":
+            try:
+                batch_seq = {0: "batch", 1: "sequence"}
+                torch.onnx.export(
+                    serving,
+                    (ids, torch.ones_like(ids)),
+                    str(raw),
+                    dynamo=False,
+                    opset_version=OPSET,
+                    input_names=inputs,
+                    output_names=outputs,
+                    dynamic_axes={name: batch_seq for name in (*INPUTS, *OUTPUTS)},
+                )
+                torch.onnx.export(
+                    classifier,
+                    (torch.zeros((2, hidden)),),
+                    str(cls_path),
+                    dynamo=False,
+                    opset_version=OPSET,
+                    input_names=["pooled"],
+                    output_names=["type_probs"],
+                    dynamic_axes={"pooled": {0: "mentions"}, "type_probs": {0: "mentions"}},
+                )
+                return raw, cls_path, exporter
+            except (TypeError, ValueError, NotImplementedError, RuntimeError) as exc:
+                log.warning("legacy ONNX exporter unavailable (%s); using torch.export", exc)
+        batch, seq, mentions = (torch.export.Dim(n) for n in ("batch", "sequence", "mentions"))
+        torch.onnx.export(
+            serving,
+            (ids, torch.ones_like(ids)),
+            str(raw),
+            dynamo=True,
+            opset_version=OPSET,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
+        )
+        torch.onnx.export(
+            classifier,
+            (torch.zeros((2, hidden)),),
+            str(cls_path),
+            dynamo=True,
+            opset_version=OPSET,
+            input_names=["pooled"],
+            output_names=["type_probs"],
+            dynamic_shapes={"pooled": {0: mentions}},
+        )
+    return raw, cls_path, "dynamo"
+
+
+def _optimize(raw: Path, out: Path, config: Any) -> dict[str, int]:
+    """ONNX Runtime's transformer optimiser (fused attention, embeddings, layer norms); the
+    plain graph is kept when the family is not one it knows."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    try:
+        optimized = optimize_model(
+            str(raw),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+        )
+    except Exception as exc:
+        log.warning("ONNX Runtime's optimiser failed (%s); keeping the plain graph", exc)
+        raw.replace(out)
+        return {}
+    optimized.save_model_to_file(str(out))
+    fused = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+    log.info("fused operators: %s", fused)
+    return fused
+
+
+def quantize_int8(src: Path, dst: Path) -> None:
+    """Dynamic int8 quantisation of the weights (activations quantised at run time)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))  # the quantiser logs every tensor on the root
+    try:
+        _quantize(quantize_dynamic, QuantType, onnx, src, dst)
+    finally:
+        root.setLevel(level)
+
+
+def _quantize(quantize_dynamic: Any, QuantType: Any, onnx: Any, src: Path, dst: Path) -> None:
+    quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        # fused contrib ops have no inferred output types; they are float
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+
+
+def export_bundle(
+    bundle_dir: str | Path, quantize: str | None = None, exporter: str = "torchscript"
+) -> dict[str, Any]:
+    """Export ``bundle_dir`` to ONNX (and int8 when ``quantize == "int8"``), check parity,
+    and add the files to the bundle. Returns the manifest's ``onnx`` section."""
+    import onnxruntime
+    import torch
+
+    if quantize not in (None, "int8"):
+        raise ExportError(f"quantize must be 'int8' or None, got {quantize!r}")
+    bundle = load_bundle(bundle_dir)
+    model = bundle.model.eval()
+    model.mlm_model.set_attn_implementation("eager")  # a pattern the ORT optimiser fuses
+    max_length = int(bundle.manifest.get("max_length", 128))
+    ids, mask = parity_batch(bundle.tokenizer, max_length)
+    files: dict[str, Path] = {}
+    with tempfile.TemporaryDirectory(prefix="mslm-export-") as tmp:
+        work = Path(tmp)
+        raw, cls_path, exporter = _export_graphs(model, work, exporter)
+        fp32 = work / MODEL_ONNX
+        fused = _optimize(raw, fp32, model.mlm_model.config)
+        section: dict[str, Any] = {
+            "opset": OPSET,
+            "exporter": exporter,
+            "inputs": list(INPUTS),
+            "outputs": list(OUTPUTS),
+            "classifier": CLASSIFIER_ONNX,
+            "precisions": {"fp32": MODEL_ONNX},
+            "fused_operators": fused,
+            "onnxruntime_version": onnxruntime.__version__,
+            "torch_version": torch.__version__,
+            "parity": {"fp32": check_parity(model, fp32, cls_path, ids, mask, FP32, "fp32")},
+        }
+        files = {MODEL_ONNX: fp32, CLASSIFIER_ONNX: cls_path}
+        if quantize == "int8":
+            int8 = work / MODEL_INT8_ONNX
+            quantize_int8(fp32, int8)
+            section["parity"]["int8"] = check_parity(model, int8, cls_path, ids, mask, INT8, "int8")
+            section["precisions"]["int8"] = MODEL_INT8_ONNX
+            files[MODEL_INT8_ONNX] = int8
+        # a re-export without int8 must not leave a stale int8 file listed
+        stale = [] if quantize == "int8" else [MODEL_INT8_ONNX]
+        add_files(bundle_dir, files, {"onnx": section}, remove=stale)
+    log.info("exported %s: %s", bundle_dir, ", ".join(section["precisions"].values()))
+    return section

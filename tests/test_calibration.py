@@ -1,0 +1,155 @@
+"""Calibrated confidence: temperature fitting, ECE, and what training and serving do with it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import torch_predictor
+
+from mslm_core.calibration import (
+    CALIBRATION_PNG,
+    calibrate,
+    entity_outcomes,
+    fit_temperature,
+    reliability,
+    word_tags,
+)
+from mslm_core.config import TrainConfig
+from mslm_core.corpus import Mention, read_conll
+from mslm_core.predict import ScoredMention, temper
+from mslm_core.train import train
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _nll(probs: np.ndarray, labels: np.ndarray) -> float:
+    return float(-np.log(probs[np.arange(len(labels)), labels]).mean())
+
+
+@pytest.mark.parametrize("true_t", [0.5, 2.5])
+def test_fit_temperature_recovers_the_temperature_that_generated_the_labels(true_t):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 3, size=(20_000, 3))
+    labels = np.array([rng.choice(3, p=p) for p in _softmax(logits / true_t)])
+    # the model reports softmax(logits): over-confident when true_t > 1, under when < 1
+    fitted = fit_temperature(_softmax(logits), labels)
+    assert fitted == pytest.approx(true_t, rel=0.08)
+
+
+def test_fit_temperature_with_nothing_to_fit_is_one():
+    assert fit_temperature(np.zeros((0, 3)), np.zeros(0, np.int64)) == 1.0
+
+
+def test_temper_keeps_the_order_and_flattens_or_sharpens():
+    p = np.array([[0.7, 0.2, 0.1], [0.05, 0.9, 0.05]], np.float32)
+    assert temper(p, 1.0) is p
+    hot, cold = temper(p, 3.0), temper(p, 0.5)
+    for q in (hot, cold):
+        assert np.allclose(q.sum(-1), 1.0, atol=1e-6)
+        assert (q.argmax(-1) == p.argmax(-1)).all()
+    assert (hot.max(-1) < p.max(-1)).all() and (cold.max(-1) > p.max(-1)).all()
+    # the same as dividing the logits by T
+    assert np.allclose(temper(p, 2.0), _softmax(np.log(p) / 2.0), atol=1e-6)
+
+
+def test_ece_by_hand():
+    # bin (0.9, 1.0]: confidences 0.95, 0.95, accuracy 1/2 → gap 0.45, weight 2/4
+    # bin (0.2, 0.3]: confidences 0.25, 0.25, accuracy 0/2 → gap 0.25, weight 2/4
+    rel = reliability([0.95, 0.95, 0.25, 0.25], [True, False, False, False])
+    assert rel.ece == pytest.approx(0.5 * 0.45 + 0.5 * 0.25)
+    assert rel.n == 4 and sum(b["count"] for b in rel.bins) == 4
+    assert reliability([1.0, 1.0], [True, True]).ece == 0.0
+    # confidence 0 falls in the first bin, not out of every bin
+    assert reliability([0.0], [False]).bins[0]["count"] == 1
+
+
+def test_entity_outcomes_need_exact_boundaries_and_type():
+    gold = [[Mention(0, 2, "Disease")], [Mention(1, 2, "Chemical")]]
+    predicted = [
+        [
+            ScoredMention(0, 2, "Disease", 0.9, 0.9, 1.0),
+            ScoredMention(3, 4, "Disease", 0.4, 0.4, 1.0),
+        ],
+        [ScoredMention(1, 2, "Disease", 0.6, 0.6, 1.0)],
+    ]
+    assert entity_outcomes(gold, predicted) == ([0.9, 0.4, 0.6], [True, False, False])
+
+
+@pytest.fixture(scope="module")
+def calibrated_bundle(tmp_path_factory, toy_corpus, tiny_encoder):
+    out = tmp_path_factory.mktemp("cal") / "bundle"
+    cfg = TrainConfig(
+        train=str(toy_corpus),
+        dev=str(toy_corpus),
+        test=str(toy_corpus),
+        base_model=str(tiny_encoder),
+        epochs=4,  # under-trained: its confidences are far from calibrated
+        batch_size=2,
+        learning_rate=3e-3,
+        warmup_ratio=0.0,
+        patience=None,
+        seed=3,
+    )
+    train(cfg, out)
+    return out
+
+
+def test_training_fits_temperatures_on_dev_and_writes_the_diagram(calibrated_bundle):
+    manifest = json.loads((calibrated_bundle / "manifest.json").read_text())
+    cal = manifest["calibration"]
+    assert 0.05 <= cal["detection_temperature"] <= 20 and 0.05 <= cal["type_temperature"] <= 20
+    for split in ("dev", "test"):
+        for when in ("before", "after"):
+            rel = cal[split][when]
+            assert 0.0 <= rel["ece"] <= 1.0 and rel["n"] == sum(b["count"] for b in rel["bins"])
+    assert CALIBRATION_PNG in manifest["files"]  # checksummed like every bundle file
+    assert (calibrated_bundle / CALIBRATION_PNG).read_bytes().startswith(b"\x89PNG")
+
+
+def test_fitted_temperatures_lower_the_dev_nll_of_the_detection_head(calibrated_bundle, toy_corpus):
+    predictor = torch_predictor(calibrated_bundle)
+    t_det = predictor.temperatures[0]
+    assert t_det != 1.0
+    dev = read_conll(toy_corpus)
+    raw = predictor.raw_predictions([s.words for s in dev.sentences])
+    probs = np.concatenate(raw.word_probs)
+    labels = np.concatenate([word_tags(len(s.words), s.mentions) for s in dev.sentences])
+    assert _nll(temper(probs, t_det), labels) < _nll(probs, labels)
+
+
+def test_served_confidences_are_tempered_but_the_entities_are_the_same(
+    calibrated_bundle, toy_corpus
+):
+    predictor = torch_predictor(calibrated_bundle)
+    temperatures = predictor.temperatures
+    manifest = json.loads((calibrated_bundle / "manifest.json").read_text())
+    assert temperatures == (
+        manifest["calibration"]["detection_temperature"],
+        manifest["calibration"]["type_temperature"],
+    )
+    words = [s.words for s in read_conll(toy_corpus).sentences]
+    served = predictor.predict_words(words)
+    predictor.temperatures = (1.0, 1.0)
+    raw_conf = predictor.predict_words(words)
+    assert [[(m.start, m.end, m.label) for m in s] for s in served] == [
+        [(m.start, m.end, m.label) for m in s] for s in raw_conf
+    ]
+    flat = [pair for s, r in zip(served, raw_conf, strict=True) for pair in zip(s, r, strict=True)]
+    assert flat and any(a.confidence != pytest.approx(b.confidence) for a, b in flat)
+    for a, _ in flat:
+        assert a.confidence == pytest.approx(a.detection_score * a.type_score)
+
+
+def test_calibrate_leaves_the_predictor_tempered(calibrated_bundle, toy_corpus):
+    predictor = torch_predictor(calibrated_bundle)
+    predictor.temperatures = (1.0, 1.0)
+    corpus = read_conll(toy_corpus)
+    cal = calibrate(predictor, corpus)
+    assert predictor.temperatures == (cal["detection_temperature"], cal["type_temperature"])
+    assert "test" not in cal and set(cal["dev"]) == {"before", "after"}
