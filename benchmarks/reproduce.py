@@ -1,0 +1,65 @@
+"""Run a declared benchmark protocol and aggregate it (``mslm bench run`` with this
+repository's defaults: protocols from ``benchmarks/protocols/``, results in
+``benchmarks/results/<protocol>/``, checkpoints in ``.mslm/bench/``).
+
+    python benchmarks/reproduce.py cpu-small [--data ../shared/data] [--device auto] [--fetch]
+    python benchmarks/reproduce.py honest-mslm
+    python benchmarks/reproduce.py paper --data DIR --fetch --device cuda
+
+Interrupted? Run the same command again: finished runs are kept, a run in progress resumes
+from its last checkpoint. The last line printed is the headline as one JSON object; the
+whole aggregate is ``summary.json`` / ``summary.md`` beside the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA, RESULTS
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    from mslm_core.bench.cli import main as bench_main
+    from mslm_core.cli import build_parser
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("protocol", help="a name in benchmarks/protocols/ or a TOML file")
+    ap.add_argument("--data", default=str(DATA), help="directory holding the dataset folders")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--fetch", action="store_true", help="download missing corpora first")
+    ap.add_argument("--keep-bundles", action="store_true")
+    args = ap.parse_args()
+    protocol = Path(args.protocol)
+    if protocol.suffix != ".toml":
+        protocol = REPO / "benchmarks" / "protocols" / f"{args.protocol}.toml"
+    argv = [
+        "bench",
+        "run",
+        str(protocol),
+        "--data",
+        args.data,
+        "--device",
+        args.device,
+        "--results",
+        str(RESULTS),
+        "--work",
+        str(REPO / ".mslm" / "bench"),
+    ]
+    argv += ["--fetch"] * args.fetch + ["--keep-bundles"] * args.keep_bundles
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    shown = ["python", "benchmarks/reproduce.py", *sys.argv[1:]]
+    return bench_main(build_parser().parse_args(argv), " ".join(map(shlex.quote, shown)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""The benchmark harness on a tiny protocol: runs, resume, aggregation, plots, decisions."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import TOY_CONLL
+
+from mslm_core.bench import Runner, aggregate, load_protocol, parse_protocol
+from mslm_core.bench.aggregate import decide, paired_t_p, summarize
+from mslm_core.bench.protocol import Protocol
+from mslm_core.errors import ConfigError
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture()
+def data_root(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    for name in ("toy-a", "toy-b"):
+        folder = root / name
+        folder.mkdir(parents=True)
+        for split in ("train.tsv", "devel.tsv", "test.tsv"):
+            (folder / split).write_text(TOY_CONLL, encoding="utf-8")
+    return root
+
+
+def write_protocol(tmp_path: Path, encoder: Path, grid: bool = True) -> Path:
+    text = f"""
+name = "tiny"
+description = "harness test"
+datasets = ["toy-a", "toy-b"]
+seeds = [1, 2]
+baseline = "vanilla"
+examples = 2
+
+[train]
+base_model = "{encoder}"
+epochs = 2
+batch_size = 2
+learning_rate = 1e-3
+patience = 0
+eval_batch_size = 8
+
+[variants.vanilla]
+strategy = "vanilla"
+
+[variants.mslm-clean]
+strategy = "mslm"
+detect_on = "clean"
+"""
+    if grid:
+        text += """
+[grid]
+variant = "best"
+elm_rate = [0.5, 1.0]
+blm_rate = [0.0]
+seeds = [1]
+confirm = true
+"""
+    path = tmp_path / "tiny.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_tiny_protocol_runs_resumes_and_aggregates(tmp_path, data_root, tiny_encoder):
+    protocol = load_protocol(write_protocol(tmp_path, tiny_encoder))
+    results = tmp_path / "results" / "tiny"
+    events: list[tuple[str, bool]] = []
+
+    def runner() -> Runner:
+        return Runner(
+            protocol,
+            data_root,
+            results,
+            tmp_path / "work",
+            device="cpu",
+            on_run=lambda spec, _record, skipped: events.append((spec.slug, skipped)),
+        )
+
+    out = runner().run_all()
+    # 2 datasets × 2 variants × 2 seeds, then a 2-cell grid on seed 1, then the best cell on
+    # seed 2 as well (seed 1 of that cell is the grid's run, reused)
+    assert len([e for e in events if not e[1]]) == 8 + 4 + 2
+    files = sorted((results / "runs").rglob("*.json"))
+    assert len(files) == 14
+    record = json.loads((results / "runs/toy-a/mslm-clean/seed1.json").read_text())
+    assert record["settings"]["train"] == "toy-a/train.tsv"  # portable: relative to the root
+    assert record["test_leaky"]["protocol"] == "reference-leaky"
+    selection = record["test_leaky"]["selection"]  # chosen on gold-masked dev, as the paper
+    assert [h["epoch"] for h in selection["history"]] == [1, 2]
+    assert selection["best_epoch"] in (1, 2)
+    assert len(record["examples"]) == 2 and record["examples"][0]["p_entity"]
+    vanilla = json.loads((results / "runs/toy-a/vanilla/seed1.json").read_text())
+    assert vanilla["test_leaky"] is None  # nothing to leak without masking
+    assert len(vanilla["history"]) == 2 and all(h["dev_f1"] is not None for h in vanilla["history"])
+    assert {r["phase"] for r in out} == {"variants", "grid", "confirm"}
+    assert not list((tmp_path / "work").rglob("model.safetensors"))  # bundles removed
+
+    # resume: nothing is trained again
+    events.clear()
+    runner().run_all()
+    assert events and all(skipped for _, skipped in events)
+    # an interrupted benchmark (a run missing) re-runs only that run, identically
+    (results / "runs/toy-b/vanilla/seed2.json").unlink()
+    events.clear()
+    runner().run_all()
+    assert [slug for slug, skipped in events if not skipped] == ["toy-b/vanilla/seed2"]
+    again = json.loads((results / "runs/toy-b/vanilla/seed2.json").read_text())
+    first = next(
+        r for r in out if r["dataset"] == "toy-b" and r["label"] == "vanilla" and r["seed"] == 2
+    )
+    assert again["predictions_sha256"] == first["predictions_sha256"]  # seeded, reproducible
+
+    summary = aggregate(protocol, results, command="mslm bench run tiny.toml --data D")
+    row = summary["datasets"]["toy-a"]["mslm-clean"]
+    for key in ("f1_mean", "f1_std", "em_mean", "em_std", "seeds", "epochs_to_vanilla_best"):
+        assert key in row
+    assert row["seeds"] == [1, 2]
+    assert row["vs_baseline"]["n_pairs"] == 2
+    confirmed = [k for k in summary["datasets"]["toy-a"] if "@" in k]
+    assert len(confirmed) == 1 and summary["datasets"]["toy-a"][confirmed[0]]["seeds"] == [1, 2]
+    assert len(summary["grid"]["toy-a"]["cells"]) == 2
+    assert summary["decision"]["default"] in summary["datasets"]["toy-a"]
+    md = (results / "summary.md").read_text()
+    assert "test F1 (leaky)" in md and "Default:" in md
+    assert "| `vanilla` |" in md and "mslm bench run tiny.toml" in md
+    for name in summary["plots"]:
+        assert (results / name).read_bytes().startswith(PNG)
+    assert {"dev_f1_curves.png", "strategies.png", "grid_heatmap.png"} <= set(summary["plots"])
+    assert any(n.startswith("confidence_examples-") for n in summary["plots"])
+    assert json.loads((results / "summary.json").read_text())["n_runs"] == 14
+
+
+def _result(ds, label, seed, dev, test, history=None, seconds=10.0):
+    report = {"strict": {"precision": test, "recall": test, "f1": test}, "exact_match": test}
+    return {
+        "protocol": "p",
+        "dataset": ds,
+        "label": label,
+        "variant": label,
+        "seed": seed,
+        "phase": "variants",
+        "cell": None,
+        "dev": {
+            "strict": {"precision": dev, "recall": dev, "f1": dev},
+            "exact_match": dev,
+            "perplexity": None,
+        },
+        "test": report,
+        "test_leaky": None,
+        "train_seconds": seconds,
+        "history": history or [{"epoch": 1, "dev_f1": dev, "seconds": seconds}],
+    }
+
+
+def _protocol(**variants) -> Protocol:
+    return parse_protocol(
+        {
+            "name": "p",
+            "datasets": ["a", "b"],
+            "seeds": [1, 2, 3],
+            "variants": {"vanilla": {"strategy": "vanilla"}, **variants},
+        }
+    )
+
+
+def test_aggregate_statistics_against_hand_computed_values():
+    from scipy import stats
+
+    p = _protocol(mslm={"strategy": "mslm", "detect_on": "clean"})
+    van = [0.70, 0.72, 0.71]
+    msl = [0.73, 0.72, 0.75]
+    results = []
+    for ds in ("a", "b"):
+        for seed, (v, m) in enumerate(zip(van, msl, strict=True), start=1):
+            hist_v = [
+                {"epoch": 1, "dev_f1": v - 0.1, "seconds": 5.0},
+                {"epoch": 2, "dev_f1": v, "seconds": 5.0},
+            ]
+            hist_m = [
+                {"epoch": 1, "dev_f1": v + 0.01, "seconds": 7.0},  # reaches vanilla's best at 1
+                {"epoch": 2, "dev_f1": m, "seconds": 7.0},
+            ]
+            results.append(_result(ds, "vanilla", seed, v, v, hist_v, 10.0))
+            results.append(_result(ds, "mslm", seed, m, m, hist_m, 14.0))
+    s = summarize(p, results)
+    row = s["datasets"]["a"]["mslm"]
+    assert row["f1_mean"] == pytest.approx(sum(msl) / 3)
+    assert row["f1_std"] == pytest.approx(0.015275, abs=1e-5)  # sample std of 0.73,0.72,0.75
+    assert row["epochs_to_vanilla_best"] == 1 and row["reached_vanilla_best"] == "3/3"
+    assert row["seconds_to_vanilla_best"] == pytest.approx(7.0)
+    vs = row["vs_baseline"]
+    assert vs["p_value"] == pytest.approx(stats.ttest_rel(msl, van).pvalue)
+    assert vs["train_time_ratio"] == pytest.approx(1.4)
+    assert s["decision"]["candidate"] == "mslm" and s["decision"]["default"] == "mslm"
+
+
+def test_decision_keeps_the_baseline_unless_the_candidate_wins_on_every_dataset():
+    p = _protocol(mslm={"strategy": "mslm", "detect_on": "clean"})
+    table = {
+        "a": {"vanilla": {"dev_f1_mean": 0.70}, "mslm": {"dev_f1_mean": 0.80}},
+        "b": {"vanilla": {"dev_f1_mean": 0.70}, "mslm": {"dev_f1_mean": 0.69}},
+    }
+    d = decide(p, table)
+    assert d["candidate"] == "mslm"
+    assert d["beats_baseline_on_dev"] == {"a": True, "b": False}
+    assert d["default"] == "vanilla"
+
+
+def test_paired_t_p_undefined_cases():
+    assert paired_t_p([0.5], [0.4]) is None  # one pair
+    assert paired_t_p([0.5, 0.6], [0.4, 0.5]) is None  # identical differences
+
+
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ({"colour": 1}, "protocol.colour: unknown key"),
+        ({"seeds": []}, "protocol.seeds"),
+        ({"seeds": [1, 1]}, "repeats a seed"),
+        ({"train": {"seed": 3}}, "protocol.train.seed: is set per run"),
+        ({"train": {"epochz": 3}}, "protocol.train.epochz: unknown training setting"),
+        ({"train": {"elm_rate": 2.0}}, "elm_rate: must be in [0, 1]"),
+        ({"baseline": "nope"}, "protocol.baseline"),
+        ({"variants": {"x@y": {}}}, "invalid variant name"),
+        ({"variants": {"vanilla": {}, "a": {"b": {"epochs": 1}}}}, "quote a variant name"),
+        ({"grid": {"variant": "nope", "elm_rate": [1.0], "blm_rate": [0.0]}}, "grid.variant"),
+        ({"grid": {"elm_rate": [1.5], "blm_rate": [0.0]}}, "grid.elm_rate"),
+    ],
+)
+def test_protocol_errors_name_the_key(patch, message):
+    data = {"name": "p", "datasets": ["a"], "seeds": [1], "variants": {"vanilla": {}}}
+    data.update(patch)
+    with pytest.raises(ConfigError) as err:
+        parse_protocol(data)
+    assert message in str(err.value)
+
+
+def test_grid_skips_cells_the_variant_cannot_train():
+    p = parse_protocol(
+        {
+            "name": "p",
+            "datasets": ["a"],
+            "seeds": [1],
+            "baseline": "ign",
+            "variants": {
+                "ign": {"strategy": "mslm", "elm_rate": 0.5, "detect_ignore_masked": True}
+            },
+            "grid": {"variant": "ign", "elm_rate": [0.5, 1.0], "blm_rate": [0.0, 0.1]},
+        }
+    )
+    cells = {spec.cell for spec in p.grid_runs("ign")}
+    assert cells == {(0.5, 0.0), (0.5, 0.1)}  # ELM 1.0 leaves no entity token to detect
+
+
+def test_committed_protocols_parse():
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "protocols"
+    names = sorted(p.stem for p in folder.glob("*.toml"))
+    assert {"cpu-small", "paper", "honest-mslm"} <= set(names)
+    for path in folder.glob("*.toml"):
+        protocol = load_protocol(path)
+        assert protocol.name == path.stem
+        assert protocol.variant_runs()
+
+
+def test_missing_dataset_fails_before_training(tmp_path, tiny_encoder):
+    protocol = load_protocol(write_protocol(tmp_path, tiny_encoder, grid=False))
+    runner = Runner(protocol, tmp_path / "nowhere", tmp_path / "r", tmp_path / "w")
+    with pytest.raises(Exception, match="directory not found"):
+        runner.run_all()
+    assert not (tmp_path / "r" / "runs").exists()
+
+
+def test_fetch_verifies_checksums(tmp_path, monkeypatch):
+    from mslm_core.bench import datasets
+
+    served = tmp_path / "served" / "NCBI-disease-IOB"
+    served.mkdir(parents=True)
+    for name in datasets.SPLIT_FILES:
+        (served / name).write_text(TOY_CONLL, encoding="utf-8")
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served")
+    )
+    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        from mslm_core.bundle import sha256_file
+
+        good = sha256_file(served / "train.tsv")
+        monkeypatch.setitem(
+            datasets.KNOWN_SHA256, "NCBI-disease-IOB", dict.fromkeys(datasets.SPLIT_FILES, good)
+        )
+        files = datasets.fetch(["NCBI-disease-IOB"], tmp_path / "dest", base_url=base)
+        assert [f.name for f in files] == list(datasets.SPLIT_FILES)
+        assert (tmp_path / "dest/NCBI-disease-IOB/test.tsv").read_text() == TOY_CONLL
+
+        (served / "test.tsv").write_text(TOY_CONLL + "x\tO\n", encoding="utf-8")  # tampered
+        (tmp_path / "dest/NCBI-disease-IOB/test.tsv").unlink()
+        with pytest.raises(ConfigError, match="sha256"):
+            datasets.fetch(["NCBI-disease-IOB"], tmp_path / "dest", base_url=base)
+        assert not list((tmp_path / "dest/NCBI-disease-IOB").glob("*test*"))  # nothing kept
+        with pytest.raises(ConfigError, match="unknown dataset"):
+            datasets.fetch(["nope"], tmp_path / "dest", base_url=base)
+    finally:
+        server.shutdown()
