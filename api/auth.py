@@ -1,0 +1,169 @@
+"""API keys: ``Authorization: Bearer <key>``, stored as sha256 digests, with scopes
+(``annotate``, ``train``, ``admin``; admin implies the others).
+
+Keys come from ``MSLM_API_KEYS`` (synchronised into the store at start: added, and revoked
+when no longer configured). When no key exists at all, the first start creates an admin key
+and prints it once. Repeated bad keys from one client are slowed down. A key never appears
+in a log: only its id and first characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+import sys
+import time
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from worker.models import ApiKey, utcnow
+from worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    scopes: frozenset[str]
+
+    def allows(self, scope: str) -> bool:
+        return "admin" in self.scopes or scope in self.scopes
+
+
+def sync_configured_keys(session: Session, settings: Settings) -> None:
+    """Make the store's ``env`` keys equal to ``MSLM_API_KEYS``."""
+    wanted = {hash_key(secret): scopes for secret, scopes in settings.key_entries()}
+    existing = {
+        k.key_hash: k for k in session.scalars(select(ApiKey).where(ApiKey.source == "env"))
+    }
+    for digest, scopes in wanted.items():
+        row = existing.get(digest)
+        text = "+".join(sorted(scopes))
+        if row is None:
+            session.add(
+                ApiKey(
+                    id=f"key-{uuid.uuid4().hex[:10]}",
+                    key_hash=digest,
+                    prefix=digest[:8],
+                    scopes=text,
+                    source="env",
+                )
+            )
+        else:
+            row.scopes, row.revoked_at = text, None
+    for digest, row in existing.items():
+        if digest not in wanted and row.revoked_at is None:
+            row.revoked_at = utcnow()
+    session.commit()
+
+
+def ensure_admin_key(session: Session) -> str | None:
+    """Create an admin key when the store has no usable key; return its secret (shown once),
+    or None when keys exist."""
+    if session.scalar(select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)):
+        return None
+    secret = "mslm_" + secrets.token_urlsafe(32)
+    session.add(
+        ApiKey(
+            id=f"key-{uuid.uuid4().hex[:10]}",
+            key_hash=hash_key(secret),
+            prefix=secret[:9],
+            scopes="admin",
+            source="bootstrap",
+        )
+    )
+    session.commit()
+    return secret
+
+
+def announce_admin_key(secret: str) -> None:
+    """Print the bootstrap key once, on stderr, outside the log (it is a credential)."""
+    line = "=" * 72
+    sys.stderr.write(
+        f"\n{line}\nNo API key was configured: created an ADMIN key. It is shown only now.\n"
+        f"  {secret}\nUse it as 'Authorization: Bearer <key>'. Set MSLM_API_KEYS to manage "
+        f"keys yourself.\n{line}\n\n"
+    )
+    sys.stderr.flush()
+
+
+class KeyCache:
+    """digest → principal, refreshed from the store every ``ttl`` seconds (revocations take
+    effect within ``ttl``)."""
+
+    def __init__(self, factory: sessionmaker[Session], ttl: float = 10.0):
+        self.factory, self.ttl = factory, ttl
+        self._keys: dict[str, Principal] = {}
+        self._loaded = 0.0
+
+    def _reload(self) -> None:
+        with self.factory() as session:
+            rows = session.scalars(select(ApiKey).where(ApiKey.revoked_at.is_(None)))
+            self._keys = {r.key_hash: Principal(r.id, frozenset(r.scopes.split("+"))) for r in rows}
+        self._loaded = time.monotonic()
+
+    async def _refresh(self) -> None:
+        """Reload; when the store cannot answer (a restart), keep the keys already known so
+        that annotation goes on, and try again after ``ttl``."""
+        try:
+            await asyncio.to_thread(self._reload)
+        except Exception as exc:  # the store may be restarting
+            self._loaded = time.monotonic()
+            log.warning(
+                "API keys not reloaded (%s); using the %d known",
+                type(exc).__name__,
+                len(self._keys),
+            )
+
+    async def lookup(self, secret: str) -> Principal | None:
+        if time.monotonic() - self._loaded > self.ttl:
+            await self._refresh()
+        digest = hash_key(secret)
+        found = self._keys.get(digest)
+        if found is None and time.monotonic() - self._loaded > 1.0:
+            await self._refresh()  # a key created moments ago
+            found = self._keys.get(digest)
+        return found
+
+
+class BadKeyThrottle:
+    """After ``free`` bad keys within ``window`` seconds from one client, each further
+    attempt waits 0.25 s × 2^(n−free), at most ``max_delay`` — a brute force slows to a
+    crawl while a typo costs nothing."""
+
+    def __init__(self, free: int = 5, window: float = 60.0, max_delay: float = 4.0):
+        self.free, self.window, self.max_delay = free, window, max_delay
+        self._failures: dict[str, deque[float]] = defaultdict(deque)
+
+    def _recent(self, client: str) -> deque[float]:
+        q = self._failures[client]
+        cutoff = time.monotonic() - self.window
+        while q and q[0] < cutoff:
+            q.popleft()
+        return q
+
+    def delay(self, client: str) -> float:
+        n = len(self._recent(client))
+        if n < self.free:
+            return 0.0
+        return min(self.max_delay, 0.25 * 2 ** (n - self.free))
+
+    def reset(self) -> None:
+        self._failures.clear()
+
+    def failed(self, client: str) -> None:
+        self._recent(client).append(time.monotonic())
+        if len(self._failures) > 10_000:  # bound memory under a spray of addresses
+            for key in list(self._failures)[:5_000]:
+                del self._failures[key]

@@ -1,0 +1,86 @@
+"""Dependencies as ``Annotated`` aliases: the app's state, a database session, and API keys
+with a scope."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from celery import Celery
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session, sessionmaker
+
+from worker.settings import Settings
+
+from .auth import BadKeyThrottle, KeyCache, Principal
+from .metrics import Metrics
+from .problems import Problem
+from .serving import ModelManager
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    factory: sessionmaker[Session]
+    celery: Celery
+    models: ModelManager
+    metrics: Metrics
+    keys: KeyCache
+    throttle: BadKeyThrottle
+
+
+async def get_state(request: Request) -> AppState:
+    """Async on purpose: a sync dependency would cost every request a thread hop."""
+    state: AppState = request.app.state.mslm
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+def get_session(state: StateDep) -> Iterator[Session]:
+    with state.factory() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+bearer = HTTPBearer(auto_error=False, description="an API key: Authorization: Bearer <key>")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
+    async def check(request: Request, state: StateDep, creds: Credentials) -> Principal:
+        client = request.client.host if request.client else "-"
+        delay = state.throttle.delay(client)
+        if delay:
+            await asyncio.sleep(delay)
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if creds is None or not creds.credentials:
+            state.metrics.auth_failures.labels("missing").inc()
+            raise Problem(
+                401,
+                "an API key is required: Authorization: Bearer <key>",
+                slug="unauthorized",
+                headers=challenge,
+            )
+        principal = await state.keys.lookup(creds.credentials)
+        if principal is None:
+            state.throttle.failed(client)
+            state.metrics.auth_failures.labels("invalid").inc()
+            raise Problem(401, "the API key is not valid", slug="unauthorized", headers=challenge)
+        if not principal.allows(scope):
+            state.metrics.auth_failures.labels("scope").inc()
+            raise Problem(403, f"this API key lacks the {scope!r} scope", slug="forbidden")
+        request.state.key_id = principal.key_id
+        return principal
+
+    return check
+
+
+AnnotateKey = Annotated[Principal, Depends(require("annotate"))]
+TrainKey = Annotated[Principal, Depends(require("train"))]
+AdminKey = Annotated[Principal, Depends(require("admin"))]

@@ -1,0 +1,148 @@
+"""ASGI middleware: request ids, security headers, body size limits, request metrics and an
+access log that never holds a request body (submitted text is patient data)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .metrics import Metrics
+
+log = logging.getLogger("mslm.access")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
+    # the web page ships its own assets; the API docs page loads Swagger UI from a CDN
+    (
+        b"content-security-policy",
+        b"default-src 'self'; img-src 'self' data: https://fastapi.tiangolo.com; "
+        b"script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+        b"style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; frame-ancestors 'none'",
+    ),
+]
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def _problem_413(request_id: str, path: str, limit: int) -> bytes:
+    return json.dumps(
+        {
+            "type": "urn:mslm:problem:too-large",
+            "title": "Content Too Large",
+            "status": 413,
+            "detail": f"the request body exceeds {limit} bytes",
+            "instance": path,
+            "request_id": request_id,
+        }
+    ).encode()
+
+
+class ServiceMiddleware:
+    """One pass per request: id, limits, headers, timing, access log."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        body_limit: Callable[[str], int],
+    ):
+        self.app = app
+        self.metrics = metrics
+        self.body_limit = body_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        path = scope.get("path", "")
+        limit = self.body_limit(path)
+        started = time.perf_counter()
+        status = 500
+        response_started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                response_started = True
+                extra = [(b"x-request-id", request_id.encode())]
+                message["headers"] = list(message.get("headers", [])) + extra + SECURITY_HEADERS
+            await send(message)
+
+        async def reply_413() -> None:
+            body = _problem_413(request_id, path, limit)
+            await send_wrapper(
+                {
+                    "type": "http.response.start",
+                    "status": 413,
+                    "headers": [
+                        (b"content-type", b"application/problem+json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+
+        try:
+            length = int(headers.get(b"content-length", b"0") or 0)
+        except ValueError:
+            length = 0
+        try:
+            if length > limit:
+                await reply_413()
+                return
+            received = 0
+
+            async def receive_limited() -> Message:
+                nonlocal received
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > limit:
+                        raise BodyTooLarge()
+                return message
+
+            try:
+                await self.app(scope, receive_limited, send_wrapper)
+            except BodyTooLarge:
+                if not response_started:
+                    await reply_413()
+        finally:
+            elapsed = time.perf_counter() - started
+            route = _route_template(scope)
+            self.metrics.observe_request(scope.get("method", ""), route, status, elapsed)
+            log.info(
+                "%s %s %d %.1fms id=%s",
+                scope.get("method", ""),
+                route,
+                status,
+                1000 * elapsed,
+                request_id,
+            )
+
+
+def _route_template(scope: MutableMapping[str, Any]) -> str:
+    """The matched route's path template (``/v1/jobs/{job_id}``), so metrics and logs carry
+    no ids or other values from the URL."""
+    route = scope.get("route")
+    template = getattr(route, "path", None)
+    return template or ("unmatched" if scope.get("path") else "")

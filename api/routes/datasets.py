@@ -1,0 +1,92 @@
+"""Datasets: upload (validated with the core readers; a bad file stores nothing), list,
+stats, delete."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Query, UploadFile, status
+from sqlalchemy import func, select
+
+from worker.models import Dataset
+from worker.service import NotFound, Upload, create_dataset, delete_dataset
+
+from ..deps import AppState, SessionDep, StateDep, TrainKey
+from ..schemas import DatasetList, DatasetOut, SplitFile
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+
+def _out(d: Dataset) -> DatasetOut:
+    files = {
+        k: SplitFile(
+            filename=v["filename"], format=v["format"], bytes=v["bytes"], sha256=v["sha256"]
+        )
+        for k, v in d.files.items()
+    }
+    return DatasetOut(
+        id=d.id, name=d.name, created_at=d.created_at, files=files, stats=d.stats, types=d.types
+    )
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=DatasetOut)
+def upload(
+    state: StateDep,
+    session: SessionDep,
+    key: TrainKey,
+    train: Annotated[UploadFile, File(description="CoNLL-IOB (.tsv/.conll/.iob) or JSONL")],
+    dev: Annotated[UploadFile | None, File()] = None,
+    test: Annotated[UploadFile | None, File()] = None,
+    name: Annotated[str | None, Form(max_length=200)] = None,
+) -> DatasetOut:
+    """Upload a corpus: a ``train`` file and optional ``dev`` and ``test`` files. Each is
+    validated; a bad file is refused with the file and line of its first errors, and nothing
+    is stored. Without ``dev``, training selects on the train split itself."""
+    with tempfile.TemporaryDirectory(dir=_spool_dir(state)) as tmp:
+        uploads = []
+        for split, part in (("train", train), ("dev", dev), ("test", test)):
+            if part is None:
+                continue
+            path = Path(tmp) / split  # never the client's file name
+            with open(path, "wb") as out:
+                shutil.copyfileobj(part.file, out, 1 << 20)
+            uploads.append(Upload(split, Path(part.filename or split).name, path))
+        dataset = create_dataset(state.settings, session, uploads, name)
+    return _out(dataset)
+
+
+def _spool_dir(state: AppState) -> str:
+    folder = state.settings.artifacts / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+@router.get("", response_model=DatasetList)
+def list_datasets(
+    session: SessionDep,
+    key: TrainKey,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> DatasetList:
+    rows = session.scalars(
+        select(Dataset).order_by(Dataset.created_at.desc()).limit(limit).offset(offset)
+    )
+    count = session.scalar(select(func.count()).select_from(Dataset)) or 0
+    return DatasetList(data=[_out(d) for d in rows], count=count)
+
+
+@router.get("/{dataset_id}", response_model=DatasetOut)
+def get_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> DatasetOut:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise NotFound(f"dataset {dataset_id}")
+    return _out(dataset)
+
+
+@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
+def remove(dataset_id: str, state: StateDep, session: SessionDep, key: TrainKey) -> None:
+    """Delete a dataset no queued or running job uses (finished jobs keep their records)."""
+    delete_dataset(state.settings, session, dataset_id)

@@ -1,0 +1,92 @@
+"""Fine-tuning jobs: submit (202), list, status with progress and history, cancel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+from sqlalchemy import func, select
+
+from worker.models import STATES, Job
+from worker.service import Conflict, NotFound, create_job
+from worker.store import request_cancel
+
+from ..deps import SessionDep, StateDep, TrainKey
+from ..schemas import JobCreate, JobList, JobOut
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobOut,
+    responses={200: {"description": "the job this idempotency key already created"}},
+)
+def submit(
+    body: JobCreate,
+    response: Response,
+    state: StateDep,
+    session: SessionDep,
+    key: TrainKey,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JobOut:
+    """Queue a fine-tuning job. The same ``idempotency_key`` (body or ``Idempotency-Key``
+    header) with the same request returns the job it created (200); with another request
+    it is refused (409)."""
+    given = body.idempotency_key or idempotency_key
+    job, created = create_job(
+        state.settings,
+        session,
+        state.celery,
+        body.dataset_id,
+        body.params(),
+        body.export.model_dump(),
+        given,
+        key.key_id,
+    )
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return JobOut.model_validate(job)
+
+
+@router.get("", response_model=JobList)
+def list_jobs(
+    session: SessionDep,
+    key: TrainKey,
+    state: Annotated[str | None, Query(description="queued, running, succeeded, …")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> JobList:
+    query = select(Job)
+    count = select(func.count()).select_from(Job)
+    if state is not None:
+        if state not in STATES:
+            raise NotFound(f"state {state!r} (valid: {', '.join(STATES)}); jobs in it")
+        query, count = query.where(Job.state == state), count.where(Job.state == state)
+    rows = session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset))
+    return JobList(data=[JobOut.model_validate(j) for j in rows], count=session.scalar(count) or 0)
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: str, session: SessionDep, key: TrainKey) -> JobOut:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"job {job_id}")
+    return JobOut.model_validate(job)
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel(job_id: str, session: SessionDep, key: TrainKey) -> JobOut:
+    """A queued job is cancelled at once; a running one stops at its next training step
+    (its state turns ``cancelled`` then). A finished job cannot be cancelled (409)."""
+    after = request_cancel(session, job_id)
+    if after is None:
+        raise NotFound(f"job {job_id}")
+    job = session.get(Job, job_id)
+    assert job is not None
+    session.refresh(job)
+    if after in ("succeeded", "failed"):
+        raise Conflict(f"job {job_id} already {after}")
+    return JobOut.model_validate(job)

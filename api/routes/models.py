@@ -1,0 +1,96 @@
+"""Models: list, manifest, calibration diagram, activate (hot swap in every replica), delete."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+from fastapi.responses import FileResponse
+from sqlalchemy import func, select
+
+from mslm_core.calibration import CALIBRATION_PNG
+from mslm_core.errors import MSLMError
+from worker.models import Model
+from worker.service import NotFound, active_model_id, delete_model
+
+from ..deps import AdminKey, AnnotateKey, SessionDep, StateDep
+from ..problems import Problem
+from ..schemas import ModelDetail, ModelList, ModelOut
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.get("", response_model=ModelList)
+def list_models(
+    session: SessionDep,
+    key: AnnotateKey,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> ModelList:
+    active = active_model_id(session)
+    rows = session.scalars(
+        select(Model).order_by(Model.created_at.desc()).limit(limit).offset(offset)
+    )
+    data = [ModelOut.model_validate(m).model_copy(update={"active": m.id == active}) for m in rows]
+    return ModelList(data=data, count=session.scalar(select(func.count()).select_from(Model)) or 0)
+
+
+@router.get("/{model_id}", response_model=ModelDetail)
+def get_model(model_id: str, state: StateDep, session: SessionDep, key: AnnotateKey) -> ModelDetail:
+    """The model and its bundle manifest (configuration, metrics, per-epoch history)."""
+    model = session.get(Model, model_id)
+    if model is None:
+        raise NotFound(f"model {model_id}")
+    manifest_path = state.settings.artifacts / model.path / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    out = ModelOut.model_validate(model).model_dump()
+    out["active"] = model.id == active_model_id(session)
+    return ModelDetail(**out, manifest=manifest)
+
+
+@router.get(
+    "/{model_id}/calibration.png",
+    response_class=FileResponse,
+    responses={200: {"content": {"image/png": {}}, "description": "reliability diagram"}},
+)
+def calibration_diagram(
+    model_id: str, state: StateDep, session: SessionDep, key: AnnotateKey
+) -> FileResponse:
+    """The model's reliability diagram: share of entities exactly right against their
+    confidence, before and after the temperature scaling fitted on dev (figures in the
+    manifest's ``calibration``)."""
+    model = session.get(Model, model_id)
+    if model is None:
+        raise NotFound(f"model {model_id}")
+    path = state.settings.artifacts / model.path / CALIBRATION_PNG
+    if not path.is_file():
+        raise NotFound(f"calibration diagram of model {model_id}")
+    return FileResponse(path, media_type="image/png")
+
+
+@router.post("/{model_id}/activate", response_model=ModelOut)
+async def activate(model_id: str, state: StateDep, key: AdminKey) -> ModelOut:
+    """Serve this model: it is loaded (every checksum verified) before the swap, so a bad
+    bundle is refused and the current model keeps serving; other replicas follow."""
+    try:
+        await state.models.activate(model_id)
+    except KeyError:
+        raise NotFound(f"model {model_id}") from None
+    except MSLMError as exc:
+        raise Problem(
+            409, f"model {model_id} cannot be served: {exc}", slug="model-unservable"
+        ) from None
+    with state.factory() as session:
+        model = session.get(Model, model_id)
+        assert model is not None
+        return ModelOut.model_validate(model).model_copy(update={"active": True})
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
+def remove(model_id: str, state: StateDep, session: SessionDep, key: AdminKey) -> None:
+    """Delete a model that is not being served."""
+    delete_model(state.settings, session, model_id)

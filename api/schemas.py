@@ -1,0 +1,169 @@
+"""Request and response bodies, one class per direction (``JobCreate`` in, ``JobOut`` out)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- annotate ---------------------------------------------------------------------------------
+class AnnotateRequest(Strict):
+    texts: list[str] = Field(min_length=1, description="raw texts; any length, any Unicode")
+    model: str | None = Field(None, description="a model id; default: the active model")
+    min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
+    min_confidence_per_type: dict[str, float] = Field(
+        default_factory=dict, description="per-type thresholds, over min_confidence"
+    )
+
+
+class EntityOut(BaseModel):
+    start: int = Field(description="offset into the submitted string (code points)")
+    end: int = Field(description="end offset, exclusive: text == texts[i][start:end]")
+    text: str
+    type: str
+    confidence: float = Field(description="detection_score × type_score")
+    detection_score: float
+    type_score: float
+
+
+class TextResult(BaseModel):
+    entities: list[EntityOut]
+
+
+class ServedModel(BaseModel):
+    id: str
+    backend: str
+    precision: str
+    provider: str
+    types: list[str]
+
+
+class AnnotateResponse(BaseModel):
+    model: ServedModel
+    results: list[TextResult]
+
+
+# -- datasets ---------------------------------------------------------------------------------
+class SplitFile(BaseModel):
+    filename: str
+    format: str
+    bytes: int
+    sha256: str
+
+
+class DatasetOut(BaseModel):
+    id: str
+    name: str
+    created_at: dt.datetime
+    files: dict[str, SplitFile]
+    stats: dict[str, dict[str, Any]] = Field(description="per split: sentences, mentions, …")
+    types: list[str]
+
+
+class DatasetList(BaseModel):
+    data: list[DatasetOut]
+    count: int
+
+
+# -- jobs -------------------------------------------------------------------------------------
+class ExportOptions(Strict):
+    onnx: bool = True
+    quantize: Literal["int8"] | None = None
+
+
+class JobCreate(Strict):
+    dataset_id: str
+    base_model: str | None = Field(None, description="an encoder allowed by MSLM_BASE_MODELS")
+    strategy: str | None = Field(None, description="vanilla, mslm, span, pmi, random, …")
+    elm_rate: float | None = Field(None, ge=0.0, le=1.0)
+    blm_rate: float | None = Field(None, ge=0.0, le=1.0)
+    epochs: int | None = Field(None, ge=1, le=200)
+    batch_size: int | None = Field(None, ge=1, le=1024)
+    learning_rate: float | None = Field(None, gt=0.0, le=1.0)
+    max_length: int | None = Field(None, ge=16, le=8192)
+    seed: int | None = None
+    patience: int | None = Field(None, ge=0, description="early stopping (0: never)")
+    export: ExportOptions = Field(default_factory=ExportOptions)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(
+            exclude={"dataset_id", "export", "idempotency_key"}, exclude_none=True
+        )
+
+
+class JobOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    state: str
+    dataset_id: str | None
+    params: dict[str, Any]
+    export: dict[str, Any]
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    attempts: int
+    cancel_requested: bool
+    progress: dict[str, Any]
+    history: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    model_id: str | None
+    error: str | None
+
+
+class JobList(BaseModel):
+    data: list[JobOut]
+    count: int
+
+
+# -- models -----------------------------------------------------------------------------------
+class ModelOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    created_at: dt.datetime
+    job_id: str | None
+    base_model: str
+    strategy: str
+    types: list[str]
+    precisions: list[str]
+    metrics: dict[str, Any]
+    active: bool = False
+
+
+class ModelDetail(ModelOut):
+    manifest: dict[str, Any]
+
+
+class ModelList(BaseModel):
+    data: list[ModelOut]
+    count: int
+
+
+# -- evaluations ------------------------------------------------------------------------------
+class EvaluationCreate(Strict):
+    model_id: str
+    dataset_id: str
+    split: Literal["train", "dev", "test"] = "test"
+
+
+class EvaluationOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    state: str
+    model_id: str
+    dataset_id: str | None
+    split: str
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    metrics: dict[str, Any]
+    error: str | None

@@ -1,0 +1,256 @@
+"""Serving: loaded models, dynamic micro-batching, hot swap.
+
+Each loaded model has one inference thread and a :class:`MicroBatcher`: concurrent requests
+queue up, and whatever arrived within ``batch_wait_ms`` (or while the previous batch ran) goes
+to the engine as one call, so load raises throughput instead of queueing; the event loop never
+runs inference. The active model id lives in the job store; every replica polls it and loads a
+new model *before* swapping the reference, so requests in flight finish on the model they
+started with and none is dropped. A model that fails to load (for example a checksum
+mismatch) is refused and the previous one keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from mslm_core.errors import InferenceError, MSLMError
+from mslm_core.inference import EntityExtractor
+from mslm_core.predict import Entity
+from worker.models import Model
+from worker.service import active_model_id
+from worker.settings import Settings
+
+from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class MicroBatcher:
+    """Batches concurrent ``annotate`` calls for one extractor."""
+
+    def __init__(self, extractor: EntityExtractor, wait_s: float, max_texts: int, metrics: Metrics):
+        self.extractor = extractor
+        self.wait_s = wait_s
+        self.max_texts = max_texts
+        self.metrics = metrics
+        self.queue: asyncio.Queue[tuple[list[str], asyncio.Future[list[list[Entity]]]]] = (
+            asyncio.Queue()
+        )
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"infer-{extractor.id}")
+        self.task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def annotate(self, texts: list[str]) -> list[list[Entity]]:
+        future: asyncio.Future[list[list[Entity]]] = asyncio.get_running_loop().create_future()
+        await self.queue.put((texts, future))
+        return await future
+
+    async def _loop(self) -> None:
+        """One batch at a time. Whatever queued while the previous batch ran goes next, all
+        together; the time budget is spent only under load (the previous batch held several
+        requests), so a lone request is never delayed."""
+        loop = asyncio.get_running_loop()
+        under_load = False
+        while True:
+            batch = [await self.queue.get()]
+            n = len(batch[0][0])
+            deadline = loop.time() + (self.wait_s if under_load else 0.0)
+            while n < self.max_texts:
+                if not self.queue.empty():
+                    item = self.queue.get_nowait()
+                else:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    try:
+                        item = await asyncio.wait_for(self.queue.get(), remaining)
+                    except TimeoutError:
+                        break
+                batch.append(item)
+                n += len(item[0])
+            under_load = len(batch) > 1
+            texts = [t for chunk, _ in batch for t in chunk]
+            started = time.perf_counter()
+            try:
+                results = await loop.run_in_executor(self.executor, self.extractor.annotate, texts)
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            self.metrics.batch_texts.observe(len(texts))
+            self.metrics.inference_seconds.observe(time.perf_counter() - started)
+            pos = 0
+            for chunk, future in batch:
+                if not future.done():  # a client may have gone away
+                    future.set_result(results[pos : pos + len(chunk)])
+                pos += len(chunk)
+
+    async def close(self) -> None:
+        """Finish what is queued, then stop."""
+        while not self.queue.empty():
+            await asyncio.sleep(0.01)
+        self.task.cancel()
+        self.executor.shutdown(wait=True)
+
+
+@dataclass
+class LoadedModel:
+    id: str
+    extractor: EntityExtractor
+    batcher: MicroBatcher
+    loaded_at: float = field(default_factory=time.time)
+
+    def describe(self) -> dict[str, Any]:
+        info = self.extractor.info
+        return {
+            "id": self.id,
+            "backend": info.backend,
+            "precision": info.precision,
+            "provider": info.provider,
+            "types": list(info.types),
+        }
+
+
+class ModelManager:
+    """The models this replica holds (LRU, the active one included) and which is active."""
+
+    def __init__(self, settings: Settings, factory: sessionmaker[Session], metrics: Metrics):
+        self.settings = settings
+        self.factory = factory
+        self.metrics = metrics
+        self.active_id: str | None = None
+        self.last_error: str | None = None
+        self._models: OrderedDict[str, LoadedModel] = OrderedDict()
+        self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
+        self._lock = asyncio.Lock()
+
+    # -- loading ----------------------------------------------------------------------------
+    def _path_of(self, model_id: str) -> str:
+        with self.factory() as session:
+            row = session.get(Model, model_id)
+            if row is None:
+                raise KeyError(model_id)
+            return str(self.settings.artifacts / row.path)
+
+    def _load_sync(self, model_id: str) -> EntityExtractor:
+        s = self.settings
+        return EntityExtractor.from_bundle(
+            self._path_of(model_id),
+            precision=s.precision,
+            device=s.device,
+            intra_op_threads=s.intra_op_threads,
+            inter_op_threads=s.inter_op_threads,
+            spinning=False,  # the event loop shares these cores
+        )
+
+    async def load(self, model_id: str) -> LoadedModel:
+        """The loaded model (loading it once even when asked concurrently). Raises KeyError
+        for an unknown id and MSLMError when the bundle cannot be served."""
+        if model_id in self._models:
+            self._models.move_to_end(model_id)
+            return self._models[model_id]
+        task = self._loading.get(model_id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(model_id))
+            self._loading[model_id] = task
+        return await asyncio.shield(task)
+
+    async def _load(self, model_id: str) -> LoadedModel:
+        try:
+            extractor = await asyncio.to_thread(self._load_sync, model_id)
+        except (KeyError, MSLMError):
+            self.metrics.model_loads.labels("refused").inc()
+            raise
+        finally:
+            self._loading.pop(model_id, None)
+        self.metrics.model_loads.labels("loaded").inc()
+        s = self.settings
+        loaded = LoadedModel(
+            model_id,
+            extractor,
+            MicroBatcher(extractor, s.batch_wait_ms / 1000, s.max_batch_texts, self.metrics),
+        )
+        self._models[model_id] = loaded
+        await self._evict()
+        log.info("loaded model %s (%s)", model_id, loaded.describe())
+        return loaded
+
+    async def _evict(self) -> None:
+        while len(self._models) > self.settings.model_cache_size:
+            victim = next((k for k in self._models if k != self.active_id), None)
+            if victim is None:
+                return
+            old = self._models.pop(victim)
+            await old.batcher.close()
+
+    # -- the active model -------------------------------------------------------------------
+    async def refresh(self) -> None:
+        """Follow the store's active model id (every replica calls this periodically)."""
+        wanted = await asyncio.to_thread(self._read_active)
+        if wanted == self.active_id:
+            return
+        async with self._lock:
+            if wanted is None:
+                self.active_id = None
+                return
+            try:
+                await self.load(wanted)
+            except (KeyError, MSLMError) as exc:
+                reason = f"model {wanted} cannot be served: {exc}"
+                if reason != self.last_error:
+                    log.error("%s; still serving %s", reason, self.active_id)
+                self.last_error = reason
+                return
+            self._swap(wanted)
+
+    def _read_active(self) -> str | None:
+        with self.factory() as session:
+            return active_model_id(session)
+
+    def _swap(self, model_id: str) -> None:
+        previous, self.active_id, self.last_error = self.active_id, model_id, None
+        if previous:
+            self.metrics.active_model.remove(previous)
+        self.metrics.active_model.labels(model_id).set(1)
+        if previous != model_id:
+            log.info("now serving %s (was %s)", model_id, previous)
+
+    async def activate(self, model_id: str) -> LoadedModel:
+        """Load (verifying every checksum) and, only if that worked, make active here and in
+        the store; the other replicas follow within ``model_poll_seconds``."""
+        from worker.service import set_active_model
+
+        async with self._lock:
+            loaded = await self.load(model_id)
+
+            def write() -> None:
+                with self.factory() as session:
+                    set_active_model(session, model_id)
+
+            await asyncio.to_thread(write)
+            self._swap(model_id)
+            return loaded
+
+    async def get(self, model_id: str | None) -> LoadedModel:
+        """The model to annotate with: ``model_id`` or the active one."""
+        wanted = model_id or self.active_id
+        if wanted is None:
+            raise InferenceError("no model is active yet (train one, then activate it)")
+        return await self.load(wanted)
+
+    @property
+    def active(self) -> LoadedModel | None:
+        return self._models.get(self.active_id) if self.active_id else None
+
+    async def close(self) -> None:
+        for loaded in list(self._models.values()):
+            await loaded.batcher.close()
+        self._models.clear()

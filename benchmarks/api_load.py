@@ -1,0 +1,216 @@
+"""Texts/second through POST /v1/annotate at 1, 8 and 32 concurrent clients on loopback, and
+the same engine's offline throughput, in one run.
+
+A fresh install in a temporary MSLM_HOME imports the bundle (``mslm import-model``), serves it
+with ``mslm serve`` (one process, the engine's default precision: int8 on CPU when exported),
+and asyncio clients (aiohttp, keep-alive) send the NCBI-disease test sentences, one text per
+request, for ``--duration`` seconds per level. Offline: the engine in this process annotating
+the same sentences in one call. Also: API process RSS before and after, latency percentiles.
+Target (issue 4): at 32 clients ≥ 70 % of the offline throughput, zero errors.
+
+    python benchmarks/api_load.py --model BUNDLE [--duration 20] [--texts-per-request 1]
+
+A bundle without ONNX exports is exported (fp32 + int8) into a temporary copy first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA, emit
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+KEY = "bench-admin-key-0123456789abcdef"
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def load(port: int, texts: list[str], clients: int, per_request: int, duration: float):
+    """``clients`` concurrent keep-alive connections (aiohttp: the leanest Python client,
+    so that the load generator takes as little as it can of the cores the server needs)."""
+    import aiohttp
+
+    latencies: list[float] = []
+    errors = 0
+    done_texts = 0
+    stop_at = time.perf_counter() + duration
+    headers = {"Authorization": f"Bearer {KEY}"}
+    url = f"http://127.0.0.1:{port}/v1/annotate"
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=60)
+    ) as session:
+
+        async def worker(offset: int) -> None:
+            nonlocal errors, done_texts
+            i = offset
+            while time.perf_counter() < stop_at:
+                batch = [texts[(i + k) % len(texts)] for k in range(per_request)]
+                i += per_request * clients
+                start = time.perf_counter()
+                try:
+                    async with session.post(url, json={"texts": batch}, headers=headers) as r:
+                        await r.read()
+                        ok = r.status == 200
+                except aiohttp.ClientError:
+                    ok = False
+                latencies.append(time.perf_counter() - start)
+                if ok:
+                    done_texts += len(batch)
+                else:
+                    errors += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(c * per_request) for c in range(clients)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return 1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))]
+
+    return {
+        "texts_per_s": done_texts / elapsed,
+        "requests": len(latencies),
+        "errors": errors,
+        "p50_ms": pct(0.50),
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="a trained bundle")
+    ap.add_argument("--data", default=str(DATA / "NCBI-disease-IOB" / "test.tsv"))
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds per level")
+    ap.add_argument("--texts-per-request", type=int, default=1)
+    ap.add_argument("--levels", default="1,8,32")
+    args = ap.parse_args()
+
+    from mslm_core.bundle import read_manifest
+    from mslm_core.corpus import read_corpus
+    from mslm_core.export import export_bundle
+    from mslm_core.inference import EntityExtractor
+
+    texts = [" ".join(s.words) for s in read_corpus(args.data).sentences]
+    tmp = Path(tempfile.mkdtemp(prefix="mslm-load-"))
+    try:
+        bundle = Path(args.model)
+        if "int8" not in (read_manifest(bundle).get("onnx") or {}).get("precisions", {}):
+            bundle = tmp / "bundle"
+            shutil.copytree(args.model, bundle)
+            export_bundle(bundle, quantize="int8")
+        env = {
+            **os.environ,
+            "MSLM_HOME": str(tmp / "home"),
+            "MSLM_API_KEYS": f"{KEY}:admin",
+            "MSLM_DATABASE_URL": "",
+            "MSLM_BROKER_URL": "",
+        }
+        subprocess.run(
+            [sys.executable, "-m", "mslm_core.cli", "import-model", str(bundle), "--activate"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        port = free_port()
+        with open(tmp / "api.log", "wb") as log:  # the child keeps its own descriptor
+            server = subprocess.Popen(
+                [sys.executable, "-m", "mslm_core.cli", "serve", "--port", str(port)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            import httpx
+
+            deadline = time.time() + 120
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.time() > deadline:
+                    raise SystemExit((tmp / "api.log").read_text()[-2000:])
+                time.sleep(0.5)
+            engine = EntityExtractor.from_bundle(bundle)  # the engine the API serves
+            engine.annotate(texts[:64])
+            times = []
+            for _ in range(3):
+                start = time.perf_counter()
+                engine.annotate(texts)
+                times.append(time.perf_counter() - start)
+            offline = len(texts) / statistics.median(times)
+            info = engine.info
+            del engine
+            rss_start = rss_mb(server.pid)
+            levels = {}
+            for clients in (int(c) for c in args.levels.split(",")):
+                asyncio.run(load(port, texts, clients, args.texts_per_request, 2.0))  # warm
+                levels[str(clients)] = asyncio.run(
+                    load(port, texts, clients, args.texts_per_request, args.duration)
+                )
+                print(clients, levels[str(clients)], file=sys.stderr)
+            rss_end = rss_mb(server.pid)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    top = levels[max(levels, key=int)]
+    figures = {
+        "offline_sps": round(offline, 1),
+        "api_sps": {k: round(v["texts_per_s"], 1) for k, v in levels.items()},
+        "ratio_32": round(levels.get("32", top)["texts_per_s"] / offline, 3),
+        "errors": sum(v["errors"] for v in levels.values()),
+        "p50_ms": round(top["p50_ms"], 1),
+        "p95_ms": round(top["p95_ms"], 1),
+        "p99_ms": round(top["p99_ms"], 1),
+    }
+    emit(
+        "api_load-cpu",
+        figures,
+        {
+            "levels": levels,
+            "texts_per_request": args.texts_per_request,
+            "duration_s": args.duration,
+            "engine": {
+                "backend": info.backend,
+                "precision": info.precision,
+                "provider": info.provider,
+            },
+            "api_rss_mb": {"start": round(rss_start, 1), "end": round(rss_end, 1)},
+            "note": "p50/p95/p99 at the highest concurrency; clients and server share the "
+            "machine's cores",
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Shared by the service tests: settings for a temporary install, keys, corpora, polling."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import TOY_CONLL
+
+ADMIN = "admin-key-0123456789abcdef"
+ANNOTATE = "annotate-key-0123456789abc"
+TRAIN = "train-key-0123456789abcdef"
+KEYS = f"{ADMIN}:admin,{ANNOTATE}:annotate,{TRAIN}:train"
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def service_env(home: Path, encoder: Path, **extra: Any) -> dict[str, str]:
+    """MSLM_ variables for an install in ``home`` whose jobs may use the tiny encoder."""
+    env = {
+        "MSLM_HOME": str(home),
+        "MSLM_API_KEYS": KEYS,
+        "MSLM_BASE_MODELS": f"tiny={encoder}",
+        "MSLM_BASE_MODEL": "tiny",
+        "MSLM_DEVICE": "cpu",
+        "MSLM_MODEL_POLL_SECONDS": "0.5",
+    }
+    env.update({f"MSLM_{k.upper()}": str(v) for k, v in extra.items()})
+    return env
+
+
+def toy_files(folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for split in ("train", "dev", "test"):
+        path = folder / f"{split}.tsv"
+        path.write_text(TOY_CONLL, encoding="utf-8")
+        out[split] = path
+    return out
+
+
+def upload_toy(client: Any, folder: Path, key: str = TRAIN) -> dict[str, Any]:
+    files = toy_files(folder)
+    response = client.post(
+        "/v1/datasets",
+        headers=auth(key),
+        files={
+            split: (path.name, path.read_bytes(), "text/tab-separated-values")
+            for split, path in files.items()
+        },
+        data={"name": "toy"},
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+JOB = {"epochs": 25, "batch_size": 2, "learning_rate": 0.003, "max_length": 32, "seed": 3}
+
+
+def wait_for(fetch: Any, done: Any, timeout: float = 120.0, every: float = 0.25) -> Any:
+    """Call ``fetch()`` until ``done(result)``; returns the last result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = fetch()
+        if done(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out; last: {result}")
+        time.sleep(every)

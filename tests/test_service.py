@@ -1,0 +1,515 @@
+"""The service in-process: FastAPI's TestClient over SQLite and the embedded broker; the
+worker's tasks are run by calling the runner directly (the end-to-end tests run real worker
+processes against Redis and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, service_env, upload_toy, wait_for
+
+from api.background import sweep
+from api.main import create_app
+from worker.celery_app import TRAIN_QUEUE, queue_depth
+from worker.models import Job
+from worker.runner import run_evaluation, run_training_job
+from worker.settings import Settings
+
+
+def make_settings(tmp_path: Path, encoder: Path, **extra) -> Settings:
+    env = service_env(tmp_path / "home", encoder, **extra)
+    return Settings(**{k.removeprefix("MSLM_").lower(): v for k, v in env.items()})
+
+
+@pytest.fixture()
+def settings(tmp_path, tiny_encoder) -> Settings:
+    return make_settings(tmp_path, tiny_encoder)
+
+
+@pytest.fixture()
+def client(settings):
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def trained_service(tmp_path_factory, tiny_encoder):
+    """An install with one trained, exported, active model (built once for the module)."""
+    tmp = tmp_path_factory.mktemp("svc")
+    settings = make_settings(tmp, tiny_encoder)
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp / "corpus")
+        job = c.post(
+            "/v1/jobs",
+            headers=auth(TRAIN),
+            json={"dataset_id": dataset["id"], **JOB, "export": {"onnx": True, "quantize": "int8"}},
+        ).json()
+        assert run_training_job(job["id"], settings) == "succeeded"
+    return settings, dataset, job["id"]
+
+
+def test_fine_tune_activate_annotate_evaluate(trained_service):
+    settings, dataset, job_id = trained_service
+    with TestClient(create_app(settings)) as c:
+        job = c.get(f"/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
+        assert job["state"] == "succeeded" and job["attempts"] == 1
+        assert job["progress"]["done"] and job["progress"]["epochs"] == JOB["epochs"]
+        assert 1 <= len(job["history"]) <= JOB["epochs"]  # early stopping may end it sooner
+        assert all(h["dev_f1"] is not None for h in job["history"])
+        assert job["metrics"]["test"]["strict"]["f1"] > 0.5  # evaluated on the test split
+        model_id = job["model_id"]
+        models = c.get("/v1/models", headers=auth(ANNOTATE)).json()
+        assert models["count"] == 1 and models["data"][0]["active"]  # first model: served
+        assert set(models["data"][0]["precisions"]) == {"fp32", "int8"}
+        detail = c.get(f"/v1/models/{model_id}", headers=auth(ANNOTATE)).json()
+        assert detail["manifest"]["onnx"]["precisions"]["int8"] == "model.int8.onnx"
+        assert detail["manifest"]["calibration"]["detection_temperature"] > 0
+        png = c.get(f"/v1/models/{model_id}/calibration.png", headers=auth(ANNOTATE))
+        assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+        assert png.content.startswith(b"\x89PNG")
+        assert c.get(f"/v1/models/{model_id}/calibration.png").status_code == 401
+        missing = c.get("/v1/models/nope/calibration.png", headers=auth(ANNOTATE))
+        assert missing.status_code == 404
+        assert c.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN)).status_code == 200
+        ready = c.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["model"]["id"] == model_id
+        text = "Cisplatin caused renal failure in the patient ."
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text, ""]}).json()
+        assert body["model"]["id"] == model_id and body["model"]["backend"] == "onnx"
+        ents = body["results"][0]["entities"]
+        assert {(e["text"], e["type"]) for e in ents} >= {("renal failure", "Disease")}
+        assert all(text[e["start"] : e["end"]] == e["text"] for e in ents)
+        assert body["results"][1]["entities"] == []
+        # thresholds: global and per type
+        strict = c.post(
+            "/v1/annotate",
+            headers=auth(ANNOTATE),
+            json={"texts": [text], "min_confidence_per_type": {"Disease": 1.01}},
+        )
+        assert all(e["type"] != "Disease" for e in strict.json()["results"][0]["entities"])
+        ev = c.post(
+            "/v1/evaluations",
+            headers=auth(TRAIN),
+            json={"model_id": model_id, "dataset_id": dataset["id"], "split": "test"},
+        )
+        assert ev.status_code == 202 and ev.json()["state"] == "queued"
+        assert run_evaluation(ev.json()["id"], settings) == "succeeded"
+        done = c.get(f"/v1/evaluations/{ev.json()['id']}", headers=auth(TRAIN)).json()
+        assert done["state"] == "succeeded" and done["metrics"]["n_gold"] == 7
+        assert set(done["metrics"]["strict"]) == {"precision", "recall", "f1"}
+        metrics = c.get("/metrics").text
+        assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
+        assert "mslm_http_request_duration_seconds_bucket" in metrics
+        assert f'mslm_annotated_texts_total{{model="{model_id}"}}' in metrics
+
+
+@pytest.mark.reliability
+def test_every_protected_route_refuses_missing_bad_and_wrong_scope_keys(client, record):
+    spec = client.app.openapi()
+    checked = 0
+    for path, methods in spec["paths"].items():
+        for method, op in methods.items():
+            if not op.get("security"):
+                assert path in ("/healthz", "/readyz", "/metrics"), path
+                continue
+            url = path.replace("{", "").replace("}", "")
+            call = getattr(client, method)
+            assert call(url).status_code == 401, (method, path)
+            assert call(url, headers=auth("not-a-key-at-all-xxxxxx")).status_code == 401
+            client.app.state.mslm.throttle.reset()  # this test is not a brute force
+            scope = (
+                "admin"
+                if "activate" in path or (method == "delete" and "models" in path)
+                else "annotate"
+                if path.startswith(("/v1/annotate", "/v1/models"))
+                else "train"
+            )
+            wrong = {"admin": TRAIN, "annotate": TRAIN, "train": ANNOTATE}[scope]
+            response = call(url, headers=auth(wrong))
+            assert response.status_code == 403, (method, path, response.text)
+            assert response.headers["content-type"] == "application/problem+json"
+            checked += 1
+    assert checked >= 14
+    record(
+        "security: keys and scopes",
+        "every operation in the OpenAPI schema called with no "
+        "key, a wrong key and a key of the wrong scope",
+        {"protected_operations": checked},
+        "401, 401 and 403 as problem details, every one",
+    )
+
+
+def test_bad_keys_are_slowed_down(client):
+    started = time.perf_counter()
+    for _ in range(5):
+        client.get("/v1/jobs", headers=auth("wrong-key-0000000000000000"))
+    fast = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(3):
+        client.get("/v1/jobs", headers=auth("wrong-key-0000000000000000"))
+    slow = time.perf_counter() - started
+    assert slow >= 0.25 + 0.5 + 1.0 - 0.05 and fast < 1.0
+    assert client.get("/v1/jobs", headers=auth(TRAIN)).status_code == 200  # slowed, not locked
+
+
+def test_limits_answer_413_and_422_with_clear_messages(tmp_path, tiny_encoder):
+    settings = make_settings(
+        tmp_path, tiny_encoder, max_texts=2, max_text_chars=10, max_upload_mb=0.001
+    )
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["a", "b", "c"]})
+        assert r.status_code == 422 and "limit is 2" in r.json()["detail"]
+        r = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["x" * 11]})
+        assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.texts.0"
+        big = b"x\tO\n" * 1000  # 4 KB > 0.001 MB
+        r = c.post("/v1/datasets", headers=auth(TRAIN), files={"train": ("t.tsv", big)})
+        assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
+        r = c.post(
+            "/v1/annotate",
+            headers={**auth(ANNOTATE), "content-type": "application/json"},
+            content=b'{"texts": ["' + b"y" * 1_200_000 + b'"]}',
+        )
+        assert r.status_code == 413
+
+
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        (b"The\tO\npatient\tX-Disease\n", ":2"),  # unknown tag scheme, line 2
+        (b"\x89PNG\r\n\x1a\n\x00\x00binary", ":1"),  # binary
+        (b"ok\tO\n\xff\xfe\tO\n", ":2"),  # invalid UTF-8 on line 2
+        (b"", "empty"),
+        (b"a\tb\tc\n", ":1"),  # wrong column count
+    ],
+)
+def test_bad_uploads_are_refused_with_file_and_line_and_store_nothing(
+    client, settings, content, where
+):
+    r = client.post(
+        "/v1/datasets",
+        headers=auth(TRAIN),
+        files={"train": ("../../etc/evil.tsv", content), "dev": ("dev.tsv", b"ok\tO\n")},
+    )
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["type"] == "urn:mslm:problem:invalid-corpus"
+    assert body["errors"][0]["file"].startswith("train (evil.tsv)")
+    assert where in body["detail"] or where in json.dumps(body["errors"])
+    assert client.get("/v1/datasets", headers=auth(TRAIN)).json()["count"] == 0
+    stored = settings.artifacts / "datasets"
+    assert not stored.exists() or not any(stored.iterdir())
+    assert not (settings.artifacts.parent / "etc").exists()
+
+
+def test_dataset_stats_and_delete(client, tmp_path):
+    ds = upload_toy(client, tmp_path / "c")
+    assert ds["stats"]["train"]["mentions"] == 7 and ds["types"] == ["Chemical", "Disease"]
+    assert ds["files"]["dev"]["filename"] == "dev.tsv" and len(ds["files"]["dev"]["sha256"]) == 64
+    got = client.get(f"/v1/datasets/{ds['id']}", headers=auth(TRAIN)).json()
+    assert got == ds
+    job = client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"]}).json()
+    r = client.delete(f"/v1/datasets/{ds['id']}", headers=auth(TRAIN))
+    assert r.status_code == 409 and job["id"] in r.json()["detail"]  # a queued job uses it
+    client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth(TRAIN))
+    assert client.delete(f"/v1/datasets/{ds['id']}", headers=auth(TRAIN)).status_code == 204
+    assert client.get(f"/v1/datasets/{ds['id']}", headers=auth(TRAIN)).status_code == 404
+    assert client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["dataset_id"] is None
+
+
+def test_job_validation_and_idempotency(client, settings, tmp_path):
+    ds = upload_toy(client, tmp_path / "c")
+    bad = client.post(
+        "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"], "strategy": "magic"}
+    )
+    assert bad.status_code == 422 and "strategy" in bad.json()["detail"]
+    bad = client.post(
+        "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"], "base_model": "/etc"}
+    )
+    assert bad.status_code == 422 and "not allowed" in bad.json()["detail"]
+    assert (
+        client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": "ds-nope"}).status_code
+        == 404
+    )
+    body = {"dataset_id": ds["id"], "epochs": 2, "idempotency_key": "run-42"}
+    first = client.post("/v1/jobs", headers=auth(TRAIN), json=body)
+    again = client.post("/v1/jobs", headers=auth(TRAIN), json=body)
+    assert first.status_code == 202 and again.status_code == 200
+    assert first.json()["id"] == again.json()["id"]
+    assert first.headers["location"] == f"/v1/jobs/{first.json()['id']}"
+    other = client.post("/v1/jobs", headers=auth(TRAIN), json={**body, "epochs": 3})
+    assert other.status_code == 409
+    header = client.post(
+        "/v1/jobs",
+        headers={**auth(TRAIN), "Idempotency-Key": "run-42"},
+        json={"dataset_id": ds["id"], "epochs": 2},
+    )
+    assert header.json()["id"] == first.json()["id"]
+    assert client.get("/v1/jobs", headers=auth(TRAIN)).json()["count"] == 1
+    assert queue_depth(client.app.state.mslm.celery, TRAIN_QUEUE) == 1  # one message
+
+
+def test_cancel_queued_and_running_jobs(client, settings, tmp_path):
+    ds = upload_toy(client, tmp_path / "c")
+    queued = client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"]}).json()
+    r = client.post(f"/v1/jobs/{queued['id']}/cancel", headers=auth(TRAIN))
+    assert r.json()["state"] == "cancelled"
+    assert run_training_job(queued["id"], settings) == "skipped"  # its message is a no-op
+
+    long = client.post(
+        "/v1/jobs",
+        headers=auth(TRAIN),
+        json={"dataset_id": ds["id"], **JOB, "epochs": 200, "patience": 0},
+    ).json()
+    outcome = {}
+    thread = threading.Thread(
+        target=lambda: outcome.setdefault("state", run_training_job(long["id"], settings))
+    )
+    thread.start()
+    wait_for(
+        lambda: client.get(f"/v1/jobs/{long['id']}", headers=auth(TRAIN)).json(),
+        lambda j: j["state"] == "running" and j["progress"].get("step", 0) > 0,
+    )
+    r = client.post(f"/v1/jobs/{long['id']}/cancel", headers=auth(TRAIN))
+    assert r.json()["cancel_requested"] is True
+    asked = time.monotonic()
+    thread.join(timeout=120)
+    assert time.monotonic() - asked < 5  # the next step, not the next heartbeat (10 s)
+    assert outcome["state"] == "cancelled"
+    final = client.get(f"/v1/jobs/{long['id']}", headers=auth(TRAIN)).json()
+    assert final["state"] == "cancelled" and final["model_id"] is None
+    assert not (settings.artifacts / "work" / long["id"]).exists()  # cleaned up
+    done = client.post(f"/v1/jobs/{long['id']}/cancel", headers=auth(TRAIN))
+    assert done.status_code == 200  # cancelling a cancelled job is a no-op
+
+
+def test_lost_worker_is_requeued_then_failed_never_left_running(client, settings, tmp_path):
+    """The reaper: a running job whose heartbeat stopped is re-queued (and re-published)
+    while attempts remain, then failed with the reason."""
+    import datetime as dt
+
+    from worker.models import utcnow
+
+    ds = upload_toy(client, tmp_path / "c")
+    job = client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"]}).json()
+    state = client.app.state.mslm
+    stale = utcnow() - dt.timedelta(seconds=settings.heartbeat_timeout_seconds + 5)
+    for attempt in range(1, settings.max_attempts + 1):
+        with state.factory() as s:
+            row = s.get(Job, job["id"])
+            row.state, row.heartbeat_at, row.attempts, row.worker = "running", stale, attempt, "w"
+            s.commit()
+        before = queue_depth(state.celery, TRAIN_QUEUE)
+        out = sweep(state)
+        if attempt < settings.max_attempts:
+            assert out["requeued"] == [job["id"]]
+            assert queue_depth(state.celery, TRAIN_QUEUE) == before + 1
+            assert (
+                client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["state"] == "queued"
+            )
+        else:
+            assert out["failed"] == [job["id"]]
+    final = client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+    assert final["state"] == "failed" and "worker lost" in final["error"]
+
+
+def test_hot_swap_drops_no_request_and_a_corrupt_bundle_is_refused(trained_service, tmp_path):
+    settings, dataset, job_id = trained_service
+    with TestClient(create_app(settings)) as c:
+        first = c.get(f"/v1/jobs/{job_id}", headers=auth(TRAIN)).json()["model_id"]
+        job2 = c.post(
+            "/v1/jobs",
+            headers=auth(TRAIN),
+            json={"dataset_id": dataset["id"], **JOB, "epochs": 3, "seed": 9},
+        ).json()
+        assert run_training_job(job2["id"], settings) == "succeeded"
+        second = c.get(f"/v1/jobs/{job2['id']}", headers=auth(TRAIN)).json()["model_id"]
+        failures, seen = [], set()
+        stop = threading.Event()
+
+        def hammer() -> None:
+            while not stop.is_set():
+                r = c.post(
+                    "/v1/annotate",
+                    headers=auth(ANNOTATE),
+                    json={"texts": ["The patient has breast cancer ."]},
+                )
+                if r.status_code != 200:
+                    failures.append(r.status_code)
+                else:
+                    seen.add(r.json()["model"]["id"])
+
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        assert c.post(f"/v1/models/{second}/activate", headers=auth(ADMIN)).status_code == 200
+        time.sleep(0.5)
+        assert c.post(f"/v1/models/{first}/activate", headers=auth(ADMIN)).status_code == 200
+        time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert failures == [] and seen == {first, second}
+
+        # corrupt the second bundle: activation is refused, the first keeps serving
+        bundle = settings.artifacts / "models" / second / "model.onnx"
+        data = bytearray(bundle.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        bundle.write_bytes(bytes(data))
+        c.app.state.mslm.models._models.pop(second, None)  # not cached: load from disk
+        r = c.post(f"/v1/models/{second}/activate", headers=auth(ADMIN))
+        assert r.status_code == 409 and "checksum mismatch" in r.json()["detail"]
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["cancer"]}).json()
+        assert body["model"]["id"] == first
+        assert c.delete(f"/v1/models/{first}", headers=auth(ADMIN)).status_code == 409  # served
+        assert c.delete(f"/v1/models/{second}", headers=auth(ADMIN)).status_code == 204
+        assert not (settings.artifacts / "models" / second).exists()
+
+
+def test_readiness_says_what_is_missing(client):
+    r = client.get("/readyz")
+    assert r.status_code == 503
+    assert r.json()["reasons"] == ["no model is loaded (none is active yet)"]
+    assert client.get("/healthz").json() == {"status": "ok"}
+    r = client.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["x"]})
+    assert r.status_code == 503 and "no model is active" in r.json()["detail"]
+
+
+def test_request_id_security_headers_and_docs(client):
+    r = client.get("/healthz", headers={"X-Request-ID": "abc-123"})
+    assert r.headers["x-request-id"] == "abc-123"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["x-frame-options"] == "DENY"
+    generated = client.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
+    assert generated.headers["x-request-id"] != "bad id with spaces"
+    assert client.get("/docs").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert "/v1/annotate" in spec["paths"] and "HTTPBearer" in json.dumps(spec)
+    missing = client.get("/v1/jobs/job-nope", headers=auth(TRAIN))
+    assert missing.status_code == 404 and missing.json()["request_id"]
+
+
+def test_first_start_without_keys_creates_and_prints_one_admin_key(tmp_path, tiny_encoder, capsys):
+    settings = make_settings(tmp_path, tiny_encoder, api_keys="")
+    with TestClient(create_app(settings)) as c:
+        err = capsys.readouterr().err
+        key = next(w for w in err.split() if w.startswith("mslm_"))
+        assert c.get("/v1/jobs", headers=auth(key)).status_code == 200
+    with TestClient(create_app(settings)):
+        assert "mslm_" not in capsys.readouterr().err  # printed once, never again
+
+
+def test_submitted_text_never_reaches_the_logs(trained_service, caplog):
+    settings, _, _ = trained_service
+    secret = "Zyxqvorin overdose in Mrs Examplename"
+    with caplog.at_level(logging.DEBUG), TestClient(create_app(settings)) as c:
+        c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [secret]})
+        c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [secret] * 100})
+        c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [secret], "oops": 1})
+    assert "Zyxqvorin" not in caplog.text and "Examplename" not in caplog.text
+    assert ANNOTATE not in caplog.text  # nor keys
+    assert "/v1/annotate" in caplog.text  # the requests were logged
+    on = Settings(**{**settings.model_dump(), "log_text": True})
+    caplog.clear()
+    with caplog.at_level(logging.INFO), TestClient(create_app(on)) as c:
+        c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [secret]})
+    assert "Zyxqvorin" in caplog.text  # only when MSLM_LOG_TEXT is on
+
+
+def test_a_failed_job_records_the_reason(client, settings, tmp_path):
+    ds = upload_toy(client, tmp_path / "c")
+    job = client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"]}).json()
+    shutil.rmtree(settings.artifacts / "datasets" / ds["id"])  # its files vanished
+    assert run_training_job(job["id"], settings) == "failed"
+    final = client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+    assert final["state"] == "failed" and "train.tsv" in final["error"]
+
+
+def test_import_model_command(trained_service, tmp_path, tiny_encoder, monkeypatch, capsys):
+    """A bundle trained elsewhere joins a fresh store, verified, and can be served."""
+    from mslm_core import cli
+    from worker.settings import get_settings
+
+    settings, _, job_id = trained_service
+    with TestClient(create_app(settings)) as c:
+        model_id = c.get(f"/v1/jobs/{job_id}", headers=auth(TRAIN)).json()["model_id"]
+    bundle = settings.artifacts / "models" / model_id
+    fresh = make_settings(tmp_path / "fresh", tiny_encoder)
+    for key, value in service_env(fresh.home, tiny_encoder).items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    try:
+        assert cli.main(["import-model", str(bundle), "--activate"]) == 0
+        assert capsys.readouterr().out.strip() == model_id
+        assert cli.main(["import-model", str(bundle)]) == 2  # already there: refused
+    finally:
+        get_settings.cache_clear()
+    with TestClient(create_app(fresh)) as c:
+        listed = c.get("/v1/models", headers=auth(ANNOTATE)).json()["data"]
+        assert [(m["id"], m["active"]) for m in listed] == [(model_id, True)]
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["cancer"]}).json()
+        assert body["model"]["id"] == model_id
+
+
+def test_every_setting_is_documented():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    missing = [
+        f"MSLM_{name.upper()}"
+        for name in Settings.model_fields
+        if f"`MSLM_{name.upper()}`" not in readme
+    ]
+    assert missing == []
+
+
+def test_unsafe_settings_are_refused_at_start_with_the_variable_name(tmp_path, tiny_encoder):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="shorter than 16"):
+        make_settings(tmp_path, tiny_encoder, api_keys="short:admin")
+    with pytest.raises(ValidationError, match="unknown scope"):
+        make_settings(tmp_path, tiny_encoder, api_keys="0123456789abcdefgh:root")
+    with pytest.raises(ValidationError, match="MSLM_BASE_MODEL"):
+        make_settings(tmp_path, tiny_encoder, base_model="biobert")
+    with pytest.raises(ValidationError, match="HEARTBEAT_TIMEOUT"):
+        make_settings(tmp_path, tiny_encoder, heartbeat_seconds=100)
+    ok = make_settings(
+        tmp_path,
+        tiny_encoder,
+        database_url="postgresql+psycopg://u:old@db/x",
+        database_password="p@ss/word",
+    )
+    assert ok.sqlalchemy_url == "postgresql+psycopg://u:p%40ss%2Fword@db/x"
+
+
+def test_activation_reaches_every_replica(trained_service):
+    """Two API replicas on one store: a model activated through one is served by the other
+    within MSLM_MODEL_POLL_SECONDS, with no restart."""
+    settings, dataset, job_id = trained_service
+    with TestClient(create_app(settings)) as a, TestClient(create_app(settings)) as b:
+        first = a.get(f"/v1/jobs/{job_id}", headers=auth(TRAIN)).json()["model_id"]
+        assert a.post(f"/v1/models/{first}/activate", headers=auth(ADMIN)).status_code == 200
+        job2 = a.post(
+            "/v1/jobs",
+            headers=auth(TRAIN),
+            json={"dataset_id": dataset["id"], **JOB, "epochs": 2, "seed": 11},
+        ).json()
+        assert run_training_job(job2["id"], settings) == "succeeded"
+        second = a.get(f"/v1/jobs/{job2['id']}", headers=auth(TRAIN)).json()["model_id"]
+
+        def served_by_b() -> str:
+            r = b.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["cancer"]})
+            return r.json()["model"]["id"]
+
+        wait_for(served_by_b, lambda m: m == first, timeout=10)
+        assert a.post(f"/v1/models/{second}/activate", headers=auth(ADMIN)).status_code == 200
+        started = time.monotonic()
+        wait_for(served_by_b, lambda m: m == second, timeout=10, every=0.1)
+        assert time.monotonic() - started < settings.model_poll_seconds + 3
+        assert b.get("/readyz").json()["model"]["id"] == second

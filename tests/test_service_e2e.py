@@ -1,0 +1,287 @@
+"""End to end, with real processes: the API (``mslm serve``) and Celery workers (``mslm
+worker``) against the real Redis and PostgreSQL of this machine, and the embedded default
+(``mslm up``: SQLite and the filesystem broker). Nothing is faked here.
+
+Redis and PostgreSQL must answer on localhost (``.ci/run`` starts them); without them these
+tests are skipped, unless ``MSLM_REQUIRE_SERVICES=1`` (set by CI) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, service_env, toy_files, wait_for
+
+PG_ADMIN = os.environ.get("MSLM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("MSLM_TEST_REDIS", "redis://127.0.0.1:6379")
+
+
+def _unavailable(what: str, exc: Exception):
+    if os.environ.get("MSLM_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{what} is required (MSLM_REQUIRE_SERVICES=1) but unreachable: {exc}")
+    pytest.skip(f"{what} not reachable: {exc}")
+
+
+@pytest.fixture()
+def postgres_url():
+    import psycopg
+
+    name = f"mslm_test_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        _unavailable("PostgreSQL", exc)
+    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    yield f"{base}/{name}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture()
+def redis_url():
+    import redis
+
+    db = 1 + uuid.uuid4().int % 15
+    url = f"{REDIS}/{db}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=3)
+    try:
+        client.flushdb()
+    except redis.ConnectionError as exc:
+        _unavailable("Redis", exc)
+    yield url
+    client.flushdb()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], log: Path):
+    """A ``mslm`` subprocess with ``env`` added; killed (group) at the end."""
+    full = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mslm_core.cli", *args],
+            env=full,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def api_client(port: int, log: Path) -> httpx.Client:
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def up() -> bool:
+        try:
+            return client.get("/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(up, bool, timeout=60, every=0.3)
+    except AssertionError:
+        raise AssertionError("the API did not start:\n" + log.read_text()[-3000:]) from None
+    return client
+
+
+def upload(client: httpx.Client, folder: Path) -> dict:
+    files = toy_files(folder)
+    r = client.post(
+        "/v1/datasets",
+        headers=auth(TRAIN),
+        files={s: (p.name, p.read_bytes()) for s, p in files.items()},
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def fine_tune_then_annotate(client: httpx.Client, tmp: Path) -> dict:
+    """The whole user story over HTTP; returns the finished job."""
+    dataset = upload(client, tmp / "corpus")
+    r = client.post(
+        "/v1/jobs",
+        headers=auth(TRAIN),
+        json={
+            "dataset_id": dataset["id"],
+            **JOB,
+            "patience": 0,
+            "export": {"onnx": True, "quantize": "int8"},
+        },
+    )
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    seen = []
+
+    def fetch() -> dict:
+        job = client.get(f"/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
+        seen.append((job["state"], job["progress"].get("epoch"), job["progress"].get("dev_f1")))
+        return job
+
+    job = wait_for(
+        fetch, lambda j: j["state"] in ("succeeded", "failed", "cancelled"), timeout=240, every=0.1
+    )
+    assert job["state"] == "succeeded", job
+    running = [s for s in seen if s[0] == "running" and s[1]]
+    assert running, f"no progress seen while running: {seen[:5]}"
+    assert len({s[1] for s in running}) > 1  # several epochs were reported on the way
+    assert any(s[2] is not None for s in running)  # with their dev F1
+    model_id = job["model_id"]
+    assert client.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN)).status_code == 200
+    text = "Cisplatin caused renal failure in the patient ."
+    body = client.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+    ents = body["results"][0]["entities"]
+    assert body["model"]["id"] == model_id and ents
+    for e in ents:
+        assert text[e["start"] : e["end"]] == e["text"]
+        assert 0 < e["confidence"] <= 1 and e["type"] in ("Chemical", "Disease")
+    assert ("renal failure", "Disease") in {(e["text"], e["type"]) for e in ents}
+    ev = client.post(
+        "/v1/evaluations",
+        headers=auth(TRAIN),
+        json={"model_id": model_id, "dataset_id": dataset["id"], "split": "test"},
+    )
+    assert ev.status_code == 202
+    done = wait_for(
+        lambda: client.get(f"/v1/evaluations/{ev.json()['id']}", headers=auth(TRAIN)).json(),
+        lambda e: e["state"] in ("succeeded", "failed"),
+        timeout=120,
+    )
+    assert done["state"] == "succeeded" and done["metrics"]["strict"]["f1"] > 0.5
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["model"]["id"] == model_id
+    return job
+
+
+def test_redis_and_postgresql(tmp_path, tiny_encoder, postgres_url, redis_url):
+    env = service_env(
+        tmp_path / "home",
+        tiny_encoder,
+        database_url=postgres_url,
+        broker_url=redis_url,
+        heartbeat_seconds=1,
+        heartbeat_timeout_seconds=5,
+    )
+    port = free_port()
+    log = tmp_path / "service.log"
+    with process(["serve", "--port", str(port)], env, log), process(["worker"], env, log):
+        client = api_client(port, log)
+        job = fine_tune_then_annotate(client, tmp_path)
+        assert job["attempts"] == 1
+        metrics = client.get("/metrics").text
+        assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
+    # the schema in PostgreSQL is exactly the models' (the migration is complete)
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from worker.db import engine_for
+    from worker.models import Base
+
+    with engine_for(postgres_url).connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+def test_embedded_default_mslm_up(tmp_path, tiny_encoder):
+    """One command, no Redis, no PostgreSQL."""
+    env = service_env(tmp_path / "home", tiny_encoder, heartbeat_seconds=1)
+    for var in ("MSLM_BROKER_URL", "MSLM_DATABASE_URL"):
+        env[var] = ""
+    port = free_port()
+    log = tmp_path / "up.log"
+    with process(["up", "--port", str(port)], env, log):
+        client = api_client(port, log)
+        fine_tune_then_annotate(client, tmp_path)
+    assert (tmp_path / "home" / "mslm.db").exists()
+    assert (tmp_path / "home" / "broker" / "queue").is_dir()
+    assert (tmp_path / "home" / "broker" / "control").is_dir()  # kombu's exchange table here,
+    assert not (Path.cwd() / "control").exists()  # not in whatever directory it was run from
+
+
+@pytest.mark.reliability
+def test_killed_worker_job_is_resumed_by_another(
+    tmp_path, tiny_encoder, postgres_url, redis_url, record
+):
+    """kill -9 of the worker mid-training: the reaper re-queues the job, a new worker resumes
+    it from its last checkpoint, and it succeeds — never left running."""
+    env = service_env(
+        tmp_path / "home",
+        tiny_encoder,
+        database_url=postgres_url,
+        broker_url=redis_url,
+        heartbeat_seconds=0.5,
+        heartbeat_timeout_seconds=3,
+    )
+    port = free_port()
+    log = tmp_path / "service.log"
+    epochs = 120
+    with process(["serve", "--port", str(port)], env, log):
+        client = api_client(port, log)
+        dataset = upload(client, tmp_path / "corpus")
+        job_id = client.post(
+            "/v1/jobs",
+            headers=auth(TRAIN),
+            json={
+                "dataset_id": dataset["id"],
+                **JOB,
+                "epochs": epochs,
+                "patience": 0,
+                "export": {"onnx": False},
+            },
+        ).json()["id"]
+
+        def fetch() -> dict:
+            return client.get(f"/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
+
+        with process(["worker"], env, log) as worker:
+            wait_for(
+                fetch,
+                lambda j: j["state"] == "running" and len(j["history"]) >= 3,
+                timeout=120,
+                every=0.1,
+            )
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        killed_at = fetch()
+        assert killed_at["state"] == "running"  # as far as the store knows
+        with process(["worker"], env, log):
+            job = wait_for(fetch, lambda j: j["state"] in ("succeeded", "failed"), timeout=240)
+    assert job["state"] == "succeeded", job
+    assert job["attempts"] == 2
+    epochs_done = [h["epoch"] for h in job["history"]]
+    assert epochs_done == list(range(1, epochs + 1))  # resumed, not restarted or duplicated
+    assert "resumed from ckpt" in log.read_text()
+    record(
+        "faults: worker kill -9",
+        f"SIGKILL of the worker after {len(killed_at['history'])} "
+        f"of {epochs} epochs; a new worker started",
+        {
+            "killed_after_epochs": len(killed_at["history"]),
+            "attempts": job["attempts"],
+            "epochs_in_history": len(epochs_done),
+            "final": job["state"],
+        },
+        "re-queued by the reaper, resumed from its last checkpoint, succeeded",
+    )

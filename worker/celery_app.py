@@ -1,0 +1,106 @@
+"""The Celery application, built from the same settings as everything else.
+
+Queues are declared explicitly (``train``, ``eval``); tasks acknowledge late and take one
+message at a time, and every task is safe to run twice (it claims its row first). With no
+``MSLM_BROKER_URL`` the broker is kombu's *filesystem* transport under ``MSLM_HOME/broker``:
+no server, several processes on one machine (``mslm up``).
+
+    celery -A worker.celery_app worker -Q train,eval      (or: mslm worker)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery
+from kombu import Queue
+
+from .settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+TRAIN_QUEUE, EVAL_QUEUE = "train", "eval"
+TRAIN_TASK, EVAL_TASK = "mslm.train", "mslm.evaluate"
+
+
+def broker_config(settings: Settings) -> tuple[str, dict[str, Any]]:
+    if settings.broker_url:
+        return settings.broker_url, {}
+    folder = settings.home / "broker"
+    for sub in ("queue", "processed", "control"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    return "filesystem://localhost/", {
+        "data_folder_in": str(folder / "queue"),
+        "data_folder_out": str(folder / "queue"),
+        "processed_folder": str(folder / "processed"),
+        "control_folder": str(folder / "control"),  # else ./control in the working directory
+        "store_processed": False,
+    }
+
+
+def make_celery(settings: Settings) -> Celery:
+    url, transport_options = broker_config(settings)
+    app = Celery("mslm", broker=url, include=["worker.tasks"])
+    app.conf.update(
+        task_queues=(Queue(TRAIN_QUEUE), Queue(EVAL_QUEUE)),
+        task_default_queue=TRAIN_QUEUE,
+        task_create_missing_queues=False,
+        task_routes={TRAIN_TASK: {"queue": TRAIN_QUEUE}, EVAL_TASK: {"queue": EVAL_QUEUE}},
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,  # the job store holds every result
+        task_serializer="json",
+        accept_content=["json"],
+        broker_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+    )
+    return app
+
+
+_APPS: dict[tuple[str, str], Celery] = {}
+
+
+def celery_for(settings: Settings) -> Celery:
+    """One app per broker configuration per process."""
+    url, options = broker_config(settings)
+    key = (url, repr(sorted(options.items())))
+    if key not in _APPS:
+        _APPS[key] = make_celery(settings)
+    return _APPS[key]
+
+
+def publish(app: Celery, task: str, row_id: str) -> None:
+    """Send a task message carrying only the row id."""
+    queue = TRAIN_QUEUE if task == TRAIN_TASK else EVAL_QUEUE
+    app.send_task(task, args=[row_id], queue=queue)
+
+
+def queue_depth(app: Celery, queue: str) -> int | None:
+    """Messages waiting in ``queue``, or None when the broker cannot tell."""
+    try:
+        with app.connection_for_write() as conn:
+            return int(conn.default_channel.queue_declare(queue=queue, passive=True).message_count)
+    except Exception as exc:
+        log.debug("queue depth of %s unavailable: %s", queue, exc)
+        return None
+
+
+def ping_broker(app: Celery, timeout: float = 2.0) -> str | None:
+    """None when the broker answers, else the reason."""
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+    except Exception as exc:
+        return f"broker unreachable: {type(exc).__name__}"
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    """``celery -A worker.celery_app worker`` finds ``app``: the process's settings' app."""
+    if name == "app":
+        return celery_for(get_settings())
+    raise AttributeError(name)

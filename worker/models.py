@@ -1,0 +1,164 @@
+"""The job store: datasets, jobs, models, evaluations, API keys and the serving state.
+
+The job row is the source of truth; a broker message carries only its id. Times are UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, Boolean, DateTime, Dialect, ForeignKey, Integer, String, Text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+# Job and evaluation states; the last three are final.
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+FINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
+STATES = (QUEUED, RUNNING, *FINAL_STATES)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Timezone-aware UTC in and out, on every database (SQLite stores no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: use worker.models.utcnow()")
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSONType,
+        list[Any]: JSONType,
+        dt.datetime: UTCDateTime(),
+    }
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex
+    prefix: Mapped[str] = mapped_column(String(12))  # first characters, to tell keys apart
+    scopes: Mapped[str] = mapped_column(String(64))  # "annotate+train"
+    source: Mapped[str] = mapped_column(String(16))  # env | bootstrap
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # split → {"file": stored name, "filename": as uploaded, "format", "bytes", "sha256"}
+    files: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    stats: Mapped[dict[str, Any]] = mapped_column(default=dict)  # split → corpus stats
+    types: Mapped[list[Any]] = mapped_column(default=list)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
+    # kept when the dataset is deleted later (the job's record stays)
+    dataset_id: Mapped[str | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the TrainConfig fields
+    export: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    created_by: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    published_at: Mapped[dt.datetime | None] = mapped_column()
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    progress: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    history: Mapped[list[Any]] = mapped_column(default=list)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    model_id: Mapped[str | None] = mapped_column(String(80))
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(80), primary_key=True)  # the bundle's manifest id
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    job_id: Mapped[str | None] = mapped_column(String(40))
+    path: Mapped[str] = mapped_column(String(400))  # relative to the artifacts directory
+    base_model: Mapped[str] = mapped_column(String(200))
+    strategy: Mapped[str] = mapped_column(String(40))
+    types: Mapped[list[Any]] = mapped_column(default=list)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    precisions: Mapped[list[Any]] = mapped_column(default=list)
+
+
+class Evaluation(Base):
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
+    model_id: Mapped[str] = mapped_column(String(80), index=True)
+    dataset_id: Mapped[str | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    split: Mapped[str] = mapped_column(String(16))
+    created_by: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    published_at: Mapped[dt.datetime | None] = mapped_column()
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class ServingState(Base):
+    """One row: the model every API replica serves."""
+
+    __tablename__ = "serving_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, default=1)
+    active_model_id: Mapped[str | None] = mapped_column(String(80))
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,330 @@
+"""What a task does, as plain functions of a row id (Celery-free, so tests can call them).
+
+A training job: claim the row, train with the core library (resuming from the job's own
+checkpoint when an earlier attempt died), evaluate on test when the dataset has one, export
+ONNX (and int8 when asked), move the bundle into the model store in one rename, record the
+model, finish the row. A heartbeat thread keeps the row alive, carries progress, and turns a
+cancel request (or a lost claim) into a stop at the next training step.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from mslm_core.bundle import read_manifest, verify_bundle
+from mslm_core.config import TrainConfig
+from mslm_core.errors import BundleError, MSLMError
+from mslm_core.train import Callback, Trainer, TrainingCancelled
+
+from . import store
+from .db import session_factory
+from .models import CANCELLED, FAILED, SUCCEEDED, Dataset, Evaluation, Job, Model
+from .paths import dataset_dir, model_dir, work_dir
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class LostClaim(Exception):
+    """The row is no longer this worker's (the reaper gave it to another attempt)."""
+
+
+class Heartbeat:
+    """A thread that refreshes the row's heartbeat every ``interval`` seconds with the latest
+    progress, and notices cancel requests and lost claims."""
+
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        cls: store.TaskRow,
+        row_id: str,
+        worker: str,
+        interval: float,
+    ):
+        self.factory, self.cls, self.row_id, self.worker = factory, cls, row_id, worker
+        self.interval = interval
+        self.fields: dict[str, Any] = {}
+        self.cancel_requested = False
+        self.lost = False
+        self._polled = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{row_id}", daemon=True)
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self.fields.update(fields)
+
+    def poll_cancel(self, min_interval: float = 1.0) -> bool:
+        """Read the cancel flag now (at most every ``min_interval`` seconds), so that a
+        running job stops at its next step rather than at its next heartbeat."""
+        now = time.monotonic()
+        if now - self._polled >= min_interval:
+            self._polled = now
+            try:
+                with self.factory() as session:
+                    flag = session.scalar(select(Job.cancel_requested).where(Job.id == self.row_id))
+                self.cancel_requested = bool(flag)
+            except Exception as exc:
+                log.warning("cancel check of %s failed: %s", self.row_id, type(exc).__name__)
+        return self.cancel_requested
+
+    def beat(self) -> None:
+        with self._lock:
+            fields = dict(self.fields)
+        try:
+            with self.factory() as session:
+                result = store.heartbeat(session, self.cls, self.row_id, self.worker, **fields)
+        except Exception as exc:
+            log.warning("heartbeat of %s failed: %s", self.row_id, type(exc).__name__)
+            return
+        self.cancel_requested = result.cancel_requested
+        self.lost = not result.owner
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.beat()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class JobProgress(Callback):
+    """Progress into the heartbeat; cancel and lost claims into the trainer's stop flag."""
+
+    def __init__(self, heartbeat: Heartbeat):
+        self.heartbeat = heartbeat
+
+    def _progress(self, trainer: Trainer) -> dict[str, Any]:
+        st = trainer.state
+        last = st.history[-1] if st.history else {}
+        return {
+            "epoch": min(st.epoch + 1, trainer.config.total_epochs),
+            "epochs": trainer.config.total_epochs,
+            "step": st.global_step,
+            "steps": st.total_steps,
+            "loss": st.loss,
+            "dev_f1": last.get("dev_f1"),
+            "best_dev_f1": None if st.best_f1 < 0 else st.best_f1,
+        }
+
+    def on_train_begin(self, trainer: Trainer) -> None:
+        self.heartbeat.update(progress=self._progress(trainer))
+
+    def on_step_end(self, trainer: Trainer) -> None:
+        self.heartbeat.update(progress=self._progress(trainer))
+        if self.heartbeat.lost:
+            trainer.state.should_stop, trainer.state.stop_reason = True, "lost_claim"
+        elif self.heartbeat.poll_cancel():
+            trainer.state.should_stop, trainer.state.stop_reason = True, "cancelled"
+
+    def on_epoch_end(self, trainer: Trainer) -> None:
+        self.heartbeat.update(progress=self._progress(trainer), history=list(trainer.state.history))
+        self.heartbeat.beat()  # an epoch's dev F1 shows at once
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """ENOSPC, also when a library re-raised it as another error (safetensors, torch)."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def _complete(bundle: Path) -> bool:
+    try:
+        verify_bundle(bundle)
+    except BundleError:
+        return False
+    return True
+
+
+def train_config(settings: Settings, job: Job, dataset: Dataset) -> TrainConfig:
+    files = dataset.files
+    folder = dataset_dir(settings, dataset.id)
+    params = dict(job.params)
+    encoders = settings.base_model_map()
+    name = params.get("base_model") or settings.base_model
+    if name not in encoders:
+        raise MSLMError(f"base_model {name!r} is not allowed here (MSLM_BASE_MODELS)")
+    params["base_model"] = encoders[name]
+    return TrainConfig.from_dict(
+        {
+            **params,
+            "train": str(folder / files["train"]["file"]),
+            "dev": str(folder / files.get("dev", files["train"])["file"]),
+            "test": str(folder / files["test"]["file"]) if "test" in files else None,
+            "device": settings.device,
+        }
+    )
+
+
+def run_training_job(job_id: str, settings: Settings) -> str:
+    """Run job ``job_id`` if it can be claimed; returns the state it ended in (or
+    ``skipped``)."""
+    factory = session_factory(settings.sqlalchemy_url)
+    worker = worker_name()
+    with factory() as session:
+        if not store.claim(session, Job, job_id, worker):
+            log.info("job %s not claimable (taken, cancelled or finished); skipped", job_id)
+            return "skipped"
+        job = session.get(Job, job_id)
+        assert job is not None
+        dataset = session.get(Dataset, job.dataset_id)
+        export = dict(job.export or {})
+    work = work_dir(settings, job_id)
+    heartbeat = Heartbeat(factory, Job, job_id, worker, settings.heartbeat_seconds)
+
+    def end(state: str, **fields: Any) -> str:
+        with factory() as session:
+            store.finish(session, Job, job_id, worker, state, **fields)
+        return state
+
+    try:
+        if dataset is None:
+            raise MSLMError(f"dataset {job.dataset_id} no longer exists")
+        config = train_config(settings, job, dataset)
+        bundle = work / "bundle"
+        with heartbeat:
+            if not _complete(bundle):
+                trainer = Trainer(
+                    config,
+                    bundle,
+                    callbacks=[JobProgress(heartbeat)],
+                    work_dir=work / "checkpoint",
+                    overwrite=True,
+                )
+                try:
+                    trainer.fit(resume=True)
+                except TrainingCancelled:
+                    if trainer.state.stop_reason == "lost_claim":
+                        raise LostClaim() from None
+                    raise
+            if export.get("onnx", True):
+                from mslm_core.export import export_bundle
+
+                export_bundle(bundle, quantize=export.get("quantize"))
+            heartbeat.beat()
+            if heartbeat.lost:
+                raise LostClaim()
+            manifest = read_manifest(bundle)
+            model_id = manifest["id"]
+            target = model_dir(settings, model_id)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(bundle, target)  # one rename: a half-written bundle is never listed
+        with factory() as session:
+            session.add(
+                Model(
+                    id=model_id,
+                    job_id=job_id,
+                    path=str(target.relative_to(settings.artifacts)),
+                    base_model=str(job.params.get("base_model") or settings.base_model),
+                    strategy=manifest["strategy"],
+                    types=manifest["types"],
+                    metrics=manifest.get("metrics", {}),
+                    precisions=sorted((manifest.get("onnx") or {}).get("precisions", {})),
+                )
+            )
+            session.commit()
+            if store.activate_if_none(session, model_id):
+                log.info("nothing was served: model %s is now active", model_id)
+        state = end(
+            SUCCEEDED,
+            model_id=model_id,
+            metrics=manifest.get("metrics", {}),
+            history=manifest.get("history", []),
+            progress={**heartbeat.fields.get("progress", {}), "done": True},
+        )
+        shutil.rmtree(work, ignore_errors=True)
+        return state
+    except LostClaim:
+        log.warning("job %s was taken from this worker (no heartbeat in time); stopping", job_id)
+        return "lost"
+    except TrainingCancelled:
+        shutil.rmtree(work, ignore_errors=True)
+        return end(CANCELLED, error=None)
+    except MSLMError as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        return end(FAILED, error=str(exc))
+    except Exception as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        if _disk_full(exc):
+            log.error("job %s failed: the artifact store is full", job_id)
+            return end(
+                FAILED,
+                error="the artifact store is full (no space left on device); "
+                "free space on MSLM_ARTIFACTS_DIR and submit the job again",
+            )
+        log.exception("job %s failed", job_id)
+        return end(FAILED, error=f"internal error ({type(exc).__name__}); see the worker log")
+
+
+def run_evaluation(evaluation_id: str, settings: Settings) -> str:
+    """Score a model on a dataset split (honest: the engine on unmasked text)."""
+    from mslm_core.corpus import read_corpus
+    from mslm_core.evaluate import evaluate_corpus
+    from mslm_core.inference import EntityExtractor
+
+    factory = session_factory(settings.sqlalchemy_url)
+    worker = worker_name()
+    with factory() as session:
+        if not store.claim(session, Evaluation, evaluation_id, worker):
+            return "skipped"
+        ev = session.get(Evaluation, evaluation_id)
+        assert ev is not None
+        model = session.get(Model, ev.model_id)
+        dataset = session.get(Dataset, ev.dataset_id)
+    heartbeat = Heartbeat(factory, Evaluation, evaluation_id, worker, settings.heartbeat_seconds)
+
+    def end(state: str, **fields: Any) -> str:
+        with factory() as session:
+            store.finish(session, Evaluation, evaluation_id, worker, state, **fields)
+        return state
+
+    try:
+        if model is None or dataset is None:
+            raise MSLMError("the model or the dataset of this evaluation no longer exists")
+        if ev.split not in dataset.files:
+            raise MSLMError(f"dataset {dataset.id} has no {ev.split} split")
+        with heartbeat:
+            extractor = EntityExtractor.from_bundle(
+                settings.artifacts / model.path,
+                device=settings.device,
+                precision=settings.precision,
+            )
+            folder = dataset_dir(settings, dataset.id)
+            corpus = read_corpus(folder / dataset.files[ev.split]["file"])
+            metrics = evaluate_corpus(extractor.predictor, corpus)
+            metrics["engine"] = {
+                "backend": extractor.info.backend,
+                "precision": extractor.info.precision,
+            }
+        return end(SUCCEEDED, metrics=metrics)
+    except MSLMError as exc:
+        return end(FAILED, error=str(exc))
+    except Exception as exc:
+        log.exception("evaluation %s failed", evaluation_id)
+        return end(FAILED, error=f"internal error ({type(exc).__name__}); see the worker log")

@@ -1,0 +1,323 @@
+"""Creating datasets, jobs and evaluations — one code path for the HTTP API and for the
+first-start bootstrap of ``mslm up``. No web framework here."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from mslm_core.config import TrainConfig
+from mslm_core.corpus import EXTENSIONS, detect_format, read_corpus
+from mslm_core.errors import ConfigError, CorpusError, MSLMError
+
+from .celery_app import EVAL_TASK, TRAIN_TASK, publish
+from .models import (
+    QUEUED,
+    Dataset,
+    Evaluation,
+    Job,
+    Model,
+    ServingState,
+    new_id,
+    utcnow,
+)
+from .paths import dataset_dir, model_dir
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "dev", "test")
+# Job parameters a client may set (DESIGN.md), beyond which TrainConfig's defaults apply.
+JOB_FIELDS = (
+    "base_model",
+    "strategy",
+    "elm_rate",
+    "blm_rate",
+    "epochs",
+    "batch_size",
+    "learning_rate",
+    "max_length",
+    "seed",
+    "patience",
+)
+
+
+class Conflict(MSLMError):
+    """The request conflicts with the store's state (HTTP 409)."""
+
+    code = "E101"
+
+
+class NotFound(MSLMError):
+    """No such row (HTTP 404)."""
+
+    code = "E102"
+
+
+@dataclass
+class Upload:
+    """One uploaded file, already spooled to ``path`` by the caller."""
+
+    split: str
+    filename: str  # as the client named it: shown, never used as a path
+    path: Path
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _format_of(upload: Upload) -> str:
+    suffix = Path(upload.filename).suffix.lower()
+    if suffix in EXTENSIONS:
+        return EXTENSIONS[suffix]
+    return detect_format(upload.path)
+
+
+def create_dataset(
+    settings: Settings, session: Session, uploads: list[Upload], name: str | None = None
+) -> Dataset:
+    """Validate every file with the core readers and store the dataset; on any error raise
+    :class:`CorpusError` (issues name the split's file and line) and store nothing."""
+    by_split = {u.split: u for u in uploads}
+    if "train" not in by_split:
+        raise CorpusError.single("train", None, "a train file is required")
+    dataset_id = new_id("ds")
+    staging = settings.artifacts / "datasets" / f".staging-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    try:
+        files: dict[str, Any] = {}
+        stats: dict[str, Any] = {}
+        issues = []
+        types: set[str] = set()
+        for split in SPLITS:
+            upload = by_split.get(split)
+            if upload is None:
+                continue
+            fmt = _format_of(upload)
+            stored = staging / f"{split}.{'jsonl' if fmt == 'jsonl' else 'tsv'}"
+            shutil.copyfile(upload.path, stored)
+            try:
+                corpus = read_corpus(stored, fmt)
+            except CorpusError as exc:
+                # name the file as the client knows it, never our storage path
+                for issue in exc.issues:
+                    issues.append(
+                        type(issue)(
+                            f"{split} ({upload.filename})", issue.line, issue.message, issue.field
+                        )
+                    )
+                continue
+            files[split] = {
+                "file": stored.name,
+                "filename": upload.filename[:200],
+                "format": fmt,
+                "bytes": stored.stat().st_size,
+                "sha256": _sha256(stored),
+            }
+            stats[split] = corpus.stats()
+            types.update(corpus.types)
+        if issues:
+            raise CorpusError(issues)
+        target = dataset_dir(settings, dataset_id)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    dataset = Dataset(
+        id=dataset_id,
+        name=(name or by_split["train"].filename or dataset_id)[:200],
+        files=files,
+        stats=stats,
+        types=sorted(types),
+    )
+    session.add(dataset)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return dataset
+
+
+def delete_dataset(settings: Settings, session: Session, dataset_id: str) -> None:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise NotFound(f"dataset {dataset_id}")
+    busy = session.scalar(
+        select(Job.id).where(Job.dataset_id == dataset_id, Job.state.in_((QUEUED, "running")))
+    )
+    if busy:
+        raise Conflict(f"dataset {dataset_id} is used by job {busy}, which has not finished")
+    # finished jobs and evaluations keep their records (ON DELETE SET NULL, also done here
+    # for databases that do not enforce foreign keys)
+    for cls in (Job, Evaluation):
+        session.execute(update(cls).where(cls.dataset_id == dataset_id).values(dataset_id=None))
+    session.delete(dataset)
+    session.commit()
+    shutil.rmtree(dataset_dir(settings, dataset_id), ignore_errors=True)
+
+
+def job_config(settings: Settings, params: dict[str, Any]) -> dict[str, Any]:
+    """Validated job parameters (raises ConfigError naming the field)."""
+    unknown = sorted(set(params) - set(JOB_FIELDS))
+    if unknown:
+        raise ConfigError(f"unknown job field(s): {', '.join(unknown)}")
+    clean = {k: v for k, v in params.items() if v is not None}
+    name = clean.get("base_model", settings.base_model)
+    if name not in settings.base_model_map():
+        allowed = ", ".join(settings.base_model_map())
+        raise ConfigError(f"base_model: {name!r} is not allowed here (allowed: {allowed})")
+    clean["base_model"] = name
+    TrainConfig.from_dict({k: v for k, v in clean.items() if k != "base_model"})  # validates
+    return clean
+
+
+def create_job(
+    settings: Settings,
+    session: Session,
+    celery: Celery,
+    dataset_id: str,
+    params: dict[str, Any],
+    export: dict[str, Any],
+    idempotency_key: str | None = None,
+    created_by: str | None = None,
+) -> tuple[Job, bool]:
+    """A queued job and its message; returns (job, created). The same idempotency key with
+    the same request returns the first job; with another request it is a Conflict."""
+    clean = job_config(settings, params)
+    if session.get(Dataset, dataset_id) is None:
+        raise NotFound(f"dataset {dataset_id}")
+    if idempotency_key:
+        existing = session.scalar(select(Job).where(Job.idempotency_key == idempotency_key))
+        if existing is not None:
+            return _same_request(existing, dataset_id, clean, export), False
+    job = Job(
+        id=new_id("job"),
+        dataset_id=dataset_id,
+        params=clean,
+        export=export,
+        idempotency_key=idempotency_key,
+        created_by=created_by,
+        published_at=utcnow(),
+    )
+    session.add(job)
+    try:
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same key won the race
+        session.rollback()
+        existing = session.scalar(select(Job).where(Job.idempotency_key == idempotency_key))
+        if existing is None:
+            raise
+        return _same_request(existing, dataset_id, clean, export), False
+    publish(celery, TRAIN_TASK, job.id)
+    return job, True
+
+
+def _same_request(job: Job, dataset_id: str, params: dict[str, Any], export: dict) -> Job:
+    if job.dataset_id != dataset_id or job.params != params or job.export != export:
+        raise Conflict(f"idempotency key already used by job {job.id} with a different request")
+    return job
+
+
+def create_evaluation(
+    session: Session,
+    celery: Celery,
+    model_id: str,
+    dataset_id: str,
+    split: str,
+    created_by: str | None = None,
+) -> Evaluation:
+    if session.get(Model, model_id) is None:
+        raise NotFound(f"model {model_id}")
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise NotFound(f"dataset {dataset_id}")
+    if split not in dataset.files:
+        raise ConfigError(
+            f"split: dataset {dataset_id} has no {split!r} split (has {', '.join(dataset.files)})"
+        )
+    ev = Evaluation(
+        id=new_id("ev"),
+        model_id=model_id,
+        dataset_id=dataset_id,
+        split=split,
+        created_by=created_by,
+        published_at=utcnow(),
+    )
+    session.add(ev)
+    session.commit()
+    publish(celery, EVAL_TASK, ev.id)
+    return ev
+
+
+def active_model_id(session: Session) -> str | None:
+    state = session.get(ServingState, 1)
+    return state.active_model_id if state else None
+
+
+def set_active_model(session: Session, model_id: str | None) -> None:
+    state = session.get(ServingState, 1)
+    if state is None:
+        session.add(ServingState(id=1, active_model_id=model_id, updated_at=utcnow()))
+    else:
+        state.active_model_id, state.updated_at = model_id, utcnow()
+    session.commit()
+
+
+def delete_model(settings: Settings, session: Session, model_id: str) -> None:
+    model = session.get(Model, model_id)
+    if model is None:
+        raise NotFound(f"model {model_id}")
+    if active_model_id(session) == model_id:
+        raise Conflict(f"model {model_id} is being served; activate another one first")
+    session.delete(model)
+    session.commit()
+    shutil.rmtree(settings.artifacts / model.path, ignore_errors=True)
+
+
+def import_bundle(settings: Settings, session: Session, source: Path) -> Model:
+    """Copy a bundle (``mslm train`` output, exported or not) into the model store and
+    record it; every checksum is verified first. A bundle already imported is a Conflict."""
+    from mslm_core.bundle import verify_bundle
+
+    manifest = verify_bundle(source)
+    model_id = manifest["id"]
+    if session.get(Model, model_id) is not None:
+        raise Conflict(f"model {model_id} is already in the store")
+    target = model_dir(settings, model_id)
+    staging = target.with_name(f".staging-{uuid.uuid4().hex}")
+    shutil.copytree(source, staging)
+    try:
+        verify_bundle(staging)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    model = Model(
+        id=model_id,
+        path=str(target.relative_to(settings.artifacts)),
+        base_model=str(manifest.get("base_model", "")),
+        strategy=str(manifest.get("strategy", "")),
+        types=manifest["types"],
+        metrics=manifest.get("metrics", {}),
+        precisions=sorted((manifest.get("onnx") or {}).get("precisions", {})),
+    )
+    session.add(model)
+    session.commit()
+    return model

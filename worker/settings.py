@@ -1,0 +1,177 @@
+"""One typed settings object for the API and the worker: the ``MSLM_`` environment (or files
+in ``MSLM_SECRETS_DIR``, default ``/run/secrets``, named like the variable in lower case — how
+docker-compose mounts secrets), validated at start-up. Unsafe values are refused there, with
+the variable's name."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SCOPES = ("annotate", "train", "admin")
+MIN_KEY_LENGTH = 16
+
+
+def parse_api_keys(value: str) -> list[tuple[str, frozenset[str]]]:
+    """``"SECRET:SCOPE[+SCOPE…],…"`` → [(secret, scopes)]. Raises ValueError naming the
+    entry (by position, never by its secret)."""
+    out = []
+    for n, entry in enumerate(filter(None, (e.strip() for e in value.split(","))), start=1):
+        secret, sep, scopes = entry.rpartition(":")
+        if not sep or not secret or not scopes:
+            raise ValueError(f"entry {n}: expected SECRET:SCOPE[+SCOPE…]")
+        names = frozenset(s.strip() for s in scopes.split("+"))
+        unknown = sorted(names - set(SCOPES))
+        if unknown:
+            raise ValueError(f"entry {n}: unknown scope(s) {unknown}; valid: {', '.join(SCOPES)}")
+        if len(secret) < MIN_KEY_LENGTH:
+            raise ValueError(
+                f"entry {n}: the key is shorter than {MIN_KEY_LENGTH} characters; use a long "
+                "random secret (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        out.append((secret, names))
+    return out
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MSLM_", extra="ignore", case_sensitive=False)
+
+    home: Path = Field(
+        default_factory=lambda: Path.home() / ".mslm",
+        description="state directory: SQLite database, artifacts, embedded broker",
+    )
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: SQLite file in HOME (postgresql+psycopg://…)"
+    )
+    database_password: SecretStr | None = Field(
+        None, description="replaces the password of DATABASE_URL (a compose secret)"
+    )
+    broker_url: str | None = Field(
+        None, description="Celery broker (redis://…); unset: embedded filesystem transport"
+    )
+    artifacts_dir: Path | None = Field(None, description="datasets and model bundles")
+    api_keys: SecretStr | None = Field(
+        None, description='"SECRET:SCOPE[+SCOPE…],…" — e.g. "k1:admin,k2:annotate+train"'
+    )
+    base_model: str = Field("minilm", description="default encoder of fine-tuning jobs")
+    base_models: str = Field(
+        "minilm",
+        description="encoders jobs may use: NAME or NAME=PATH_OR_HUB_ID, comma separated",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="training and serving device (auto: CUDA when available)"
+    )
+    precision: Literal["auto", "fp32", "int8"] = Field(
+        "auto", description="serving precision (auto: int8 on CPU when exported)"
+    )
+    max_texts: int = Field(64, ge=1, description="texts per /v1/annotate request")
+    max_text_chars: int = Field(100_000, ge=1, description="characters per text")
+    max_upload_mb: float = Field(100.0, gt=0, description="request body size of uploads")
+    log_text: bool = Field(False, description="log submitted text (off: it is patient data)")
+    batch_wait_ms: float = Field(5.0, ge=0, description="micro-batching time budget")
+    max_batch_texts: int = Field(256, ge=1, description="texts per micro-batch")
+    model_poll_seconds: float = Field(2.0, gt=0, description="how often replicas check activation")
+    model_cache_size: int = Field(2, ge=1, description="models kept loaded per replica")
+    heartbeat_seconds: float = Field(10.0, gt=0, description="job heartbeat interval")
+    heartbeat_timeout_seconds: float = Field(
+        120.0, gt=0, description="a running job with no heartbeat this long lost its worker"
+    )
+    requeue_after_seconds: float = Field(
+        60.0, gt=0, description="re-publish a queued job whose broker message went missing"
+    )
+    max_attempts: int = Field(3, ge=1, description="worker losses before a job fails")
+    auto_migrate: bool = Field(True, description="upgrade the database schema at start")
+    intra_op_threads: int = Field(
+        0, ge=0, description="ONNX Runtime threads per run (0: the runtime's default)"
+    )
+    inter_op_threads: int = Field(0, ge=0, description="ONNX Runtime inter-op threads")
+
+    @field_validator("database_url", "broker_url", "artifacts_dir", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """``MSLM_BROKER_URL=`` (as compose files write it) means: not set."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _check_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and value.get_secret_value().strip():
+            parse_api_keys(value.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _defaults(self) -> Settings:
+        self.home = self.home.expanduser()
+        if self.artifacts_dir is None:
+            self.artifacts_dir = self.home / "artifacts"
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{self.home / 'mslm.db'}"
+        if self.heartbeat_timeout_seconds <= 2 * self.heartbeat_seconds:
+            raise ValueError(
+                "MSLM_HEARTBEAT_TIMEOUT_SECONDS must exceed twice MSLM_HEARTBEAT_SECONDS"
+            )
+        self.base_model_map()  # validates
+        if self.base_model not in self.base_model_map():
+            raise ValueError(f"MSLM_BASE_MODEL {self.base_model!r} is not in MSLM_BASE_MODELS")
+        return self
+
+    # -- derived ----------------------------------------------------------------------------
+    @property
+    def artifacts(self) -> Path:
+        assert self.artifacts_dir is not None
+        return self.artifacts_dir
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """DATABASE_URL with DATABASE_PASSWORD put in (when given)."""
+        assert self.database_url is not None
+        if self.database_password is None:
+            return self.database_url
+        parts = urlsplit(self.database_url)
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        password = quote(self.database_password.get_secret_value(), safe="")
+        netloc = f"{quote(user, safe='')}:{password}@{host}{port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    @property
+    def embedded_broker(self) -> bool:
+        return not self.broker_url
+
+    def base_model_map(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in filter(None, (x.strip() for x in self.base_models.split(","))):
+            name, _, target = item.partition("=")
+            if not name.strip():
+                raise ValueError(f"MSLM_BASE_MODELS: entry {item!r} has no name")
+            out[name.strip()] = (target or name).strip()
+        if not out:
+            raise ValueError("MSLM_BASE_MODELS lists no encoder")
+        return out
+
+    def key_entries(self) -> list[tuple[str, frozenset[str]]]:
+        if self.api_keys is None:
+            return []
+        return parse_api_keys(self.api_keys.get_secret_value())
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment (and the secrets directory when it exists)."""
+    secrets = os.environ.get("MSLM_SECRETS_DIR", "/run/secrets")
+    kwargs: dict[str, object] = dict(overrides)
+    if Path(secrets).is_dir():
+        kwargs["_secrets_dir"] = secrets
+    return Settings(**kwargs)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings (cached; tests clear the cache or override the dependency)."""
+    return load_settings()

@@ -1,0 +1,163 @@
+"""State transitions of jobs and evaluations, each one atomic SQL statement so that several
+workers and API replicas never both win:
+
+    queued ──claim──► running ──finish──► succeeded | failed | cancelled
+       ▲                 │
+       └──── reap ◄──────┘  (no heartbeat for MSLM_HEARTBEAT_TIMEOUT_SECONDS: the worker
+                             died; re-queued to resume from its checkpoint, or failed with
+                             the reason after MSLM_MAX_ATTEMPTS)
+
+A task that receives a message for a row it cannot claim does nothing, so a message
+delivered twice (broker redelivery, a re-publish) is harmless.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .models import CANCELLED, FAILED, QUEUED, RUNNING, Evaluation, Job, ServingState, utcnow
+
+TaskRow = type[Job] | type[Evaluation]
+
+
+def claim(session: Session, cls: TaskRow, row_id: str, worker: str) -> bool:
+    """queued → running for ``worker``; False when the row is not queued (taken, cancelled,
+    finished, or unknown)."""
+    now = utcnow()
+    result = session.execute(
+        update(cls)
+        .where(cls.id == row_id, cls.state == QUEUED)
+        .values(
+            state=RUNNING,
+            worker=worker,
+            heartbeat_at=now,
+            started_at=now,
+            attempts=cls.attempts + 1,
+        )
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Beat:
+    owner: bool  # the row is still running for this worker
+    cancel_requested: bool
+
+
+def heartbeat(session: Session, cls: TaskRow, row_id: str, worker: str, **fields: Any) -> Beat:
+    """Refresh the heartbeat (and any progress ``fields``) while ``worker`` owns the row."""
+    result = session.execute(
+        update(cls)
+        .where(cls.id == row_id, cls.state == RUNNING, cls.worker == worker)
+        .values(heartbeat_at=utcnow(), **fields)
+    )
+    session.commit()
+    cancel = False
+    if cls is Job:
+        cancel = bool(session.scalar(select(Job.cancel_requested).where(Job.id == row_id)))
+    return Beat(result.rowcount == 1, cancel)  # type: ignore[attr-defined]
+
+
+def finish(
+    session: Session, cls: TaskRow, row_id: str, worker: str, state: str, **fields: Any
+) -> bool:
+    """running → ``state`` (final) for the worker that owns the row."""
+    result = session.execute(
+        update(cls)
+        .where(cls.id == row_id, cls.state == RUNNING, cls.worker == worker)
+        .values(state=state, finished_at=utcnow(), **fields)
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def request_cancel(session: Session, job_id: str) -> str | None:
+    """Cancel a queued job at once; ask a running one to stop at its next step. Returns the
+    job's state afterwards, or None when there is no such job."""
+    now = utcnow()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == QUEUED)
+        .values(state=CANCELLED, finished_at=now, cancel_requested=True)
+    )
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.state == RUNNING).values(cancel_requested=True)
+    )
+    session.commit()
+    return session.scalar(select(Job.state).where(Job.id == job_id))
+
+
+@dataclass
+class Reaped:
+    requeued: list[str]
+    failed: list[str]
+
+
+def reap(session: Session, cls: TaskRow, timeout_s: float, max_attempts: int) -> Reaped:
+    """Running rows whose heartbeat is older than ``timeout_s`` lost their worker: re-queue
+    them (the next attempt resumes from its checkpoint) or, after ``max_attempts``, fail
+    them with the reason. Returns the ids; the caller re-publishes the re-queued ones."""
+    now = utcnow()
+    cutoff = now - dt.timedelta(seconds=timeout_s)
+    stale = session.execute(
+        select(cls.id, cls.attempts).where(cls.state == RUNNING, cls.heartbeat_at < cutoff)
+    ).all()
+    out = Reaped([], [])
+    for row_id, attempts in stale:
+        base = update(cls).where(cls.id == row_id, cls.state == RUNNING, cls.heartbeat_at < cutoff)
+        if attempts >= max_attempts:
+            reason = (
+                f"worker lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts} of "
+                f"{max_attempts}; not retried"
+            )
+            won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
+            target = out.failed
+        else:
+            won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
+            target = out.requeued
+        if won.rowcount == 1:  # type: ignore[attr-defined]
+            target.append(row_id)
+    session.commit()
+    return out
+
+
+def unclaimed(session: Session, cls: TaskRow, older_than_s: float) -> list[str]:
+    """Queued rows published more than ``older_than_s`` ago (their message may be lost)."""
+    cutoff = utcnow() - dt.timedelta(seconds=older_than_s)
+    return list(
+        session.scalars(select(cls.id).where(cls.state == QUEUED, cls.published_at < cutoff))
+    )
+
+
+def mark_published(session: Session, cls: TaskRow, row_ids: list[str]) -> None:
+    if row_ids:
+        session.execute(update(cls).where(cls.id.in_(row_ids)).values(published_at=utcnow()))
+        session.commit()
+
+
+def activate_if_none(session: Session, model_id: str) -> bool:
+    """Make ``model_id`` the served model when nothing is served yet (a fresh install
+    serves its first fine-tuned model without an admin step). True when it did."""
+    state = session.get(ServingState, 1)
+    if state is None:
+        session.add(ServingState(id=1, active_model_id=model_id, updated_at=utcnow()))
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            return False
+        return True
+    result = session.execute(
+        update(ServingState)
+        .where(ServingState.id == 1, ServingState.active_model_id.is_(None))
+        .values(active_model_id=model_id, updated_at=utcnow())
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
