@@ -111,11 +111,13 @@ class Protocol:
         return settings
 
     def variant_runs(self) -> list[RunSpec]:
+        """Seed by seed: a protocol cut short has every variant on the same seeds, which is
+        what a paired comparison needs."""
         return [
             RunSpec(ds, v, v, seed, self.settings_for(v), "variants")
+            for seed in self.seeds
             for ds in self.datasets
             for v in self.variants
-            for seed in self.seeds
         ]
 
     def grid_runs(self, variant: str) -> list[RunSpec]:
