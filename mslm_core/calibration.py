@@ -22,6 +22,7 @@ import numpy as np
 
 from .corpus import Corpus, Mention
 from .features import B, I, O
+from .predict import RawPredictions
 
 BINS = 10
 CALIBRATION_PNG = "calibration.png"
@@ -97,6 +98,21 @@ def word_tags(sentence_len: int, mentions: Sequence[Mention]) -> np.ndarray:
     return tags
 
 
+def calibration_report(
+    raw: RawPredictions,
+    corpus: Corpus,
+    types: Sequence[str],
+    temperatures: tuple[float, float],
+) -> dict[str, Any]:
+    """ECE of the entity confidences in ``raw`` against ``corpus``'s gold mentions, before
+    (untempered) and after ``temperatures``."""
+    gold = [s.mentions for s in corpus.sentences]
+    return {
+        when: reliability(*entity_outcomes(gold, raw.mentions(types, t))).to_dict()
+        for when, t in (("before", (1.0, 1.0)), ("after", temperatures))
+    }
+
+
 def calibrate(predictor: Any, dev: Corpus, test: Corpus | None = None) -> dict[str, Any]:
     """Fit both temperatures on ``dev`` with ``predictor``, report ECE before and after on
     dev (where they were fitted) and on ``test`` (held out) when given, and leave
@@ -123,50 +139,50 @@ def calibrate(predictor: Any, dev: Corpus, test: Corpus | None = None) -> dict[s
         "detection_temperature": t_det,
         "type_temperature": t_type,
         "bins": BINS,
+        "dev": calibration_report(raw, dev, predictor.types, (t_det, t_type)),
     }
-    for split, corpus in (("dev", dev), ("test", test)):
-        if corpus is None:
-            continue
-        if corpus is not dev:
-            raw = predictor.raw_predictions([s.words for s in corpus.sentences])
-        mentions = [s.mentions for s in corpus.sentences]
-        out[split] = {
-            when: reliability(
-                *entity_outcomes(mentions, raw.mentions(predictor.types, t))
-            ).to_dict()
-            for when, t in (("before", (1.0, 1.0)), ("after", (t_det, t_type)))
-        }
+    if test is not None:
+        raw = predictor.raw_predictions([s.words for s in test.sentences])
+        out["test"] = calibration_report(raw, test, predictor.types, (t_det, t_type))
     predictor.temperatures = (t_det, t_type)
     return out
 
 
-def reliability_diagram(calibration: dict[str, Any], path: Path) -> Path:
-    """A PNG: accuracy against confidence per bin, before and after, on test when there is one
-    (held out), else on dev."""
+def reliability_diagram(
+    section: dict[str, Any], temperatures: tuple[float, float], label: str, path: Path
+) -> Path:
+    """A PNG: share of entities exactly right against confidence per bin, before and after
+    temperature scaling. ``section``: ``{"before": …, "after": …}`` reliabilities."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    split = "test" if "test" in calibration else "dev"
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharey=True)
     for ax, when in zip(axes, ("before", "after"), strict=True):
-        rel = calibration[split][when]
+        rel = section[when]
         centers = [(b["lower"] + b["upper"]) / 2 for b in rel["bins"]]
         acc = [b["accuracy"] if b["count"] else 0.0 for b in rel["bins"]]
         ax.bar(centers, acc, width=1 / BINS, edgecolor="black", alpha=0.8, label="accuracy")
         ax.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
         ax.set_title(f"{when} temperature scaling — ECE {rel['ece']:.3f}")
-        ax.set_xlabel(f"entity confidence ({split}, n = {rel['n']})")
+        ax.set_xlabel(f"entity confidence ({label}, n = {rel['n']})")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.legend(loc="upper left", fontsize=8)
     axes[0].set_ylabel("share of entities exactly right")
     fig.suptitle(
-        f"Reliability diagram: T(detection) = {calibration['detection_temperature']:.2f}, "
-        f"T(type) = {calibration['type_temperature']:.2f}"
+        f"Reliability diagram: T(detection) = {temperatures[0]:.2f}, "
+        f"T(type) = {temperatures[1]:.2f}"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def diagram_for(calibration: dict[str, Any], path: Path) -> Path:
+    """The training report's diagram: on test when there is one (held out), else on dev."""
+    split = "test" if "test" in calibration else "dev"
+    temperatures = (calibration["detection_temperature"], calibration["type_temperature"])
+    return reliability_diagram(calibration[split], temperatures, split, path)

@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="bundle directory")
     p.add_argument("--data", required=True, help="CoNLL-IOB or JSONL corpus")
     p.add_argument("--output", help="write metrics.json here (also printed)")
+    p.add_argument("--diagram", help="write the reliability diagram (PNG) here")
     _engine_flags(p)
 
     p = sub.add_parser("export", help="add an ONNX export (and int8) to a bundle")
@@ -148,13 +149,17 @@ def _extractor(args: argparse.Namespace):
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .calibration import reliability_diagram
     from .corpus import read_corpus
-    from .evaluate import bundle_perplexity, evaluate_corpus
+    from .evaluate import bundle_perplexity, evaluate_calibrated
 
     extractor = _extractor(args)
     corpus = read_corpus(args.data)
     nll, n_masked = bundle_perplexity(args.model, extractor.manifest, corpus, args.device)
-    metrics = evaluate_corpus(extractor.predictor, corpus, nll, n_masked)
+    metrics = evaluate_calibrated(extractor.predictor, corpus, nll, n_masked)
+    if args.diagram:
+        t = extractor.predictor.temperatures
+        reliability_diagram(metrics["calibration"], t, Path(args.data).name, Path(args.diagram))
     info = extractor.info
     log.info("scored with %s %s (%s)", info.backend, info.precision, info.provider)
     text = json.dumps(metrics, indent=2)

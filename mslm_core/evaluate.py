@@ -37,6 +37,28 @@ def score_predictions(
     )
 
 
+def evaluate_calibrated(
+    predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
+) -> dict:
+    """:func:`evaluate_corpus` plus ``calibration``: the expected calibration error of the
+    entity confidences before and after the predictor's temperatures (one prediction pass;
+    temperatures never change which entities are found)."""
+    from .calibration import BINS, calibration_report
+
+    raw = predictor.raw_predictions([s.words for s in corpus.sentences])
+    mentions = raw.mentions(predictor.types, predictor.temperatures)
+    predicted = [[Mention(m.start, m.end, m.label) for m in sent] for sent in mentions]
+    metrics = score_predictions(corpus, predicted, total_nll, n_masked)
+    t_det, t_type = predictor.temperatures
+    metrics["calibration"] = {
+        "detection_temperature": t_det,
+        "type_temperature": t_type,
+        "bins": BINS,
+        **calibration_report(raw, corpus, predictor.types, predictor.temperatures),
+    }
+    return metrics
+
+
 def evaluate_corpus(
     predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
 ) -> dict:

@@ -210,13 +210,24 @@ class Predictor:
         return out
 
     def _predict_chunk(self, sentences: list[list[str]]) -> list[list[ScoredMention]]:
-        return self.raw_predictions(sentences).mentions(self.types, self.temperatures)
+        return self._raw_chunk(sentences).mentions(self.types, self.temperatures)
 
     def raw_predictions(self, sentences: Sequence[list[str]]) -> RawPredictions:
         """One pass: every word's untempered tag probabilities, the decoded spans and their
         untempered type probabilities — what :meth:`RawPredictions.mentions` scores under
-        any temperatures (calibration fits them without predicting again)."""
-        sentences = list(sentences)
+        any temperatures (calibration fits them without predicting again). Chunked like
+        :meth:`predict_words`: only these small outputs outlive a chunk."""
+        word_probs: list[np.ndarray] = []
+        spans: list[tuple[int, int, int]] = []
+        type_probs = [np.zeros((0, len(self.types)), np.float32)]
+        for i in range(0, len(sentences), self.chunk_sentences):
+            raw = self._raw_chunk(list(sentences[i : i + self.chunk_sentences]))
+            spans += [(len(word_probs) + s, a, b) for s, a, b in raw.spans]
+            word_probs += raw.word_probs
+            type_probs.append(raw.type_probs)
+        return RawPredictions(word_probs, spans, np.concatenate(type_probs))
+
+    def _raw_chunk(self, sentences: list[list[str]]) -> RawPredictions:
         windows, owners = self.builder.prediction_windows(sentences)
         probs, feats = self._run(windows)
         word_probs = _word_tag_probs(sentences, windows, owners, probs)

@@ -450,7 +450,7 @@ class Trainer:
         on dev, write the bundle."""
         from safetensors.torch import load_model
 
-        from .calibration import CALIBRATION_PNG, calibrate, reliability_diagram
+        from .calibration import CALIBRATION_PNG, calibrate, diagram_for
 
         best = self.work_dir / "best" / WEIGHTS
         if best.exists():
@@ -465,7 +465,7 @@ class Trainer:
         # after scoring, though temperatures never change which entities are found
         calibration = calibrate(self.predictor, self.corpora["dev"], self.corpora.get("test"))
         self.predictor.temperatures = (1.0, 1.0)
-        diagram = reliability_diagram(calibration, self.work_dir / CALIBRATION_PNG)
+        diagram = diagram_for(calibration, self.work_dir / CALIBRATION_PNG)
         log.info(
             "calibration: T(detection) %.2f, T(type) %.2f; ECE %s",
             calibration["detection_temperature"],

@@ -153,3 +153,32 @@ def test_calibrate_leaves_the_predictor_tempered(calibrated_bundle, toy_corpus):
     cal = calibrate(predictor, corpus)
     assert predictor.temperatures == (cal["detection_temperature"], cal["type_temperature"])
     assert "test" not in cal and set(cal["dev"]) == {"before", "after"}
+
+
+def test_raw_predictions_in_chunks_are_the_same_as_in_one(calibrated_bundle, toy_corpus):
+    predictor = torch_predictor(calibrated_bundle)
+    words = [s.words for s in read_conll(toy_corpus).sentences]
+    whole = predictor.raw_predictions(words)
+    predictor.chunk_sentences = 2
+    chunked = predictor.raw_predictions(words)
+    assert whole.spans == chunked.spans and whole.spans
+    assert np.allclose(whole.type_probs, chunked.type_probs, atol=1e-5)
+    assert predictor.predict_words(words) == whole.mentions(predictor.types, predictor.temperatures)
+
+
+def test_mslm_evaluate_reports_calibration_and_draws_the_diagram(
+    calibrated_bundle, toy_corpus, tmp_path
+):
+    from mslm_core.cli import main
+
+    out, png = tmp_path / "metrics.json", tmp_path / "diagram.png"
+    argv = ["evaluate", "--model", str(calibrated_bundle), "--data", str(toy_corpus)]
+    assert main([*argv, "--output", str(out), "--diagram", str(png)]) == 0
+    metrics = json.loads(out.read_text())
+    manifest = json.loads((calibrated_bundle / "manifest.json").read_text())
+    # the toy corpus is this bundle's test split: the same figures as at training time
+    after, trained = metrics["calibration"]["after"], manifest["calibration"]["test"]["after"]
+    assert after["ece"] == pytest.approx(trained["ece"], abs=1e-6)
+    assert [b["count"] for b in after["bins"]] == [b["count"] for b in trained["bins"]]
+    assert metrics["strict"] == manifest["metrics"]["test"]["strict"]
+    assert png.read_bytes().startswith(b"\x89PNG")

@@ -104,6 +104,14 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         done = c.get(f"/v1/evaluations/{ev.json()['id']}", headers=auth(TRAIN)).json()
         assert done["state"] == "succeeded" and done["metrics"]["n_gold"] == 7
         assert set(done["metrics"]["strict"]) == {"precision", "recall", "f1"}
+        cal = done["metrics"]["calibration"]
+        assert (
+            cal["detection_temperature"]
+            == detail["manifest"]["calibration"]["detection_temperature"]
+        )
+        assert 0.0 <= cal["after"]["ece"] <= 1.0 and cal["after"]["n"] > 0
+        png = c.get(f"/v1/evaluations/{ev.json()['id']}/calibration.png", headers=auth(TRAIN))
+        assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
         metrics = c.get("/metrics").text
         assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
         assert "mslm_http_request_duration_seconds_bucket" in metrics

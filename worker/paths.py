@@ -18,3 +18,8 @@ def model_dir(settings: Settings, model_id: str) -> Path:
 def work_dir(settings: Settings, job_id: str) -> Path:
     """A job's checkpoints and bundle in progress (kept between attempts, for resuming)."""
     return settings.artifacts / "work" / job_id
+
+
+def evaluation_dir(settings: Settings, evaluation_id: str) -> Path:
+    """An evaluation's reliability diagram."""
+    return settings.artifacts / "evaluations" / evaluation_id

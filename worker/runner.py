@@ -30,7 +30,7 @@ from mslm_core.train import Callback, Trainer, TrainingCancelled
 from . import store
 from .db import session_factory
 from .models import CANCELLED, FAILED, SUCCEEDED, Dataset, Evaluation, Job, Model
-from .paths import dataset_dir, model_dir, work_dir
+from .paths import dataset_dir, evaluation_dir, model_dir, work_dir
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -284,8 +284,9 @@ def run_training_job(job_id: str, settings: Settings) -> str:
 
 def run_evaluation(evaluation_id: str, settings: Settings) -> str:
     """Score a model on a dataset split (honest: the engine on unmasked text)."""
+    from mslm_core.calibration import CALIBRATION_PNG, reliability_diagram
     from mslm_core.corpus import read_corpus
-    from mslm_core.evaluate import evaluate_corpus
+    from mslm_core.evaluate import evaluate_calibrated
     from mslm_core.inference import EntityExtractor
 
     factory = session_factory(settings.sqlalchemy_url)
@@ -317,7 +318,15 @@ def run_evaluation(evaluation_id: str, settings: Settings) -> str:
             )
             folder = dataset_dir(settings, dataset.id)
             corpus = read_corpus(folder / dataset.files[ev.split]["file"])
-            metrics = evaluate_corpus(extractor.predictor, corpus)
+            metrics = evaluate_calibrated(extractor.predictor, corpus)
+            out_dir = evaluation_dir(settings, evaluation_id)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            reliability_diagram(
+                metrics["calibration"],
+                extractor.predictor.temperatures,
+                f"{dataset.name} {ev.split}",
+                out_dir / CALIBRATION_PNG,
+            )
             metrics["engine"] = {
                 "backend": extractor.info.backend,
                 "precision": extractor.info.precision,

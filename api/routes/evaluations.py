@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, status
+from fastapi.responses import FileResponse
 
+from mslm_core.calibration import CALIBRATION_PNG
 from worker.models import Evaluation
+from worker.paths import evaluation_dir
 from worker.service import NotFound, create_evaluation
 
 from ..deps import SessionDep, StateDep, TrainKey
@@ -18,7 +21,8 @@ def submit(
     body: EvaluationCreate, state: StateDep, session: SessionDep, key: TrainKey
 ) -> EvaluationOut:
     """Queue an evaluation: strict P/R/F1 (micro and per type), exact match, token macro-F1 —
-    honest, on unmasked text, with the engine that serves the model."""
+    honest, on unmasked text, with the engine that serves the model — and the expected
+    calibration error of its confidences before and after the model's temperature scaling."""
     ev = create_evaluation(
         session, state.celery, body.model_id, body.dataset_id, body.split, key.key_id
     )
@@ -31,3 +35,21 @@ def get_evaluation(evaluation_id: str, session: SessionDep, key: TrainKey) -> Ev
     if ev is None:
         raise NotFound(f"evaluation {evaluation_id}")
     return EvaluationOut.model_validate(ev)
+
+
+@router.get(
+    "/{evaluation_id}/calibration.png",
+    response_class=FileResponse,
+    responses={200: {"content": {"image/png": {}}, "description": "reliability diagram"}},
+)
+def calibration_diagram(
+    evaluation_id: str, state: StateDep, session: SessionDep, key: TrainKey
+) -> FileResponse:
+    """The evaluation's reliability diagram (figures in its ``metrics.calibration``)."""
+    ev = session.get(Evaluation, evaluation_id)
+    if ev is None:
+        raise NotFound(f"evaluation {evaluation_id}")
+    path = evaluation_dir(state.settings, evaluation_id) / CALIBRATION_PNG
+    if not path.is_file():
+        raise NotFound(f"calibration diagram of evaluation {evaluation_id} (state {ev.state})")
+    return FileResponse(path, media_type="image/png")
