@@ -19,7 +19,7 @@ from worker.db import session_factory
 from worker.migrate import current_revision, head_revision, upgrade
 from worker.settings import Settings, get_settings
 
-from . import problems
+from . import problems, web
 from .auth import (
     BadKeyThrottle,
     KeyCache,
@@ -115,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         evaluations.router,
     ):
         app.include_router(router)
+    web.install(app)
     upload_limit = int(settings.max_upload_mb * (1 << 20))
     json_limit = _body_limit(settings)
     app.add_middleware(

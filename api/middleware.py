@@ -25,14 +25,26 @@ SECURITY_HEADERS = [
     (b"cache-control", b"no-store"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
-    # the web page ships its own assets; the API docs page loads Swagger UI from a CDN
-    (
-        b"content-security-policy",
-        b"default-src 'self'; img-src 'self' data: https://fastapi.tiangolo.com; "
-        b"script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-        b"style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; frame-ancestors 'none'",
-    ),
 ]
+
+
+# The web page and everything else: our own origin only. The interactive API docs (Swagger UI,
+# ReDoc) load their assets from a CDN and run an inline script; they get a looser policy.
+CSP_STRICT = (
+    b"default-src 'self'; img-src 'self' blob: data:; script-src 'self'; style-src 'self'; "
+    b"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    b"frame-ancestors 'none'"
+)
+CSP_DOCS = (
+    b"default-src 'self'; img-src 'self' data: https://fastapi.tiangolo.com; "
+    b"script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    b"style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; frame-ancestors 'none'"
+)
+DOCS_PATHS = ("/docs", "/redoc")
+
+
+def content_security_policy(path: str) -> bytes:
+    return CSP_DOCS if path.startswith(DOCS_PATHS) else CSP_STRICT
 
 
 class BodyTooLarge(Exception):
@@ -84,7 +96,10 @@ class ServiceMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 response_started = True
-                extra = [(b"x-request-id", request_id.encode())]
+                extra = [
+                    (b"x-request-id", request_id.encode()),
+                    (b"content-security-policy", content_security_policy(path)),
+                ]
                 message["headers"] = list(message.get("headers", [])) + extra + SECURITY_HEADERS
             await send(message)
 

@@ -70,3 +70,12 @@ def wait_for(fetch: Any, done: Any, timeout: float = 120.0, every: float = 0.25)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out; last: {result}")
         time.sleep(every)
+
+
+def make_settings(tmp_path: Path, encoder: Path, **extra: Any) -> Any:
+    """Settings for an install in ``tmp_path`` (SQLite, the embedded broker) with the tiny
+    encoder allowed."""
+    from worker.settings import Settings
+
+    env = service_env(tmp_path / "home", encoder, **extra)
+    return Settings(**{k.removeprefix("MSLM_").lower(): v for k, v in env.items()})

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, service_env, upload_toy, wait_for
+from service_helpers import (
+    ADMIN,
+    ANNOTATE,
+    JOB,
+    TRAIN,
+    auth,
+    make_settings,
+    service_env,
+    upload_toy,
+    wait_for,
+)
 
 from api.background import sweep
 from api.main import create_app
@@ -21,11 +31,6 @@ from worker.celery_app import TRAIN_QUEUE, queue_depth
 from worker.models import Job
 from worker.runner import run_evaluation, run_training_job
 from worker.settings import Settings
-
-
-def make_settings(tmp_path: Path, encoder: Path, **extra) -> Settings:
-    env = service_env(tmp_path / "home", encoder, **extra)
-    return Settings(**{k.removeprefix("MSLM_").lower(): v for k, v in env.items()})
 
 
 @pytest.fixture()

@@ -1,0 +1,465 @@
+// The mslm web page: annotate, watch jobs, read model reports. No framework, no build, no
+// third-party assets (hospital networks are closed). The API key lives in this closure only:
+// never in localStorage, cookies or the URL. Text is always inserted with textContent.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const PALETTE = ["#f6c85f", "#6fb1e0", "#9fd68c", "#f19c9c", "#c5a3e6", "#f5b971", "#7fd1c7"];
+  const state = {
+    key: "",
+    types: new Map(), // entity type → colour
+    lastResult: null, // {text, entities}
+    jobTimer: null,
+    selectedJob: null,
+    diagramUrl: null,
+  };
+
+  // -- HTTP --------------------------------------------------------------------------------
+  class ApiError extends Error {
+    constructor(status, problem) {
+      super(problem.detail || problem.title || `HTTP ${status}`);
+      this.status = status;
+      this.problem = problem;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (state.key) headers.Authorization = `Bearer ${state.key}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+      credentials: "omit",
+    });
+    if (response.status === 204) return null;
+    const type = response.headers.get("content-type") || "";
+    if (!response.ok) {
+      const problem = type.includes("json") ? await response.json() : { detail: await response.text() };
+      throw new ApiError(response.status, problem);
+    }
+    return type.includes("json") ? response.json() : response.blob();
+  }
+
+  function say(message, isError = false) {
+    const status = $("status");
+    status.textContent = message;
+    status.classList.toggle("error", isError);
+  }
+
+  function fail(error) {
+    const where = error.problem && error.problem.errors && error.problem.errors.length
+      ? ` (${error.problem.errors.map((e) => `${e.field}: ${e.message}`).join("; ")})`
+      : "";
+    say(`${error.message}${where}`, true);
+  }
+
+  const el = (tag, props = {}, ...children) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(props)) {
+      if (k === "class") node.className = v;
+      else if (k === "dataset") Object.assign(node.dataset, v);
+      else if (k === "style") Object.assign(node.style, v); // CSSOM: allowed by the strict CSP
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else if (v !== undefined && v !== null) node.setAttribute(k, v);
+    }
+    for (const child of children) node.append(child);
+    return node;
+  };
+
+  const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1));
+
+  // -- tabs (WAI-ARIA tabs pattern: arrows move, Enter/Space or click selects) ------------
+  const tabs = ["annotate", "jobs", "models"].map((name) => $(`tab-${name}`));
+  function selectTab(tab) {
+    for (const t of tabs) {
+      const selected = t === tab;
+      t.setAttribute("aria-selected", String(selected));
+      t.tabIndex = selected ? 0 : -1;
+      $(t.getAttribute("aria-controls")).hidden = !selected;
+    }
+    tab.focus();
+    stopJobPolling();
+    if (!state.key) return;
+    if (tab.id === "tab-jobs") refreshJobs();
+    if (tab.id === "tab-models") refreshModels();
+  }
+  tabs.forEach((tab, i) => {
+    tab.addEventListener("click", () => selectTab(tab));
+    tab.addEventListener("keydown", (event) => {
+      const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+      if (step) selectTab(tabs[(i + step + tabs.length) % tabs.length]);
+      if (event.key === "Home") selectTab(tabs[0]);
+      if (event.key === "End") selectTab(tabs[tabs.length - 1]);
+    });
+  });
+
+  // -- key ---------------------------------------------------------------------------------
+  $("key-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    state.key = $("api-key").value.trim();
+    $("api-key").value = "";
+    await connect();
+  });
+
+  async function connect() {
+    try {
+      const ready = await fetch("/readyz", { cache: "no-store" }).then((r) => r.json());
+      const served = ready.model ? `serving ${ready.model.id}` : "no model served yet";
+      let models;
+      try {
+        models = await api("GET", "/v1/models?limit=500");
+      } catch (error) {
+        if (error.status !== 403) throw error;
+        // a key without the annotate scope (e.g. train only) still reaches the jobs view
+        return say(`Connected: ${served}; this key may not annotate or list models.`);
+      }
+      const picker = $("model");
+      picker.replaceChildren(el("option", { value: "" }, "active model"));
+      for (const m of models.data) {
+        const label = `${m.id} · ${m.strategy} · ${m.base_model}${m.active ? " (active)" : ""}`;
+        picker.append(el("option", { value: m.id }, label));
+      }
+      say(`Connected: ${served}; ${models.count} model(s).`);
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  // -- annotate ----------------------------------------------------------------------------
+  const threshold = () => Number($("threshold").value);
+  $("threshold").addEventListener("input", () => {
+    $("threshold-value").textContent = threshold().toFixed(2);
+    render();
+  });
+
+  $("text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      annotate();
+    }
+  });
+  $("text").addEventListener("dragover", (event) => {
+    event.preventDefault();
+    $("text").classList.add("drop");
+  });
+  $("text").addEventListener("dragleave", () => $("text").classList.remove("drop"));
+  $("text").addEventListener("drop", async (event) => {
+    event.preventDefault();
+    $("text").classList.remove("drop");
+    const file = event.dataTransfer.files[0];
+    if (file) $("text").value = await file.text();
+  });
+  $("run").addEventListener("click", annotate);
+
+  async function annotate() {
+    const text = $("text").value;
+    if (!state.key) return say("Enter an API key first.", true);
+    if (!text.trim()) return say("Nothing to annotate: the text is empty.", true);
+    $("run").disabled = true;
+    const started = performance.now();
+    try {
+      const body = { texts: [text] };
+      if ($("model").value) body.model = $("model").value;
+      const out = await api("POST", "/v1/annotate", body);
+      state.lastResult = { text, entities: out.results[0].entities };
+      const ms = Math.round(performance.now() - started);
+      $("annotate-info").textContent =
+        `${out.results[0].entities.length} entities from ${out.model.id} (${out.model.backend} ${out.model.precision}) in ${ms} ms`;
+      say("Done.");
+      render();
+    } catch (error) {
+      fail(error);
+    } finally {
+      $("run").disabled = false;
+    }
+  }
+
+  function colour(type) {
+    if (!state.types.has(type)) state.types.set(type, PALETTE[state.types.size % PALETTE.length]);
+    return state.types.get(type);
+  }
+
+  // Offsets are code points (Python string indices): walk the text by code point.
+  function render() {
+    const result = $("result");
+    const rows = $("entities").querySelector("tbody");
+    result.replaceChildren();
+    rows.replaceChildren();
+    if (!state.lastResult) return;
+    const chars = Array.from(state.lastResult.text);
+    const shown = state.lastResult.entities
+      .filter((e) => e.confidence >= threshold())
+      .sort((a, b) => a.start - b.start);
+    let at = 0;
+    for (const e of shown) {
+      if (e.start < at) continue; // entities never overlap; be safe anyway
+      result.append(chars.slice(at, e.start).join(""));
+      const tip = `${e.type} · confidence ${e.confidence.toFixed(2)} (detection ${e.detection_score.toFixed(2)}, type ${e.type_score.toFixed(2)})`;
+      result.append(
+        el(
+          "mark",
+          {
+            class: "ent",
+            tabindex: "0",
+            title: tip,
+            "aria-label": `${chars.slice(e.start, e.end).join("")}: ${tip}`,
+            dataset: { type: e.type, confidence: String(e.confidence), tip },
+            style: { background: colour(e.type) },
+          },
+          chars.slice(e.start, e.end).join(""),
+        ),
+      );
+      rows.append(
+        el("tr", {},
+          el("td", {}, e.text),
+          el("td", {}, e.type),
+          el("td", {}, e.confidence.toFixed(3)),
+          el("td", {}, `${e.start}–${e.end}`)),
+      );
+      at = e.end;
+    }
+    result.append(chars.slice(at).join(""));
+    $("entities").hidden = shown.length === 0;
+    const legend = $("legend");
+    legend.replaceChildren();
+    for (const type of new Set(state.lastResult.entities.map((e) => e.type))) {
+      const n = shown.filter((e) => e.type === type).length;
+      legend.append(el("span", { class: "chip", style: { background: colour(type) } }, `${type} (${n})`));
+    }
+  }
+
+  // -- jobs --------------------------------------------------------------------------------
+  async function refreshJobs() {
+    try {
+      const [jobs, datasets] = await Promise.all([
+        api("GET", "/v1/jobs?limit=50"),
+        api("GET", "/v1/datasets?limit=200"),
+      ]);
+      const picker = $("job-dataset");
+      const chosen = picker.value;
+      picker.replaceChildren(...datasets.data.map((d) => el("option", { value: d.id }, `${d.name} (${d.id})`)));
+      if (chosen) picker.value = chosen;
+      const body = $("jobs").querySelector("tbody");
+      body.replaceChildren();
+      for (const job of jobs.data) {
+        const p = job.progress || {};
+        const done = progressOf(job);
+        body.append(
+          el("tr", { dataset: { job: job.id } },
+            el("td", {}, el("button", { type: "button", class: "link", onclick: () => showJob(job.id) }, job.id)),
+            el("td", { class: `state ${job.state}` }, job.state),
+            el("td", {}, el("progress", { max: "1", value: String(done), "aria-label": `job ${job.id} progress` })),
+            el("td", {}, pct(p.best_dev_f1 ?? null)),
+            el("td", {}, new Date(job.created_at).toLocaleString())),
+        );
+      }
+      if (state.selectedJob) await showJob(state.selectedJob, false);
+      const active = jobs.data.some((j) => j.state === "queued" || j.state === "running");
+      scheduleJobPolling(active);
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  // early stopping ends a job before its last step: a finished job is complete
+  function progressOf(job) {
+    const p = job.progress || {};
+    if (job.state === "succeeded") return 1;
+    return p.steps ? p.step / p.steps : 0;
+  }
+
+  function stopJobPolling() {
+    clearTimeout(state.jobTimer);
+    state.jobTimer = null;
+  }
+
+  function scheduleJobPolling(active) {
+    stopJobPolling();
+    if (active && !$("panel-jobs").hidden) state.jobTimer = setTimeout(refreshJobs, 2000);
+  }
+
+  async function showJob(id, focus = true) {
+    state.selectedJob = id;
+    const job = await api("GET", `/v1/jobs/${encodeURIComponent(id)}`);
+    $("job-detail").hidden = false;
+    $("job-title").textContent = `Job ${job.id}`;
+    const p = job.progress || {};
+    const parts = [`state ${job.state}`];
+    if (p.epochs) parts.push(`epoch ${p.epoch} of ${p.epochs}`);
+    if (p.steps) parts.push(`step ${p.step} of ${p.steps}`);
+    if (p.loss !== undefined && p.loss !== null) parts.push(`loss ${Number(p.loss).toFixed(4)}`);
+    if (job.model_id) parts.push(`model ${job.model_id}`);
+    if (job.error) parts.push(`error: ${job.error}`);
+    $("job-state").textContent = parts.join(" · ");
+    $("job-progress").value = progressOf(job);
+    $("job-cancel").hidden = !(job.state === "queued" || job.state === "running");
+    drawCurve(job.history || []);
+    if (focus) $("job-title").focus();
+  }
+
+  $("job-cancel").addEventListener("click", async () => {
+    try {
+      await api("POST", `/v1/jobs/${encodeURIComponent(state.selectedJob)}/cancel`);
+      await refreshJobs();
+    } catch (error) {
+      fail(error);
+    }
+  });
+
+  $("job-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = { dataset_id: $("job-dataset").value, epochs: Number($("job-epochs").value) };
+    if ($("job-strategy").value) body.strategy = $("job-strategy").value;
+    try {
+      const job = await api("POST", "/v1/jobs", body);
+      say(`Job ${job.id} queued.`);
+      state.selectedJob = job.id;
+      await refreshJobs();
+    } catch (error) {
+      fail(error);
+    }
+  });
+
+  function drawCurve(history) {
+    const svg = $("job-curve");
+    const ns = "http://www.w3.org/2000/svg";
+    const W = 480, H = 220, L = 44, R = 12, T = 12, B = 32;
+    const make = (tag, attrs, text) => {
+      const node = document.createElementNS(ns, tag);
+      for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+      if (text !== undefined) node.textContent = text;
+      return node;
+    };
+    svg.replaceChildren();
+    const points = history.filter((h) => h.dev_f1 !== null && h.dev_f1 !== undefined);
+    const n = Math.max(history.length, 1);
+    const x = (i) => L + ((W - L - R) * (i + 0.5)) / n;
+    const y = (f) => T + (H - T - B) * (1 - f);
+    svg.append(make("line", { x1: L, y1: y(0), x2: W - R, y2: y(0), class: "axis" }));
+    svg.append(make("line", { x1: L, y1: y(0), x2: L, y2: y(1), class: "axis" }));
+    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+      svg.append(make("text", { x: L - 6, y: y(f) + 4, "text-anchor": "end", class: "tick" }, f.toFixed(2)));
+    }
+    history.forEach((h, i) => {
+      svg.append(make("text", { x: x(i), y: H - 12, "text-anchor": "middle", class: "tick" }, String(h.epoch)));
+    });
+    svg.append(make("text", { x: (W + L) / 2, y: H - 1, "text-anchor": "middle", class: "tick" }, "epoch"));
+    if (!points.length) {
+      svg.append(make("text", { x: (W + L) / 2, y: H / 2, "text-anchor": "middle", class: "tick" }, "no epoch finished yet"));
+      $("job-curve-caption").textContent = "Dev F1 per epoch: none yet";
+      return;
+    }
+    const coords = history
+      .map((h, i) => (h.dev_f1 === null || h.dev_f1 === undefined ? null : `${x(i)},${y(h.dev_f1)}`))
+      .filter(Boolean);
+    svg.append(make("polyline", { points: coords.join(" "), class: "curve" }));
+    history.forEach((h, i) => {
+      if (h.dev_f1 === null || h.dev_f1 === undefined) return;
+      const dot = make("circle", { cx: x(i), cy: y(h.dev_f1), r: 4, class: "dot" });
+      dot.append(make("title", {}, `epoch ${h.epoch}: dev F1 ${h.dev_f1.toFixed(4)}`));
+      svg.append(dot);
+    });
+    $("job-curve-caption").textContent =
+      "Dev F1 per epoch: " + points.map((h) => `epoch ${h.epoch} ${h.dev_f1.toFixed(3)}`).join(", ");
+  }
+
+  // -- models ------------------------------------------------------------------------------
+  async function refreshModels() {
+    try {
+      const models = await api("GET", "/v1/models?limit=200");
+      const body = $("models").querySelector("tbody");
+      body.replaceChildren();
+      for (const m of models.data) {
+        const test = m.metrics && m.metrics.test && m.metrics.test.strict;
+        const actions = el("td", {},
+          el("button", { type: "button", onclick: () => showModel(m.id) }, "Report"));
+        if (!m.active) {
+          actions.append(" ", el("button", { type: "button", onclick: () => activate(m.id) }, "Serve"));
+        }
+        body.append(
+          el("tr", { dataset: { model: m.id } },
+            el("td", {}, m.id),
+            el("td", {}, m.strategy),
+            el("td", {}, m.base_model),
+            el("td", {}, test ? pct(test.f1) : "–"),
+            el("td", {}, m.active ? "yes" : "")
+          , actions),
+        );
+      }
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  async function activate(id) {
+    try {
+      await api("POST", `/v1/models/${encodeURIComponent(id)}/activate`);
+      say(`Model ${id} is now served.`);
+      await refreshModels();
+      await connect();
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  function metricsTable(metrics) {
+    const table = el("table", { class: "grid" },
+      el("caption", {}, "Strict (exact span and type) scores, honest evaluation"),
+      el("thead", {}, el("tr", {},
+        el("th", { scope: "col" }, "Split"), el("th", { scope: "col" }, "Type"),
+        el("th", { scope: "col" }, "Precision"), el("th", { scope: "col" }, "Recall"),
+        el("th", { scope: "col" }, "F1"), el("th", { scope: "col" }, "Gold"))));
+    const body = el("tbody");
+    for (const split of ["dev", "test"]) {
+      const m = metrics[split];
+      if (!m) continue;
+      body.append(el("tr", {}, el("th", { scope: "row" }, split), el("td", {}, "all"),
+        el("td", {}, pct(m.strict.precision)), el("td", {}, pct(m.strict.recall)),
+        el("td", {}, pct(m.strict.f1)), el("td", {}, String(m.n_gold ?? "–"))));
+      for (const [type, s] of Object.entries(m.per_type || {})) {
+        body.append(el("tr", {}, el("td", {}, ""), el("td", {}, type),
+          el("td", {}, pct(s.precision)), el("td", {}, pct(s.recall)), el("td", {}, pct(s.f1)),
+          el("td", {}, String(s.support ?? s.n_gold ?? "–"))));
+      }
+    }
+    table.append(body);
+    return table;
+  }
+
+  async function showModel(id) {
+    try {
+      const model = await api("GET", `/v1/models/${encodeURIComponent(id)}`);
+      const manifest = model.manifest || {};
+      $("model-detail").hidden = false;
+      $("model-title").textContent = `Model ${model.id}`;
+      const facts = el("p", {},
+        `${model.strategy} on ${model.base_model}; types ${model.types.join(", ")}; ` +
+        `precisions ${model.precisions.join(", ") || "–"}; best epoch ${manifest.best_epoch ?? "–"}.`);
+      $("model-report").replaceChildren(facts, metricsTable(model.metrics || {}));
+      const cal = manifest.calibration;
+      const img = $("model-diagram");
+      if (state.diagramUrl) URL.revokeObjectURL(state.diagramUrl);
+      state.diagramUrl = null;
+      img.hidden = true;
+      if (!cal) {
+        $("model-calibration").textContent = "This model was trained before calibration existed.";
+        return;
+      }
+      const split = cal.test ? "test" : "dev";
+      $("model-calibration").textContent =
+        `Temperature scaling fitted on dev: T(detection) ${cal.detection_temperature.toFixed(2)}, ` +
+        `T(type) ${cal.type_temperature.toFixed(2)}. Expected calibration error on ${split}: ` +
+        `${cal[split].before.ece.toFixed(3)} before, ${cal[split].after.ece.toFixed(3)} after.`;
+      const png = await api("GET", `/v1/models/${encodeURIComponent(id)}/calibration.png`);
+      state.diagramUrl = URL.createObjectURL(png);
+      img.src = state.diagramUrl;
+      img.hidden = false;
+    } catch (error) {
+      fail(error);
+    }
+  }
+})();

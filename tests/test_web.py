@@ -1,0 +1,246 @@
+"""The web page in a real browser: Debian's Chromium, headless, driven by Playwright (no
+browser download). The API runs in uvicorn in this process over SQLite; training jobs are run
+by calling the worker's runner, as in test_service.py. Screenshots land in test-artifacts/
+(or $MSLM_TEST_ARTIFACTS)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings, upload_toy
+from test_service_e2e import free_port
+
+from api.main import create_app
+from worker.runner import run_training_job
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(os.environ.get("MSLM_TEST_ARTIFACTS", REPO / "test-artifacts"))
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# what this machine's closed network needs (see the environment notes): no background traffic
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _browser_or_skip():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not Path(CHROMIUM).exists():
+        if os.environ.get("MSLM_REQUIRE_SERVICES") == "1":
+            pytest.fail("the browser tests need playwright and Debian's chromium in CI")
+        pytest.skip("playwright or chromium (apt-get install chromium) is missing")
+    return sync_playwright
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """``app`` in uvicorn on a free localhost port, in a thread; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, tiny_encoder):
+    """A running install with one trained, served model: (base URL, settings, dataset id)."""
+    sync_playwright = _browser_or_skip()
+    tmp = tmp_path_factory.mktemp("web")
+    settings = make_settings(tmp, tiny_encoder)
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp / "corpus")
+        job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB})
+        assert run_training_job(job.json()["id"], settings) == "succeeded"
+    with serving(create_app(settings)) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield base, settings, dataset["id"], browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture()
+def page(site):
+    base, _, _, browser = site
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda msg: (
+            problems.append(f"console {msg.type}: {msg.text}")
+            # a refused request (a bad key's 401) is logged by the browser itself; the page says
+            # so in its status line
+            if msg.type in ("error", "warning")
+            and not msg.text.startswith("Failed to load resource")
+            else None
+        ),
+    )
+    page.goto(base + "/")
+    yield page
+    context.close()
+    # a script the page's Content-Security-Policy blocked would show here
+    assert problems == []
+
+
+def connect(page, key: str) -> None:
+    page.fill("#api-key", key)
+    page.click("#key-form button[type=submit]")
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent.startsWith('Connected')"
+    )
+    assert page.input_value("#api-key") == ""  # the field is cleared; the key is in memory only
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def test_the_page_and_its_assets_are_served_with_a_strict_policy(site):
+    base = site[0]
+    for path in ("/", "/static/app.js", "/static/app.css"):
+        r = httpx.get(base + path)
+        assert r.status_code == 200, path
+        csp = r.headers["content-security-policy"]
+        assert "script-src 'self';" in csp and "unsafe-inline" not in csp
+    html = httpx.get(base + "/").text
+    assert "http" not in html.replace('lang="en"', "")  # no CDN or other origin: closed networks
+
+
+def test_annotate_highlights_entities_with_their_confidence(page):
+    connect(page, ANNOTATE)
+    text = "Cisplatin caused renal failure in the patient ."
+    page.fill("#text", text)
+    page.fill("#threshold", "0")
+    page.click("#run")
+    page.wait_for_selector("#result mark.ent")
+    marks = page.eval_on_selector_all(
+        "#result mark.ent",
+        "ms => ms.map(m => [m.textContent, m.dataset.type, Number(m.dataset.confidence), m.title])",
+    )
+    assert ("renal failure", "Disease") in {(t, ty) for t, ty, _, _ in marks}
+    for _, etype, confidence, title in marks:
+        assert 0.0 < confidence <= 1.0 and title.startswith(f"{etype} · confidence")
+    # the highlighted text is the submitted text, character for character
+    assert page.text_content("#result") == text
+    rows = page.locator("#entities tbody tr")
+    assert rows.count() == len(marks)
+    # keyboard: from the Run button, Tab reaches the first entity, whose tip shows on focus
+    page.focus("#run")
+    page.keyboard.press("Tab")
+    focused = page.evaluate("[document.activeElement.tagName, document.activeElement.textContent]")
+    assert focused == ["MARK", marks[0][0]]
+    shot(page, "web-annotate.png")
+    # the slider filters on the page, without asking the server again
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.fill("#threshold", "1")
+    assert page.locator("#result mark.ent").count() == sum(c >= 1.0 for _, _, c, _ in marks)
+    assert page.text_content("#threshold-value") == "1.00"
+    assert page.text_content("#result") == text and requests == []
+
+
+def test_offsets_hold_for_accents_and_emoji(page):
+    connect(page, ANNOTATE)
+    text = "Le patient 😷 — renal failure après cisplatine ; « renal failure » encore."
+    page.fill("#text", text)
+    page.fill("#threshold", "0")
+    page.focus("#text")
+    page.keyboard.press("Control+Enter")  # the shortcut runs it
+    page.wait_for_selector("#result mark.ent")
+    assert page.text_content("#result") == text
+    assert "renal failure" in page.eval_on_selector_all(
+        "#result mark.ent", "ms => ms.map(m => m.textContent)"
+    )
+
+
+def test_a_bad_key_says_so(page):
+    page.fill("#api-key", "not-a-key")
+    page.click("#key-form button[type=submit]")
+    page.wait_for_function("() => document.getElementById('status').classList.contains('error')")
+    assert "key" in page.text_content("#status").lower()
+
+
+def test_jobs_view_follows_a_job_to_the_end(page, site):
+    base, settings, dataset_id, _ = site
+    job = httpx.post(
+        base + "/v1/jobs",
+        headers=auth(TRAIN),
+        json={"dataset_id": dataset_id, **JOB, "epochs": 6, "patience": 0},
+    ).json()
+    connect(page, TRAIN)
+    page.click("#tab-jobs")
+    page.wait_for_selector(f"tr[data-job='{job['id']}']")
+    assert page.text_content(f"tr[data-job='{job['id']}'] td.state") == "queued"
+    page.click(f"tr[data-job='{job['id']}'] button.link")
+    page.wait_for_function(
+        "() => document.getElementById('job-state').textContent.includes('queued')"
+    )
+    worker = threading.Thread(target=run_training_job, args=(job["id"], settings))
+    worker.start()
+    # the page polls on its own: no reload, no click
+    page.wait_for_function(
+        "() => document.getElementById('job-state').textContent.includes('succeeded')",
+        timeout=120_000,
+    )
+    worker.join(60)
+    assert page.eval_on_selector("#job-progress", "p => p.value") == 1
+    dots = page.locator("#job-curve circle.dot")
+    assert dots.count() == 6  # one point per epoch's dev F1
+    caption = page.text_content("#job-curve-caption")
+    assert caption.startswith("Dev F1 per epoch: epoch 1 ")
+    assert page.is_hidden("#job-cancel")
+    shot(page, "web-jobs.png")
+
+
+def test_model_view_shows_the_evaluation_report_and_reliability_diagram(page):
+    connect(page, ADMIN)
+    page.click("#tab-models")
+    page.wait_for_selector("#models tbody tr")
+    page.locator("#models tbody tr").first.get_by_role("button", name="Report").click()
+    page.wait_for_function("() => document.getElementById('model-diagram').hidden === false")
+    page.wait_for_function("() => document.getElementById('model-diagram').naturalWidth > 0")
+    report = page.text_content("#model-report")
+    assert "Strict (exact span and type) scores" in report and "Disease" in report
+    assert "before" in page.text_content("#model-calibration")
+    shot(page, "web-model.png")
+
+
+def test_tabs_work_from_the_keyboard(page):
+    page.focus("#tab-annotate")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.id") == "tab-jobs"
+    assert page.is_visible("#panel-jobs") and page.is_hidden("#panel-annotate")
+    page.keyboard.press("End")
+    assert page.evaluate("document.activeElement.id") == "tab-models"
+    assert page.get_attribute("#tab-models", "aria-selected") == "true"
