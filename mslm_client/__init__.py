@@ -1,0 +1,86 @@
+"""Python client of the mslm service (sync and async, typed, retrying).
+
+    from mslm_client import Client
+
+    with Client("http://mslm.internal:8000", api_key="...") as mslm:
+        answer = mslm.annotate(["Cisplatin caused renal failure."])
+        for entity in answer.results[0].entities:
+            print(entity.type, entity.text, entity.confidence)
+
+``base_url`` and ``api_key`` default to the ``MSLM_URL`` and ``MSLM_API_KEY`` environment
+variables. Install with ``pip install "mslm[client]"`` (httpx and tqdm; pandas only for
+``annotate_series``).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ._async import AsyncClient
+from ._core import FileInput, RetryPolicy
+from ._endpoints import AnnotateOptions, JobParams
+from ._sync import Client
+from .errors import (
+    APIConnectionError,
+    APIError,
+    AuthenticationError,
+    ConflictError,
+    JobError,
+    MSLMError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    RequestTooLargeError,
+    ServerError,
+    ValidationError,
+    WaitTimeout,
+)
+from .schema import (
+    AnnotateResponse,
+    Dataset,
+    Entity,
+    Evaluation,
+    Job,
+    JobProgress,
+    Model,
+    Page,
+    Readiness,
+    ServedModel,
+    SplitFile,
+    TextResult,
+)
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "AnnotateOptions",
+    "AnnotateResponse",
+    "AsyncClient",
+    "AuthenticationError",
+    "Client",
+    "ConflictError",
+    "Dataset",
+    "Entity",
+    "Evaluation",
+    "FileInput",
+    "Job",
+    "JobError",
+    "JobParams",
+    "JobProgress",
+    "MSLMError",
+    "Model",
+    "NotFoundError",
+    "Page",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "Readiness",
+    "RequestTooLargeError",
+    "RetryPolicy",
+    "ServedModel",
+    "ServerError",
+    "SplitFile",
+    "TextResult",
+    "ValidationError",
+    "WaitTimeout",
+    "__version__",
+]

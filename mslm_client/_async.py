@@ -1,0 +1,302 @@
+"""The asynchronous client: a thin driver of the shared protocol over ``httpx.AsyncClient``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
+
+import httpx
+
+from . import _endpoints as ep
+from ._core import Call, FileInput, Protocol, RetryPolicy, Send
+from ._endpoints import AnnotateOptions, JobParams
+from ._helpers import RunT, Watch, abatches, check_batching, series_result, series_texts
+from .schema import AnnotateResponse, Dataset, Entity, Evaluation, Job, Model, Page, Readiness
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The :class:`~mslm_client.Client` API with ``await`` (same arguments, same retries);
+    ``annotate_iter`` keeps up to ``concurrency`` requests in flight. Use ``async with``, or
+    call :meth:`aclose`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        headers: dict[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
+        retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)
+        self.protocol = Protocol(base_url, api_key, timeout=timeout, retry=retry, headers=headers)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(transport=transport)
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"<AsyncClient {self.protocol.base_url}>"
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def _request(self, call: Call[T]) -> T:
+        """Run one :class:`Call` (every method goes through here): send what the shared
+        protocol asks for, sleep when it asks to, until it returns or raises."""
+        exchange = self.protocol.exchange(call)
+        step = next(exchange)
+        while True:
+            outcome: Any = None
+            if isinstance(step, Send):
+                try:
+                    outcome = await self._http.send(step.request)
+                except httpx.TransportError as exc:
+                    outcome = exc
+            else:
+                await self._sleep(step.seconds)
+            try:
+                step = exchange.send(outcome)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+
+    # -- annotate -----------------------------------------------------------------------------
+    @overload
+    async def annotate(
+        self,
+        texts: Sequence[str],
+        *,
+        format: Literal["json"] | None = None,
+        **options: Unpack[AnnotateOptions],
+    ) -> AnnotateResponse: ...
+
+    @overload
+    async def annotate(
+        self,
+        texts: Sequence[str],
+        *,
+        format: Literal["pubtator"],
+        **options: Unpack[AnnotateOptions],
+    ) -> str: ...
+
+    @overload
+    async def annotate(
+        self, texts: Sequence[str], *, format: str, **options: Unpack[AnnotateOptions]
+    ) -> Any: ...
+
+    async def annotate(
+        self, texts: Sequence[str], *, format: str | None = None, **options: Unpack[AnnotateOptions]
+    ) -> Any:
+        """See :meth:`mslm_client.Client.annotate`."""
+        return await self._request(ep.annotate(texts, options, format))
+
+    def annotate_iter(
+        self,
+        texts: Iterable[str] | AsyncIterable[str],
+        *,
+        batch_size: int = 32,
+        concurrency: int = 4,
+        **options: Unpack[AnnotateOptions],
+    ) -> AsyncIterator[list[Entity]]:
+        """``async for entities in client.annotate_iter(texts)``: the entities of each text,
+        in order. Texts are read lazily; up to ``concurrency`` batches are annotated at once,
+        all with the model that answered the first batch."""
+        check_batching(batch_size, concurrency)
+        ep.check_annotate_options(options)
+        return self._annotate_batches(abatches(texts, batch_size), concurrency, options)
+
+    async def _annotate_batches(
+        self, chunks: AsyncIterator[list[str]], concurrency: int, options: AnnotateOptions
+    ) -> AsyncIterator[list[Entity]]:
+        in_flight: deque[asyncio.Task[AnnotateResponse]] = deque()
+        try:
+            async for batch in chunks:
+                if options.get("model") is None:  # learn which model answers, then pin it
+                    first = await self.annotate(batch, **options)
+                    options["model"] = first.model.id
+                    for result in first.results:
+                        yield result.entities
+                    continue
+                in_flight.append(asyncio.ensure_future(self.annotate(batch, **options)))
+                if len(in_flight) >= concurrency:
+                    for result in (await in_flight.popleft()).results:
+                        yield result.entities
+            while in_flight:
+                for result in (await in_flight.popleft()).results:
+                    yield result.entities
+        finally:  # the consumer stopped early, or a batch failed: drop what is left
+            for task in in_flight:
+                task.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    async def annotate_series(
+        self,
+        series: pd.Series,
+        *,
+        batch_size: int = 32,
+        concurrency: int = 4,
+        **options: Unpack[AnnotateOptions],
+    ) -> pd.Series:
+        """See :meth:`mslm_client.Client.annotate_series`."""
+        texts, positions = series_texts(series)
+        iterator = self.annotate_iter(
+            texts, batch_size=batch_size, concurrency=concurrency, **options
+        )
+        found = [entities async for entities in iterator]
+        return series_result(series, positions, found)
+
+    # -- datasets -----------------------------------------------------------------------------
+    async def upload_dataset(
+        self,
+        name: str | None = None,
+        *,
+        train: FileInput,
+        dev: FileInput | None = None,
+        test: FileInput | None = None,
+    ) -> Dataset:
+        """See :meth:`mslm_client.Client.upload_dataset` (files are read in the event loop)."""
+        return await self._request(ep.upload_dataset(name, train, dev, test))
+
+    async def list_datasets(self, *, limit: int = 100, offset: int = 0) -> Page[Dataset]:
+        return await self._request(ep.list_datasets(limit, offset))
+
+    async def get_dataset(self, dataset_id: str) -> Dataset:
+        return await self._request(ep.get_dataset(dataset_id))
+
+    async def delete_dataset(self, dataset_id: str) -> None:
+        await self._request(ep.delete_dataset(dataset_id))
+
+    # -- jobs ---------------------------------------------------------------------------------
+    async def create_job(
+        self, dataset_id: str, *, idempotency_key: str | None = None, **params: Unpack[JobParams]
+    ) -> Job:
+        return await self._request(ep.create_job(dataset_id, params, idempotency_key))
+
+    async def get_job(self, job_id: str) -> Job:
+        return await self._request(ep.get_job(job_id))
+
+    async def list_jobs(
+        self, *, state: str | None = None, limit: int = 100, offset: int = 0
+    ) -> Page[Job]:
+        return await self._request(ep.list_jobs(state, limit, offset))
+
+    async def cancel_job(self, job_id: str) -> Job:
+        return await self._request(ep.cancel_job(job_id))
+
+    async def job_history(self, job_id: str) -> list[dict[str, Any]]:
+        return (await self.get_job(job_id)).history
+
+    async def wait_for_job(
+        self,
+        job_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> Job:
+        """See :meth:`mslm_client.Client.wait_for_job`."""
+        return await self._wait(job_id, self.get_job, progress, poll_interval, timeout)
+
+    async def run_job(
+        self,
+        dataset_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        **params: Unpack[JobParams],
+    ) -> Job:
+        job = await self.create_job(dataset_id, idempotency_key=idempotency_key, **params)
+        return await self.wait_for_job(
+            job.id, progress=progress, poll_interval=poll_interval, timeout=timeout
+        )
+
+    # -- models -------------------------------------------------------------------------------
+    async def list_models(self, *, limit: int = 100, offset: int = 0) -> Page[Model]:
+        return await self._request(ep.list_models(limit, offset))
+
+    async def get_model(self, model_id: str) -> Model:
+        return await self._request(ep.get_model(model_id))
+
+    async def activate_model(self, model_id: str) -> Model:
+        return await self._request(ep.activate_model(model_id))
+
+    async def delete_model(self, model_id: str) -> None:
+        await self._request(ep.delete_model(model_id))
+
+    async def model_calibration_png(self, model_id: str) -> bytes:
+        return await self._request(ep.model_calibration_png(model_id))
+
+    # -- evaluations --------------------------------------------------------------------------
+    async def create_evaluation(
+        self, model_id: str, dataset_id: str, split: Literal["train", "dev", "test"] = "test"
+    ) -> Evaluation:
+        return await self._request(ep.create_evaluation(model_id, dataset_id, split))
+
+    async def get_evaluation(self, evaluation_id: str) -> Evaluation:
+        return await self._request(ep.get_evaluation(evaluation_id))
+
+    async def wait_for_evaluation(
+        self,
+        evaluation_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> Evaluation:
+        fetch = self.get_evaluation
+        return await self._wait(evaluation_id, fetch, progress, poll_interval, timeout)
+
+    async def evaluation_calibration_png(self, evaluation_id: str) -> bytes:
+        return await self._request(ep.evaluation_calibration_png(evaluation_id))
+
+    # -- health -------------------------------------------------------------------------------
+    async def healthz(self) -> dict[str, Any]:
+        return await self._request(ep.healthz())
+
+    async def readyz(self) -> Readiness:
+        return await self._request(ep.readyz())
+
+    # -----------------------------------------------------------------------------------------
+    async def _wait(
+        self,
+        run_id: str,
+        fetch: Callable[[str], Awaitable[RunT]],
+        progress: bool,
+        poll_interval: float,
+        timeout: float | None,
+    ) -> RunT:
+        watch = Watch(run_id, progress, timeout)
+        try:
+            while not watch.done(run := await fetch(run_id)):
+                await self._sleep(poll_interval)
+        finally:
+            watch.close()
+        return run

@@ -1,0 +1,233 @@
+"""Every REST operation as a :class:`~mslm_client._core.Call`: path, body, how to read the
+answer, and whether it may be sent twice. Both clients call these; nothing here does I/O."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypedDict, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from ._core import Call, FileInput
+from .schema import AnnotateResponse, Dataset, Evaluation, Job, Model, Page, Readiness
+
+T = TypeVar("T")
+
+
+class AnnotateOptions(TypedDict, total=False):
+    """What ``annotate``, ``annotate_iter`` and ``annotate_series`` accept besides the texts."""
+
+    model: str | None  # a model id; default: the active model
+    min_confidence: float | None  # drop entities below this
+    min_confidence_per_type: Mapping[str, float] | None  # per type, over min_confidence
+
+
+class JobParams(TypedDict, total=False):
+    """The fine-tuning settings of ``POST /v1/jobs``; unset ones take the service's defaults."""
+
+    base_model: str  # an encoder allowed by MSLM_BASE_MODELS
+    strategy: str  # mslm, vanilla, span, pmi, random
+    elm_rate: float
+    blm_rate: float
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    max_length: int
+    seed: int
+    patience: int  # early stopping (0: never)
+    onnx: bool  # export to ONNX (default True)
+    quantize: Literal["int8"] | None  # also an int8 model
+
+
+_EXPORT_KEYS = ("onnx", "quantize")
+
+
+def _segment(value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty id, got {value!r}")
+    return quote(value, safe="")
+
+
+def _json(build: Callable[[dict[str, Any]], T]) -> Callable[[httpx.Response], T]:
+    return lambda response: build(response.json())
+
+
+def _page(build: Callable[[dict[str, Any]], T]) -> Callable[[httpx.Response], Page[T]]:
+    def parse(response: httpx.Response) -> Page[T]:
+        body = response.json()
+        return Page(data=[build(item) for item in body["data"]], count=int(body["count"]))
+
+    return parse
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _content(response: httpx.Response) -> bytes:
+    return response.content
+
+
+def _decoded(response: httpx.Response) -> Any:
+    """JSON when the service says so, else the text (PubTator, BioC XML, …)."""
+    if "json" in response.headers.get("content-type", ""):
+        return response.json()
+    return response.text
+
+
+def _paging(limit: int, offset: int, **extra: Any) -> dict[str, Any]:
+    return {"limit": limit, "offset": offset, **{k: v for k, v in extra.items() if v is not None}}
+
+
+# -- annotate ---------------------------------------------------------------------------------
+def check_annotate_options(options: AnnotateOptions) -> None:
+    unknown = set(options) - set(AnnotateOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"unknown annotate option(s): {', '.join(sorted(unknown))}")
+
+
+def annotate_body(texts: Sequence[str], options: AnnotateOptions) -> dict[str, Any]:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings, not one string: pass [text]")
+    check_annotate_options(options)
+    body: dict[str, Any] = {"texts": list(texts)}
+    for name, value in options.items():
+        if value is not None:
+            body[name] = dict(value) if isinstance(value, Mapping) else value
+    return body
+
+
+def annotate(
+    texts: Sequence[str], options: AnnotateOptions, format: str | None = None
+) -> Call[Any]:
+    """``POST /v1/annotate``: no side effect, so it is retried like a GET. A ``format`` other
+    than json is passed through and its answer returned decoded (JSON) or as text."""
+    body = annotate_body(texts, options)
+    headers: dict[str, str] = {}
+    if format is not None:
+        body["format"] = format
+        headers["Accept"] = "*/*"  # the format decides the media type, not this client
+    parse = AnnotateResponse.from_dict if format in (None, "json") else None
+    return Call(
+        "POST",
+        "/v1/annotate",
+        _json(parse) if parse else _decoded,
+        json=body,
+        headers=headers,
+        idempotent=True,
+    )
+
+
+# -- datasets ---------------------------------------------------------------------------------
+def upload_dataset(
+    name: str | None, train: FileInput, dev: FileInput | None, test: FileInput | None
+) -> Call[Dataset]:
+    """``POST /v1/datasets``: creates a dataset per call, so it is not sent twice (except
+    after a connection that never opened)."""
+    files = {k: v for k, v in (("train", train), ("dev", dev), ("test", test)) if v is not None}
+    data = {"name": name} if name is not None else None
+    return Call("POST", "/v1/datasets", _json(Dataset.from_dict), data=data, files=files)
+
+
+def list_datasets(limit: int, offset: int) -> Call[Page[Dataset]]:
+    return Call("GET", "/v1/datasets", _page(Dataset.from_dict), params=_paging(limit, offset))
+
+
+def get_dataset(dataset_id: str) -> Call[Dataset]:
+    return Call("GET", f"/v1/datasets/{_segment(dataset_id)}", _json(Dataset.from_dict))
+
+
+def delete_dataset(dataset_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/datasets/{_segment(dataset_id)}", _nothing)
+
+
+# -- jobs -------------------------------------------------------------------------------------
+def create_job(dataset_id: str, params: JobParams, idempotency_key: str | None) -> Call[Job]:
+    """``POST /v1/jobs`` with an ``Idempotency-Key`` (one per logical call unless given): the
+    service answers a repeat with the job it created, so the POST is retried safely."""
+    unknown = set(params) - set(JobParams.__annotations__)
+    if unknown:
+        raise TypeError(f"unknown job parameter(s): {', '.join(sorted(unknown))}")
+    body: dict[str, Any] = {"dataset_id": dataset_id}
+    body.update({k: v for k, v in params.items() if k not in _EXPORT_KEYS and v is not None})
+    body["export"] = {"onnx": params.get("onnx", True), "quantize": params.get("quantize")}
+    key = idempotency_key or f"mslm-client-{uuid.uuid4().hex}"
+    return Call(
+        "POST",
+        "/v1/jobs",
+        _json(Job.from_dict),
+        json=body,
+        headers={"Idempotency-Key": key},
+        idempotent=True,
+    )
+
+
+def list_jobs(state: str | None, limit: int, offset: int) -> Call[Page[Job]]:
+    params = _paging(limit, offset, state=state)
+    return Call("GET", "/v1/jobs", _page(Job.from_dict), params=params)
+
+
+def get_job(job_id: str) -> Call[Job]:
+    return Call("GET", f"/v1/jobs/{_segment(job_id)}", _json(Job.from_dict))
+
+
+def cancel_job(job_id: str) -> Call[Job]:
+    """Cancelling twice is cancelling once: retried."""
+    path = f"/v1/jobs/{_segment(job_id)}/cancel"
+    return Call("POST", path, _json(Job.from_dict), idempotent=True)
+
+
+# -- models -----------------------------------------------------------------------------------
+def list_models(limit: int, offset: int) -> Call[Page[Model]]:
+    return Call("GET", "/v1/models", _page(Model.from_dict), params=_paging(limit, offset))
+
+
+def get_model(model_id: str) -> Call[Model]:
+    return Call("GET", f"/v1/models/{_segment(model_id)}", _json(Model.from_dict))
+
+
+def activate_model(model_id: str) -> Call[Model]:
+    """Activating the active model changes nothing: retried."""
+    path = f"/v1/models/{_segment(model_id)}/activate"
+    return Call("POST", path, _json(Model.from_dict), idempotent=True)
+
+
+def delete_model(model_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/models/{_segment(model_id)}", _nothing)
+
+
+def model_calibration_png(model_id: str) -> Call[bytes]:
+    path = f"/v1/models/{_segment(model_id)}/calibration.png"
+    return Call("GET", path, _content, headers={"Accept": "image/png"})
+
+
+# -- evaluations ------------------------------------------------------------------------------
+def create_evaluation(model_id: str, dataset_id: str, split: str) -> Call[Evaluation]:
+    """``POST /v1/evaluations`` queues a new evaluation per call: not sent twice."""
+    body = {"model_id": model_id, "dataset_id": dataset_id, "split": split}
+    return Call("POST", "/v1/evaluations", _json(Evaluation.from_dict), json=body)
+
+
+def get_evaluation(evaluation_id: str) -> Call[Evaluation]:
+    return Call("GET", f"/v1/evaluations/{_segment(evaluation_id)}", _json(Evaluation.from_dict))
+
+
+def evaluation_calibration_png(evaluation_id: str) -> Call[bytes]:
+    path = f"/v1/evaluations/{_segment(evaluation_id)}/calibration.png"
+    return Call("GET", path, _content, headers={"Accept": "image/png"})
+
+
+# -- health -----------------------------------------------------------------------------------
+def healthz() -> Call[dict[str, Any]]:
+    return Call("GET", "/healthz", _json(dict))
+
+
+def readyz() -> Call[Readiness]:
+    """503 is an answer here (not ready, with reasons), not an error, and not retried."""
+
+    def parse(response: httpx.Response) -> Readiness:
+        return Readiness.from_dict(response.json(), ready=response.status_code == 200)
+
+    return Call("GET", "/readyz", parse, answers=frozenset({503}))

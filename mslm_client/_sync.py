@@ -1,0 +1,281 @@
+"""The synchronous client: a thin driver of the shared protocol over ``httpx.Client``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
+
+import httpx
+
+from . import _endpoints as ep
+from ._core import Call, FileInput, Protocol, RetryPolicy, Send
+from ._endpoints import AnnotateOptions, JobParams
+from ._helpers import RunT, Watch, batches, check_batching, series_result, series_texts
+from .schema import AnnotateResponse, Dataset, Entity, Evaluation, Job, Model, Page, Readiness
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+
+
+class Client:
+    """Talks to an mslm service.
+
+    ``base_url`` and ``api_key`` default to ``MSLM_URL`` (else http://127.0.0.1:8000) and
+    ``MSLM_API_KEY``. Connection errors, 429 and 502/503/504 are retried ``max_retries``
+    times with exponential back-off and jitter (``Retry-After`` honoured) — for requests
+    that are safe to repeat; uploads and new evaluations only when the connection never
+    opened. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        headers: dict[str, str] | None = None,
+        http_client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)
+        self.protocol = Protocol(base_url, api_key, timeout=timeout, retry=retry, headers=headers)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(transport=transport)
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"<Client {self.protocol.base_url}>"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def _request(self, call: Call[T]) -> T:
+        """Run one :class:`Call` (every method goes through here): send what the shared
+        protocol asks for, sleep when it asks to, until it returns or raises."""
+        exchange = self.protocol.exchange(call)
+        step = next(exchange)
+        while True:
+            outcome: Any = None
+            if isinstance(step, Send):
+                try:
+                    outcome = self._http.send(step.request)
+                except httpx.TransportError as exc:
+                    outcome = exc
+            else:
+                self._sleep(step.seconds)
+            try:
+                step = exchange.send(outcome)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+
+    # -- annotate -----------------------------------------------------------------------------
+    @overload
+    def annotate(
+        self,
+        texts: Sequence[str],
+        *,
+        format: Literal["json"] | None = None,
+        **options: Unpack[AnnotateOptions],
+    ) -> AnnotateResponse: ...
+
+    @overload
+    def annotate(
+        self,
+        texts: Sequence[str],
+        *,
+        format: Literal["pubtator"],
+        **options: Unpack[AnnotateOptions],
+    ) -> str: ...
+
+    @overload
+    def annotate(
+        self, texts: Sequence[str], *, format: str, **options: Unpack[AnnotateOptions]
+    ) -> Any: ...
+
+    def annotate(
+        self, texts: Sequence[str], *, format: str | None = None, **options: Unpack[AnnotateOptions]
+    ) -> Any:
+        """Entities in each text (``model``, ``min_confidence``, ``min_confidence_per_type``
+        as the API takes them). With a ``format`` other than json (``bioc``, ``labelstudio``:
+        decoded JSON; ``pubtator``: text), the service's answer in that format."""
+        return self._request(ep.annotate(texts, options, format))
+
+    def annotate_iter(
+        self, texts: Iterable[str], *, batch_size: int = 32, **options: Unpack[AnnotateOptions]
+    ) -> Iterator[list[Entity]]:
+        """The entities of each text, in order, annotating ``batch_size`` texts per request
+        as the iterator is consumed. Every batch uses the model that answered the first one
+        (an activation meanwhile does not mix models)."""
+        check_batching(batch_size)  # now, not at the first next()
+        ep.check_annotate_options(options)
+        return self._annotate_batches(batches(texts, batch_size), options)
+
+    def _annotate_batches(
+        self, chunks: Iterator[list[str]], options: AnnotateOptions
+    ) -> Iterator[list[Entity]]:
+        for batch in chunks:
+            answer = self.annotate(batch, **options)
+            options["model"] = answer.model.id
+            for result in answer.results:
+                yield result.entities
+
+    def annotate_series(
+        self, series: pd.Series, *, batch_size: int = 32, **options: Unpack[AnnotateOptions]
+    ) -> pd.Series:
+        """A Series of entity lists with the index (and name) of ``series``; missing values
+        get an empty list."""
+        texts, positions = series_texts(series)
+        found = self.annotate_iter(texts, batch_size=batch_size, **options)
+        return series_result(series, positions, found)
+
+    # -- datasets -----------------------------------------------------------------------------
+    def upload_dataset(
+        self,
+        name: str | None = None,
+        *,
+        train: FileInput,
+        dev: FileInput | None = None,
+        test: FileInput | None = None,
+    ) -> Dataset:
+        """Upload a corpus (CoNLL-IOB or JSONL; paths, bytes or binary files); the service
+        validates it and refuses a bad file with its line (:class:`ValidationError`)."""
+        return self._request(ep.upload_dataset(name, train, dev, test))
+
+    def list_datasets(self, *, limit: int = 100, offset: int = 0) -> Page[Dataset]:
+        return self._request(ep.list_datasets(limit, offset))
+
+    def get_dataset(self, dataset_id: str) -> Dataset:
+        return self._request(ep.get_dataset(dataset_id))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        self._request(ep.delete_dataset(dataset_id))
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def create_job(
+        self, dataset_id: str, *, idempotency_key: str | None = None, **params: Unpack[JobParams]
+    ) -> Job:
+        """Queue a fine-tuning job (state ``queued``)."""
+        return self._request(ep.create_job(dataset_id, params, idempotency_key))
+
+    def get_job(self, job_id: str) -> Job:
+        return self._request(ep.get_job(job_id))
+
+    def list_jobs(
+        self, *, state: str | None = None, limit: int = 100, offset: int = 0
+    ) -> Page[Job]:
+        return self._request(ep.list_jobs(state, limit, offset))
+
+    def cancel_job(self, job_id: str) -> Job:
+        return self._request(ep.cancel_job(job_id))
+
+    def job_history(self, job_id: str) -> list[dict[str, Any]]:
+        """Per-epoch records (loss, dev F1, …) of a job so far."""
+        return self.get_job(job_id).history
+
+    def wait_for_job(
+        self,
+        job_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> Job:
+        """Poll until the job succeeds (returned) or fails or is cancelled (:class:`JobError`
+        with the job's error), with a progress bar over its training steps."""
+        return self._wait(job_id, self.get_job, progress, poll_interval, timeout)
+
+    def run_job(
+        self,
+        dataset_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        **params: Unpack[JobParams],
+    ) -> Job:
+        """Create a job and wait for it: the finished job, with its ``model_id``."""
+        job = self.create_job(dataset_id, idempotency_key=idempotency_key, **params)
+        return self.wait_for_job(
+            job.id, progress=progress, poll_interval=poll_interval, timeout=timeout
+        )
+
+    # -- models -------------------------------------------------------------------------------
+    def list_models(self, *, limit: int = 100, offset: int = 0) -> Page[Model]:
+        return self._request(ep.list_models(limit, offset))
+
+    def get_model(self, model_id: str) -> Model:
+        """The model with its bundle ``manifest``."""
+        return self._request(ep.get_model(model_id))
+
+    def activate_model(self, model_id: str) -> Model:
+        return self._request(ep.activate_model(model_id))
+
+    def delete_model(self, model_id: str) -> None:
+        self._request(ep.delete_model(model_id))
+
+    def model_calibration_png(self, model_id: str) -> bytes:
+        """The model's reliability diagram, PNG bytes."""
+        return self._request(ep.model_calibration_png(model_id))
+
+    # -- evaluations --------------------------------------------------------------------------
+    def create_evaluation(
+        self, model_id: str, dataset_id: str, split: Literal["train", "dev", "test"] = "test"
+    ) -> Evaluation:
+        return self._request(ep.create_evaluation(model_id, dataset_id, split))
+
+    def get_evaluation(self, evaluation_id: str) -> Evaluation:
+        return self._request(ep.get_evaluation(evaluation_id))
+
+    def wait_for_evaluation(
+        self,
+        evaluation_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> Evaluation:
+        return self._wait(evaluation_id, self.get_evaluation, progress, poll_interval, timeout)
+
+    def evaluation_calibration_png(self, evaluation_id: str) -> bytes:
+        return self._request(ep.evaluation_calibration_png(evaluation_id))
+
+    # -- health -------------------------------------------------------------------------------
+    def healthz(self) -> dict[str, Any]:
+        return self._request(ep.healthz())
+
+    def readyz(self) -> Readiness:
+        """Readiness; a 503 gives ``ready=False`` with the reasons (no exception)."""
+        return self._request(ep.readyz())
+
+    # -----------------------------------------------------------------------------------------
+    def _wait(
+        self,
+        run_id: str,
+        fetch: Callable[[str], RunT],
+        progress: bool,
+        poll_interval: float,
+        timeout: float | None,
+    ) -> RunT:
+        watch = Watch(run_id, progress, timeout)
+        try:
+            while not watch.done(run := fetch(run_id)):
+                self._sleep(poll_interval)
+        finally:
+            watch.close()
+        return run

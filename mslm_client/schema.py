@@ -1,0 +1,307 @@
+"""Typed results: frozen dataclasses built from the service's JSON (``from_dict``).
+
+Fields mirror the REST contract (``api/schemas.py``); keys a newer service adds are ignored,
+so an older client keeps working.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+#: job and evaluation states after which nothing changes
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def _time(value: Any) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def _required_time(value: Any) -> dt.datetime:
+    parsed = _time(value)
+    if parsed is None:
+        raise ValueError(f"expected an ISO 8601 time, got {value!r}")
+    return parsed
+
+
+# -- annotate ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entity:
+    """One mention: ``text == texts[i][start:end]`` (code-point offsets, end exclusive)."""
+
+    start: int
+    end: int
+    text: str
+    type: str
+    confidence: float  # detection_score × type_score
+    detection_score: float
+    type_score: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Entity:
+        return cls(
+            start=int(d["start"]),
+            end=int(d["end"]),
+            text=d["text"],
+            type=d["type"],
+            confidence=float(d["confidence"]),
+            detection_score=float(d["detection_score"]),
+            type_score=float(d["type_score"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "type": self.type,
+            "confidence": self.confidence,
+            "detection_score": self.detection_score,
+            "type_score": self.type_score,
+        }
+
+
+@dataclass(frozen=True)
+class TextResult:
+    entities: list[Entity]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TextResult:
+        return cls(entities=[Entity.from_dict(e) for e in d.get("entities", [])])
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """The model that answered an annotate request."""
+
+    id: str
+    backend: str = ""
+    precision: str = ""
+    provider: str = ""
+    types: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ServedModel:
+        return cls(
+            id=d["id"],
+            backend=d.get("backend", ""),
+            precision=d.get("precision", ""),
+            provider=d.get("provider", ""),
+            types=list(d.get("types", [])),
+        )
+
+
+@dataclass(frozen=True)
+class AnnotateResponse:
+    model: ServedModel
+    results: list[TextResult]  # one per submitted text, in order
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AnnotateResponse:
+        return cls(
+            model=ServedModel.from_dict(d["model"]),
+            results=[TextResult.from_dict(r) for r in d["results"]],
+        )
+
+
+# -- datasets ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SplitFile:
+    filename: str
+    format: str
+    bytes: int
+    sha256: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SplitFile:
+        return cls(d["filename"], d["format"], int(d["bytes"]), d["sha256"])
+
+
+@dataclass(frozen=True)
+class Dataset:
+    id: str
+    name: str
+    created_at: dt.datetime
+    files: dict[str, SplitFile]  # split → file
+    stats: dict[str, dict[str, Any]]  # split → sentences, mentions, types, …
+    types: list[str]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Dataset:
+        return cls(
+            id=d["id"],
+            name=d.get("name", ""),
+            created_at=_required_time(d["created_at"]),
+            files={k: SplitFile.from_dict(v) for k, v in d.get("files", {}).items()},
+            stats=dict(d.get("stats", {})),
+            types=list(d.get("types", [])),
+        )
+
+
+# -- jobs -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobProgress:
+    """Where training is (the worker updates it every step; empty while queued)."""
+
+    epoch: int | None = None  # 1-based, current
+    epochs: int | None = None
+    step: int | None = None  # optimizer steps done
+    steps: int | None = None  # optimizer steps planned
+    loss: float | None = None
+    dev_f1: float | None = None  # of the last finished epoch
+    best_dev_f1: float | None = None
+    done: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobProgress:
+        return cls(
+            epoch=d.get("epoch"),
+            epochs=d.get("epochs"),
+            step=d.get("step"),
+            steps=d.get("steps"),
+            loss=d.get("loss"),
+            dev_f1=d.get("dev_f1"),
+            best_dev_f1=d.get("best_dev_f1"),
+            done=bool(d.get("done", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    state: str  # queued → running → succeeded | failed | cancelled
+    dataset_id: str | None
+    params: dict[str, Any]
+    export: dict[str, Any]
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    attempts: int
+    cancel_requested: bool
+    progress: JobProgress
+    history: list[dict[str, Any]]  # one entry per epoch: loss, dev_f1, …
+    metrics: dict[str, Any]
+    model_id: str | None
+    error: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Job:
+        return cls(
+            id=d["id"],
+            state=d["state"],
+            dataset_id=d.get("dataset_id"),
+            params=dict(d.get("params", {})),
+            export=dict(d.get("export", {})),
+            created_at=_required_time(d["created_at"]),
+            started_at=_time(d.get("started_at")),
+            finished_at=_time(d.get("finished_at")),
+            attempts=int(d.get("attempts", 0)),
+            cancel_requested=bool(d.get("cancel_requested", False)),
+            progress=JobProgress.from_dict(d.get("progress") or {}),
+            history=list(d.get("history", [])),
+            metrics=dict(d.get("metrics", {})),
+            model_id=d.get("model_id"),
+            error=d.get("error"),
+        )
+
+
+# -- models -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Model:
+    id: str
+    created_at: dt.datetime
+    job_id: str | None
+    base_model: str
+    strategy: str
+    types: list[str]
+    precisions: list[str]  # fp32, int8, …
+    metrics: dict[str, Any]
+    active: bool
+    manifest: dict[str, Any] | None = None  # only from get_model
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Model:
+        return cls(
+            id=d["id"],
+            created_at=_required_time(d["created_at"]),
+            job_id=d.get("job_id"),
+            base_model=d.get("base_model", ""),
+            strategy=d.get("strategy", ""),
+            types=list(d.get("types", [])),
+            precisions=list(d.get("precisions", [])),
+            metrics=dict(d.get("metrics", {})),
+            active=bool(d.get("active", False)),
+            manifest=d.get("manifest"),
+        )
+
+
+# -- evaluations ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Evaluation:
+    id: str
+    state: str
+    model_id: str
+    dataset_id: str | None
+    split: str
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    metrics: dict[str, Any]  # strict P/R/F1, per_type, exact_match, calibration, …
+    error: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evaluation:
+        return cls(
+            id=d["id"],
+            state=d["state"],
+            model_id=d["model_id"],
+            dataset_id=d.get("dataset_id"),
+            split=d.get("split", "test"),
+            created_at=_required_time(d["created_at"]),
+            started_at=_time(d.get("started_at")),
+            finished_at=_time(d.get("finished_at")),
+            metrics=dict(d.get("metrics", {})),
+            error=d.get("error"),
+        )
+
+
+# -- lists and health -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list endpoint: ``data`` and the total ``count`` over all pages."""
+
+    data: list[T]
+    count: int
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """``GET /readyz``: ready only when the store and broker answer and a model is loaded."""
+
+    ready: bool
+    status: str
+    reasons: list[str]
+    model: ServedModel | None
+    model_error: str | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], ready: bool) -> Readiness:
+        model = d.get("model")
+        return cls(
+            ready=ready,
+            status=str(d.get("status", "ready" if ready else "not ready")),
+            reasons=list(d.get("reasons", [])),
+            model=ServedModel.from_dict(model) if isinstance(model, dict) else None,
+            model_error=d.get("model_error"),
+        )
