@@ -719,3 +719,14 @@ def test_real_ncbi_mentions_match_seqeval(ncbi_splits):
     for sentence in ncbi_splits["dev"]:
         expected = [(s, e + 1, t) for t, s, e in seqeval.get_entities(sentence.tags())]
         assert [(m.start, m.end, m.label) for m in sentence.mentions] == expected
+
+
+@pytest.mark.parametrize(
+    "value", ["9" * 5000, "[" * 100_000 + "]" * 100_000], ids=["huge-int", "deep-nesting"]
+)
+def test_jsonl_values_python_cannot_decode_are_refused_with_the_line(tmp_path, value):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "a b", "entities": []}\n{"text": "a", "x": ' + value + "}\n")
+    with pytest.raises(CorpusError) as err:
+        read_jsonl(path)
+    assert f"{path}:2: unreadable JSON" in str(err.value)

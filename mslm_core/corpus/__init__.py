@@ -1,6 +1,5 @@
-"""Annotated corpora: CoNLL-IOB and JSONL with character offsets, read, written, converted.
-
-Two on-disk formats are supported:
+"""Annotated corpora in five formats, read, written and converted; predictions rendered in the
+annotation formats clinical tools speak.
 
 ``conll``
     One token per line, ``TOKEN<TAB>TAG`` (or ``TOKEN TAG`` separated by whitespace when the
@@ -11,29 +10,76 @@ Two on-disk formats are supported:
     character offsets into ``text`` (code points, end exclusive). Words are cut with
     :func:`mslm_core.text.word_spans`, the splitter used at prediction time, so that training
     and serving see the same words; entity boundaries always cut words.
+``labelstudio``
+    A Label Studio export (JSON or JSON-MIN): a JSON array of tasks, one sentence per task
+    with a completed annotation (:mod:`.labelstudio`).
+``bioc``
+    A BioC JSON collection: one sentence per passage; annotation offsets count from the start
+    of the document (:mod:`.bioc`).
+``pubtator``
+    PubTator text: ``PMID|t|title``, ``PMID|a|abstract``, tab-separated mention lines with
+    offsets into ``title + " " + abstract``; title and abstract are sentences
+    (:mod:`.pubtator`).
 
-Readers stream the file line by line and report up to :data:`MAX_ISSUES` problems at once in a
-:class:`~mslm_core.errors.CorpusError`, each naming the file, the 1-based line and, for JSONL,
-the field. Writers are atomic: the file is written next to its destination and then moved
-over it, so a failed write never leaves a half-written corpus behind.
+The three character-offset formats cut words the way JSONL does, so a CoNLL corpus converted
+to any of them and back has the same words and mentions. A corpus is a list of sentences:
+documents (BioC, PubTator) are not kept as such, nor are identifiers and relations.
+
+Readers report up to :data:`MAX_ISSUES` problems at once in a
+:class:`~mslm_core.errors.CorpusError`, each naming the file, the 1-based line and the field.
+The line readers stream the file; the JSON readers stream it one task or document at a time.
+Writers are atomic: the file is written next to its destination and then moved over it, so a
+failed write never leaves a half-written corpus behind.
+
+:func:`detect_format` goes by the extension (:data:`EXTENSIONS`); for ``.json`` and
+``.txt``, which several formats use, and for unknown extensions it looks at the content:
+a JSON array is Label Studio, a JSON object with a top-level ``documents`` key is BioC, any
+other JSON object JSONL; a first line ``PMID|t|`` or ``PMID|a|`` is PubTator; anything else
+CoNLL. Writing goes by the extension alone (``.json`` writes JSONL, ``.txt`` CoNLL: pass the
+format for the others).
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CorpusError
 from ._io import MAX_ISSUES, IssueCollector, StrPath
+from ._shared import skip_json_space
+from .bioc import predictions_to_bioc, read_bioc, write_bioc
 from .conll import DOCSTART, read_conll, write_conll
 from .jsonl import read_jsonl, write_jsonl
+from .labelstudio import predictions_to_labelstudio, read_labelstudio, write_labelstudio
 from .model import Corpus, Mention, Sentence
+from .pubtator import TEXT_LINE, predictions_to_pubtator, read_pubtator, write_pubtator
+
+if TYPE_CHECKING:
+    from ..predict import Entity
 
 #: Format names accepted by :func:`read_corpus`, :func:`write_corpus` and :func:`convert`.
-FORMATS = ("conll", "jsonl")
+FORMATS = ("conll", "jsonl", "labelstudio", "bioc", "pubtator")
 
-#: File extensions (lower case) and the format they imply.
+_READERS: dict[str, Callable[[str], Corpus]] = {
+    "conll": read_conll,
+    "jsonl": read_jsonl,
+    "labelstudio": read_labelstudio,
+    "bioc": read_bioc,
+    "pubtator": read_pubtator,
+}
+_WRITERS: dict[str, Callable[[Corpus, str], None]] = {
+    "conll": write_conll,
+    "jsonl": write_jsonl,
+    "labelstudio": write_labelstudio,
+    "bioc": write_bioc,
+    "pubtator": write_pubtator,
+}
+
+#: File extensions (lower case) and the format they imply; when reading, the content of a
+#: ``.json`` or ``.txt`` file decides among the formats that use it (see :func:`detect_format`).
 EXTENSIONS: dict[str, str] = {
     ".jsonl": "jsonl",
     ".json": "jsonl",
@@ -44,7 +90,28 @@ EXTENSIONS: dict[str, str] = {
     ".iob2": "conll",
     ".txt": "conll",
     ".bio": "conll",
+    ".pubtator": "pubtator",
 }
+
+#: Extensions shared by several formats: the formats the content may choose among.
+_SHARED_EXTENSIONS: dict[str, tuple[str, ...]] = {
+    ".json": ("jsonl", "labelstudio", "bioc"),
+    ".txt": ("conll", "pubtator"),
+}
+
+#: The extension a file of each format is stored under; :func:`detect_format` reads it back
+#: as that format.
+SUFFIXES: dict[str, str] = {
+    "conll": ".tsv",
+    "jsonl": ".jsonl",
+    "labelstudio": ".json",
+    "bioc": ".json",
+    "pubtator": ".pubtator",
+}
+
+#: Formats for predictions (``mslm annotate --format``, ``POST /v1/annotate``): ``json`` is
+#: the service's own shape; the others are rendered by :func:`render_predictions`.
+PREDICTION_FORMATS = ("json", "bioc", "pubtator", "labelstudio")
 
 #: File stems (lower case) recognised by :func:`load_splits`, per split.
 SPLIT_NAMES: dict[str, tuple[str, ...]] = {
@@ -64,7 +131,7 @@ def _check_format(path: str, format: str) -> str:
 
 
 def _sniff(path: str) -> str:
-    """``jsonl`` when the first non-blank byte of the file is ``{``, else ``conll``."""
+    """The format the content of ``path`` looks like (see :func:`detect_format`)."""
     try:
         with open(path, "rb") as handle:
             return _sniff_handle(handle)
@@ -76,6 +143,9 @@ def _sniff(path: str) -> str:
         raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
 
 
+_SNIFF_BYTES = 1 << 20
+
+
 def _sniff_handle(handle: IO[bytes]) -> str:
     first_chunk = True
     while chunk := handle.read(65536):
@@ -83,21 +153,63 @@ def _sniff_handle(handle: IO[bytes]) -> str:
             chunk = chunk[3:]
         first_chunk = False
         stripped = chunk.lstrip()
-        if stripped:
-            return "jsonl" if stripped.startswith(b"{") else "conll"
+        if not stripped:
+            continue
+        if stripped.startswith(b"["):
+            return "labelstudio"
+        head = stripped + handle.read(_SNIFF_BYTES - len(stripped))
+        if stripped.startswith(b"{"):
+            return "bioc" if _has_documents_key(head.decode("utf-8", "replace")) else "jsonl"
+        first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        return "pubtator" if TEXT_LINE.match(first_line) else "conll"
     return "conll"
 
 
-def detect_format(path: StrPath) -> str:
-    """The format of ``path``: from its extension (see :data:`EXTENSIONS`), else sniffed
-    from its first non-blank byte (``{`` means JSONL)."""
-    name = os.fspath(path)
-    by_extension = EXTENSIONS.get(Path(name).suffix.lower())
-    return by_extension if by_extension is not None else _sniff(name)
+def _has_documents_key(head: str) -> bool:
+    """Whether the JSON object that ``head`` starts has a top-level ``documents`` key (a BioC
+    collection); ``head`` may be cut anywhere."""
+    decoder = json.JSONDecoder()
+    pos = 1
+    try:
+        while True:
+            pos = skip_json_space(head, pos)
+            if head[pos] != '"':
+                return False  # "}" (the object ended) or invalid JSON
+            key, pos = decoder.raw_decode(head, pos)
+            if key == "documents":
+                return True
+            pos = skip_json_space(head, pos)
+            if head[pos] != ":":
+                return False
+            pos = skip_json_space(head, pos + 1)
+            _, pos = decoder.raw_decode(head, pos)
+            pos = skip_json_space(head, pos)
+            if head[pos] != ",":
+                return False
+            pos += 1
+    except (ValueError, IndexError, RecursionError):  # cut before "documents": look for it
+        return '"documents"' in head
+
+
+def detect_format(path: StrPath, name: str | None = None) -> str:
+    """The format of ``path``: from the extension of ``name`` (default: of ``path``; pass
+    the client's file name for an upload spooled under another name) when :data:`EXTENSIONS`
+    names a single format for it, else from its content: ``[`` starts a Label Studio export,
+    ``{`` a BioC collection when the object has a top-level ``documents`` key and JSONL
+    otherwise, ``PMID|t|`` or ``PMID|a|`` PubTator, and anything else is CoNLL. For ``.json``
+    and ``.txt`` the content only chooses among the formats that use that extension."""
+    source = os.fspath(path)
+    suffix = Path(source if name is None else name).suffix.lower()
+    if suffix in EXTENSIONS and suffix not in _SHARED_EXTENSIONS:
+        return EXTENSIONS[suffix]
+    sniffed = _sniff(source)
+    if suffix in _SHARED_EXTENSIONS and sniffed not in _SHARED_EXTENSIONS[suffix]:
+        return EXTENSIONS[suffix]  # the reader of the extension's format says what is wrong
+    return sniffed
 
 
 def read_corpus(path: StrPath, format: str | None = None) -> Corpus:
-    """Read a corpus in ``format`` (``"conll"`` or ``"jsonl"``), detected when ``None``."""
+    """Read a corpus in ``format`` (one of :data:`FORMATS`), detected when ``None``."""
     name = os.fspath(path)
     if format is not None:
         chosen = _check_format(name, format)
@@ -108,11 +220,18 @@ def read_corpus(path: StrPath, format: str | None = None) -> Corpus:
         if p.is_dir():
             raise CorpusError.single(name, None, "is a directory, not a corpus file")
         chosen = detect_format(name)
-    return read_jsonl(name) if chosen == "jsonl" else read_conll(name)
+    return _READERS[chosen](name)
 
 
 def write_corpus(corpus: Corpus, path: StrPath, format: str | None = None) -> None:
     """Write ``corpus`` in ``format``; when ``None``, the format comes from the extension."""
+    name = os.fspath(path)
+    _WRITERS[output_format(name, format)](corpus, name)
+
+
+def output_format(path: StrPath, format: str | None = None) -> str:
+    """The format :func:`write_corpus` writes ``path`` in: ``format`` when given (checked),
+    else the one its extension implies (:data:`EXTENSIONS`)."""
     name = os.fspath(path)
     if format is not None:
         chosen = _check_format(name, format)
@@ -127,10 +246,7 @@ def write_corpus(corpus: Corpus, path: StrPath, format: str | None = None) -> No
                 f"pass format= ({', '.join(FORMATS)}) or use one of {known}",
             )
         chosen = EXTENSIONS[suffix]
-    if chosen == "jsonl":
-        write_jsonl(corpus, name)
-    else:
-        write_conll(corpus, name)
+    return chosen
 
 
 def convert(
@@ -144,6 +260,25 @@ def convert(
     corpus = read_corpus(src, src_format)
     write_corpus(corpus, dst, dst_format)
     return corpus
+
+
+def render_predictions(
+    format: str,
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+) -> str | dict[str, Any] | list[dict[str, Any]]:
+    """Predictions (one list of entities per text) in ``format``: ``"bioc"`` (a BioC
+    collection), ``"labelstudio"`` (tasks with pre-annotations) or ``"pubtator"`` (text);
+    ``model`` names the model that made them. ``"json"`` is the caller's own shape."""
+    if format == "bioc":
+        return predictions_to_bioc(texts, entities, model)
+    if format == "labelstudio":
+        return predictions_to_labelstudio(texts, entities, model_version=model)
+    if format == "pubtator":
+        return predictions_to_pubtator(texts, entities)
+    valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
+    raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
 
 
 def load_splits(directory: StrPath) -> dict[str, Corpus]:
@@ -194,18 +329,31 @@ __all__ = [
     "EXTENSIONS",
     "FORMATS",
     "MAX_ISSUES",
+    "PREDICTION_FORMATS",
     "SPLIT_NAMES",
+    "SUFFIXES",
     "Corpus",
     "Mention",
     "Sentence",
     "convert",
     "detect_format",
     "load_splits",
+    "output_format",
+    "predictions_to_bioc",
+    "predictions_to_labelstudio",
+    "predictions_to_pubtator",
+    "read_bioc",
     "read_conll",
     "read_corpus",
     "read_jsonl",
+    "read_labelstudio",
+    "read_pubtator",
+    "render_predictions",
     "split_paths",
+    "write_bioc",
     "write_conll",
     "write_corpus",
     "write_jsonl",
+    "write_labelstudio",
+    "write_pubtator",
 ]

@@ -123,6 +123,9 @@ def read_jsonl(path: StrPath) -> Corpus:
         except json.JSONDecodeError as e:
             issues.add(number, f"invalid JSON: {e.msg} (column {e.colno})")
             continue
+        except (ValueError, RecursionError) as e:  # a 5,000-digit number, nesting too deep
+            issues.add(number, f"unreadable JSON: {type(e).__name__}: {str(e)[:120]}")
+            continue
         if not isinstance(record, dict):
             issues.add(number, f"expected a JSON object, found {_type_name(record)}")
             continue

@@ -1,0 +1,276 @@
+"""BioC JSON: a collection of documents, each a list of passages with document-level offsets.
+
+A passage (or, when it has no ``text``, each of its ``sentences``) becomes one sentence. An
+annotation is ``{"infons": {"type": T}, "locations": [{"offset", "length"}], "text"}``; its
+offset counts from the start of the *document*, so the passage's own ``offset`` is subtracted.
+Identifiers in the infons, and relations, have no place in a corpus and are not kept (the
+relations are counted in a warning). The file is read as a stream, one document at a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CorpusError
+from ._io import IssueCollector, StrPath, atomic_write
+from .jsonl import _is_int, _type_name
+from .model import Corpus, Sentence
+
+if TYPE_CHECKING:
+    from ..predict import Entity
+
+from ._shared import (
+    CharSpan,
+    JsonPath,
+    JsonStream,
+    Report,
+    json_array_lines,
+    json_reporter,
+    label_problem,
+    open_binary,
+    sentence_from_spans,
+)
+
+log = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------------------------ BioC
+
+
+def _read_unit(
+    unit: Any, where: JsonPath, report: Report, spans_out: list[tuple[str, list[CharSpan]]]
+) -> None:
+    """A passage or a sentence: its text and its annotations as spans into that text."""
+    offset, text, annotations = unit.get("offset"), unit.get("text"), unit.get("annotations", [])
+    ok = True
+    if not _is_int(offset) or offset < 0:
+        found = "missing" if "offset" not in unit else f"found {offset!r}"
+        report((*where, "offset"), f"'offset' must be an integer >= 0 ({found})")
+        ok = False
+    if not isinstance(text, str):
+        report((*where, "text"), f"'text' must be a string, found {_type_name(text)}")
+        ok = False
+    if not isinstance(annotations, list):
+        report(
+            (*where, "annotations"),
+            f"'annotations' must be a list, found {_type_name(annotations)}",
+        )
+        ok = False
+    if not ok:
+        return
+    spans: list[CharSpan] = []
+    for a, ann in enumerate(annotations):
+        aw = (*where, "annotations", a)
+        if not isinstance(ann, dict):
+            report(aw, f"annotation must be an object, found {_type_name(ann)}")
+            continue
+        infons = ann.get("infons")
+        if not isinstance(infons, dict):
+            report((*aw, "infons"), f"'infons' must be an object, found {_type_name(infons)}")
+            continue
+        problem = label_problem(infons.get("type"))
+        if problem:
+            report((*aw, "infons", "type"), problem)
+            continue
+        locations = ann.get("locations")
+        if not isinstance(locations, list) or not locations:
+            report((*aw, "locations"), "'locations' must be a non-empty list")
+            continue
+        if len(locations) > 1:
+            report(
+                (*aw, "locations"),
+                f"{len(locations)} locations (a discontinuous mention) cannot be read; "
+                "a mention is one contiguous span",
+            )
+            continue
+        loc = locations[0]
+        lw = (*aw, "locations", 0)
+        if not isinstance(loc, dict):
+            report(lw, f"location must be an object, found {_type_name(loc)}")
+            continue
+        bad = [k for k in ("offset", "length") if not _is_int(loc.get(k))]
+        if bad:
+            report((*lw, bad[0]), f"{bad[0]!r} must be an integer, found {loc.get(bad[0])!r}")
+            continue
+        start, length = loc["offset"] - offset, loc["length"]
+        if length <= 0 or start < 0 or start + length > len(text):
+            report(
+                (*lw, "offset"),
+                f"location [{loc['offset']}, {loc['offset'] + length}) is empty or outside the "
+                f"passage [{offset}, {offset + len(text)}) (offsets count from the start of "
+                "the document)",
+            )
+            continue
+        end = start + length
+        if "text" in ann and ann["text"] != text[start:end]:
+            report(
+                (*aw, "text"),
+                f"'text' {ann['text']!r} does not match the location, which holds "
+                f"{text[start:end]!r}",
+            )
+            continue
+        spans.append(CharSpan(start, end, infons["type"], aw))
+    spans_out.append((text, spans))
+
+
+def _count(relations: Any) -> int:
+    return len(relations) if isinstance(relations, list) else 0
+
+
+def _read_document(doc: Any, report: Report) -> tuple[list[tuple[str, list[CharSpan]]], int]:
+    """The units (text, spans) of one document, and its number of relations."""
+    units: list[tuple[str, list[CharSpan]]] = []
+    if not isinstance(doc, dict):
+        report((), f"document must be an object, found {_type_name(doc)}")
+        return units, 0
+    passages = doc.get("passages")
+    if not isinstance(passages, list):
+        report(("passages",), f"'passages' must be a list, found {_type_name(passages)}")
+        return units, 0
+    relations = _count(doc.get("relations"))
+    for p, passage in enumerate(passages):
+        pw: JsonPath = ("passages", p)
+        if not isinstance(passage, dict):
+            report(pw, f"passage must be an object, found {_type_name(passage)}")
+            continue
+        relations += _count(passage.get("relations"))
+        sentences = passage.get("sentences") or []
+        if "text" in passage or not sentences:
+            if "text" not in passage:
+                if passage.get("annotations"):
+                    report((*pw, "text"), "a passage with annotations needs its 'text'")
+                continue
+            if isinstance(sentences, list) and any(
+                isinstance(x, dict) and x.get("annotations") for x in sentences
+            ):
+                report((*pw, "sentences"), "annotate the passage or its sentences, not both")
+                continue
+            _read_unit(passage, pw, report, units)
+            continue
+        if not isinstance(sentences, list):
+            report((*pw, "sentences"), f"'sentences' must be a list, found {_type_name(sentences)}")
+            continue
+        for k, sentence in enumerate(sentences):
+            sw = (*pw, "sentences", k)
+            if not isinstance(sentence, dict):
+                report(sw, f"sentence must be an object, found {_type_name(sentence)}")
+                continue
+            relations += _count(sentence.get("relations"))
+            _read_unit(sentence, sw, report, units)
+    return units, relations
+
+
+def read_bioc(path: StrPath) -> Corpus:
+    """Read a BioC JSON collection; every passage with text (or every sentence of a passage
+    without text) is one sentence. Raises :class:`CorpusError` listing up to
+    :data:`MAX_ISSUES` problems (line and field, e.g. ``documents[3].passages[1].offset``),
+    or when the collection holds no sentence."""
+    name = os.fspath(path)
+    issues = IssueCollector(name)
+    sentences: list[Sentence] = []
+    stripped = relations = 0
+    found_documents = False
+    with open_binary(name) as handle:
+        stream = JsonStream(name, handle, issues)
+        if stream.peek() == "":
+            raise CorpusError.single(name, None, "no sentence found (empty corpus)")
+        if stream.peek() != "{":
+            raise stream.fail("expected a BioC collection (a JSON object with 'documents')")
+        for key in stream.object_keys():
+            if key != "documents":
+                stream.value()
+                continue
+            found_documents = True
+            if stream.peek() != "[":
+                raise stream.fail("'documents' must be a list")
+            for d, doc, element in stream.array():
+                report = json_reporter(issues, element, f"documents[{d}]")
+                units, n_relations = _read_document(doc, report)
+                relations += n_relations
+                for text, spans in units:
+                    sentence, n_stripped = sentence_from_spans(text, spans, report)
+                    stripped += n_stripped
+                    if sentence is not None:
+                        sentences.append(sentence)
+        stream.end()
+    if not found_documents:
+        issues.add(1, "not a BioC collection: no 'documents'", "documents")
+    issues.raise_if_any()
+    if not sentences:
+        raise CorpusError.single(name, None, "no sentence found (empty corpus)")
+    if relations:
+        log.warning("%s: %d relations not kept (a corpus holds mentions only)", name, relations)
+    return Corpus(sentences, path=name, stripped=stripped)
+
+
+def _collection(infons: dict[str, Any]) -> dict[str, Any]:
+    """A collection's fields before its documents."""
+    return {
+        "source": "mslm",
+        "date": dt.date.today().strftime("%Y%m%d"),
+        "key": "mslm.key",
+        "infons": infons,
+    }
+
+
+def _document(doc_id: str, text: str, annotations: list[dict[str, Any]]) -> dict[str, Any]:
+    passage = {
+        "infons": {},
+        "offset": 0,
+        "text": text,
+        "sentences": [],
+        "annotations": annotations,
+        "relations": [],
+    }
+    return {"id": doc_id, "infons": {}, "passages": [passage], "relations": []}
+
+
+def _annotation(k: int, text: str, start: int, end: int, infons: dict[str, Any]) -> dict:
+    return {
+        "id": str(k),
+        "infons": infons,
+        "text": text[start:end],
+        "locations": [{"offset": start, "length": end - start}],
+    }
+
+
+def write_bioc(corpus: Corpus, path: StrPath) -> None:
+    """Write ``corpus`` as a BioC JSON collection: one document per sentence (its index as
+    ``id``), one passage at offset 0, one annotation per mention (``infons.type``)."""
+    documents = [
+        _document(
+            str(i),
+            s.text,
+            [
+                _annotation(k, s.text, a, b, {"type": label})
+                for k, (a, b, label) in enumerate(s.char_mentions())
+            ],
+        )
+        for i, s in enumerate(corpus.sentences)
+    ]
+    head = json.dumps(_collection({}), ensure_ascii=False)[:-1] + ', "documents": [\n'
+    atomic_write(path, json_array_lines(head, documents, "\n]}\n"))
+
+
+def predictions_to_bioc(
+    texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+) -> dict[str, Any]:
+    """Predictions as a BioC JSON collection: one document per text (``id``: its index in
+    ``texts``), one passage at offset 0 holding the text, one annotation per entity with
+    ``infons: {type, confidence}``; the collection's ``infons.model`` names the model."""
+    documents = [
+        _document(
+            str(i),
+            text,
+            [
+                _annotation(k, text, e.start, e.end, {"type": e.type, "confidence": e.confidence})
+                for k, e in enumerate(ents)
+            ],
+        )
+        for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
+    ]
+    return {**_collection({"model": model}), "documents": documents}

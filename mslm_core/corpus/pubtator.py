@@ -1,0 +1,202 @@
+"""PubTator: ``PMID|t|title`` and ``PMID|a|abstract`` lines, then one
+``PMID<TAB>start<TAB>end<TAB>mention<TAB>type[<TAB>identifier]`` line per mention, a blank
+line between documents.
+
+Offsets count code points into ``title + " " + abstract``. The title and the abstract each
+become one sentence (a mention may not cross from one into the other). Identifiers are not
+kept; relation lines (``PMID<TAB>CID<TAB>id<TAB>id``) are counted in a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import CorpusError
+from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
+from ._shared import CharSpan, label_problem, sentence_from_spans
+from .model import Corpus, Sentence
+
+if TYPE_CHECKING:
+    from ..predict import Entity
+
+log = logging.getLogger(__name__)
+
+#: A title or abstract line; the PubTator sniffer in ``__init__`` matches its start.
+TEXT_LINE = re.compile(r"([^\s|]+)\|([ta])\|(.*)")
+_OFFSET = re.compile(r"[0-9]+")
+# Characters that end a line for some reader (str.splitlines) or break the tab-separated
+# mention lines: written as spaces, which keeps every offset and every word.
+_BREAKS = str.maketrans(dict.fromkeys("\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
+@dataclass
+class _Document:
+    pmid: str
+    line: int
+    title: str
+    abstract: str | None = None
+    mentions: list[tuple[int, list[str]]] = field(default_factory=list)  # line, columns
+
+
+def _spans(doc: _Document, issues: IssueCollector) -> tuple[list[tuple[str, list[CharSpan]]], int]:
+    """The title and the abstract with their spans, and the number of relation lines."""
+    title, abstract = doc.title, doc.abstract or ""
+    text = title if doc.abstract is None else f"{title} {abstract}"
+    in_title: list[CharSpan] = []
+    in_abstract: list[CharSpan] = []
+    relations = 0
+    for number, cols in doc.mentions:
+        if len(cols) >= 3 and not _OFFSET.fullmatch(cols[1]) and not _OFFSET.fullmatch(cols[2]):
+            relations += 1
+            continue
+        if len(cols) < 5:
+            issues.add(
+                number,
+                "expected a mention line: PMID, start, end, mention, type separated by tabs "
+                f"(found {len(cols)} columns)",
+            )
+            continue
+        pmid, start_col, end_col, mention, etype = cols[:5]
+        bad = [
+            (n, v) for n, v in (("start", start_col), ("end", end_col)) if not _OFFSET.fullmatch(v)
+        ]
+        if pmid != doc.pmid:
+            issues.add(number, f"PMID {pmid!r} is not the document's ({doc.pmid})", "pmid")
+        elif bad:
+            issues.add(number, f"{bad[0][0]} {bad[0][1]!r} is not an offset", bad[0][0])
+        elif not 0 <= int(start_col) < int(end_col) <= len(text):
+            issues.add(
+                number,
+                f"mention [{start_col}, {end_col}) is empty or outside the document's text "
+                f"[0, {len(text)}] (title, a space, abstract)",
+                "end" if int(start_col) < len(text) else "start",
+            )
+        elif text[int(start_col) : int(end_col)] != mention:
+            start, end = int(start_col), int(end_col)
+            issues.add(
+                number,
+                f"mention {mention!r} does not match the offsets, which hold {text[start:end]!r}",
+                "mention",
+            )
+        elif problem := label_problem(etype):
+            issues.add(number, problem, "type")
+        elif int(end_col) <= len(title):
+            in_title.append(CharSpan(int(start_col), int(end_col), etype, number))
+        elif int(start_col) > len(title):
+            shift = len(title) + 1
+            in_abstract.append(
+                CharSpan(int(start_col) - shift, int(end_col) - shift, etype, number)
+            )
+        else:
+            issues.add(number, "mention crosses from the title into the abstract", "start")
+    return [(title, in_title), (abstract, in_abstract)], relations
+
+
+def read_pubtator(path: StrPath) -> Corpus:
+    """Read a PubTator file: the title and the abstract of each document are sentences.
+
+    Raises :class:`CorpusError` listing up to :data:`MAX_ISSUES` problems (line and column:
+    ``pmid``, ``start``, ``end``, ``mention``, ``type``), or when the file holds no sentence.
+    """
+    name = os.fspath(path)
+    issues = IssueCollector(name)
+    sentences: list[Sentence] = []
+    stripped = relations = 0
+    doc: _Document | None = None
+
+    def report(where: int, message: str) -> None:
+        issues.add(where, message)
+
+    def finish() -> None:
+        nonlocal doc, stripped, relations
+        if doc is None:
+            return
+        units, n_relations = _spans(doc, issues)
+        relations += n_relations
+        for text, spans in units:
+            sentence, n_stripped = sentence_from_spans(text, spans, report)
+            stripped += n_stripped
+            if sentence is not None:
+                sentences.append(sentence)
+        doc = None
+
+    for number, line in numbered_lines(name, issues):
+        if not line.strip():
+            finish()
+            continue
+        match = TEXT_LINE.fullmatch(line)
+        if match is not None:
+            pmid, kind, body = match.groups()
+            if kind == "t":
+                finish()
+                doc = _Document(pmid, number, body)
+            elif doc is None or doc.pmid != pmid or doc.abstract is not None or doc.mentions:
+                issues.add(number, f"abstract of {pmid} without its title line just before")
+            else:
+                doc.abstract = body
+            continue
+        if doc is None:
+            issues.add(number, "expected a title line (PMID|t|title) to start a document")
+            continue
+        doc.mentions.append((number, line.split("\t")))
+    finish()
+
+    issues.raise_if_any()
+    if not sentences:
+        raise CorpusError.single(name, None, "no sentence found (empty corpus)")
+    if relations:
+        log.warning(
+            "%s: %d relation lines not kept (a corpus holds mentions only)", name, relations
+        )
+    return Corpus(sentences, path=name, stripped=stripped)
+
+
+def _document_lines(
+    doc_id: str, text: str, mentions: Iterable[tuple[int, int, str]]
+) -> Iterator[str]:
+    """One document: the text as its title, an empty abstract, its mention lines."""
+    flat = text.translate(_BREAKS)
+    yield f"{doc_id}|t|{flat}\n{doc_id}|a|\n"
+    for start, end, label in mentions:
+        yield f"{doc_id}\t{start}\t{end}\t{flat[start:end]}\t{label}\n"
+    yield "\n"
+
+
+def write_pubtator(corpus: Corpus, path: StrPath) -> None:
+    """Write ``corpus`` as PubTator: one document per sentence (its index as PMID), the
+    sentence as the title and an empty abstract. Tabs and line breaks in a text are written
+    as spaces (offsets and words unchanged). Raises :class:`CorpusError` when a type holds
+    whitespace, which the format cannot carry; nothing is written then."""
+    name = os.fspath(path)
+    issues = IssueCollector(name)
+    for i, sentence in enumerate(corpus.sentences):
+        for k, m in enumerate(sentence.mentions):
+            if label_problem(m.label):
+                issues.add(
+                    None,
+                    f"sentence {i}: type {m.label!r} cannot be written in PubTator",
+                    f"sentences[{i}].mentions[{k}]",
+                )
+    issues.raise_if_any()
+    lines = (
+        line
+        for i, s in enumerate(corpus.sentences)
+        for line in _document_lines(str(i), s.text, s.char_mentions())
+    )
+    atomic_write(name, lines)
+
+
+def predictions_to_pubtator(texts: Sequence[str], entities: Sequence[Sequence[Entity]]) -> str:
+    """Predictions as PubTator text: one document per text (its index in ``texts`` as PMID),
+    the text as the title, one mention line per entity. Tabs and line breaks in a text are
+    written as spaces, so offsets still index the submitted string."""
+    return "".join(
+        line
+        for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
+        for line in _document_lines(str(i), text, ((e.start, e.end, e.type) for e in ents))
+    )
