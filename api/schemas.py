@@ -20,6 +20,11 @@ class AnnotateRequest(Strict):
     min_confidence_per_type: dict[str, float] = Field(
         default_factory=dict, description="per-type thresholds, over min_confidence"
     )
+    format: Literal["json", "bioc", "pubtator", "labelstudio"] = Field(
+        "json",
+        description="json: AnnotateResponse; bioc: a BioC JSON collection; pubtator: PubTator "
+        "text (text/plain); labelstudio: Label Studio tasks with pre-annotations",
+    )
 
 
 class EntityOut(BaseModel):

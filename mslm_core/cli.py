@@ -1,4 +1,4 @@
-"""The ``mslm`` command line: train, evaluate, annotate (DESIGN.md)."""
+"""The ``mslm`` command line: train, evaluate, annotate, convert (DESIGN.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 
 from .config import STRATEGIES, TrainConfig
+from .corpus import FORMATS, PREDICTION_FORMATS
 from .errors import MSLMError
 
 log = logging.getLogger("mslm")
@@ -74,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score a bundle on an annotated corpus")
     p.add_argument("--model", required=True, help="bundle directory")
-    p.add_argument("--data", required=True, help="CoNLL-IOB or JSONL corpus")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="annotated corpus (CoNLL-IOB, JSONL, Label Studio, BioC, PubTator)",
+    )
     p.add_argument("--output", help="write metrics.json here (also printed)")
     p.add_argument("--diagram", help="write the reliability diagram (PNG) here")
     _engine_flags(p)
@@ -88,7 +93,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("texts", nargs="*", help="texts; none: read stdin")
     p.add_argument("--lines", action="store_true", help="stdin holds one text per line")
     p.add_argument("--min-confidence", type=float, default=0.0)
+    p.add_argument(
+        "--format",
+        default="json",
+        choices=PREDICTION_FORMATS,
+        help="json: entities with scores; bioc: a BioC JSON collection; pubtator: PubTator "
+        "text; labelstudio: Label Studio tasks with pre-annotations (default: json)",
+    )
     _engine_flags(p)
+
+    p = sub.add_parser("convert", help="convert an annotated corpus to another format")
+    p.add_argument("src", help="corpus to read")
+    p.add_argument("dst", help="file to write (replaced atomically)")
+    p.add_argument(
+        "--from",
+        dest="src_format",
+        choices=FORMATS,
+        help="format of SRC (default: detected from its extension and content)",
+    )
+    p.add_argument(
+        "--to",
+        dest="dst_format",
+        choices=FORMATS,
+        help="format of DST (default: from its extension; .json writes jsonl, so name "
+        "labelstudio or bioc here)",
+    )
 
     from .bench.cli import add_parser as add_bench_parser
 
@@ -175,19 +204,48 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         data = sys.stdin.read()
         texts = data.splitlines() if args.lines else [data]
     extractor = _extractor(args)
-    results = extractor.annotate(texts)
+    kept = [
+        [e for e in ents if e.confidence >= args.min_confidence]
+        for ents in extractor.annotate(texts)
+    ]
+    if args.format != "json":
+        from .corpus import render_predictions
+
+        rendered = render_predictions(args.format, texts, kept, extractor.id)
+        if isinstance(rendered, str):
+            sys.stdout.write(rendered)
+        else:
+            print(json.dumps(rendered, ensure_ascii=False, indent=2))
+        return 0
     out = {
         "model": {
             "id": extractor.id,
             "backend": extractor.info.backend,
             "precision": extractor.info.precision,
         },
-        "results": [
-            {"entities": [e.to_dict() for e in ents if e.confidence >= args.min_confidence]}
-            for ents in results
-        ],
+        "results": [{"entities": [e.to_dict() for e in ents]} for ents in kept],
     }
     print(json.dumps(out, ensure_ascii=False, indent=2))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .corpus import detect_format, output_format, read_corpus, write_corpus
+
+    src_format = args.src_format or detect_format(args.src)
+    dst_format = output_format(args.dst, args.dst_format)
+    corpus = read_corpus(args.src, src_format)
+    write_corpus(corpus, args.dst, dst_format)
+    summary = {
+        "src": args.src,
+        "dst": args.dst,
+        "from": src_format,
+        "to": dst_format,
+        "sentences": len(corpus),
+        "mentions": corpus.n_mentions,
+        "types": corpus.types,
+    }
+    print(json.dumps(summary, ensure_ascii=False))
     return 0
 
 
@@ -210,6 +268,7 @@ COMMANDS = {
     "evaluate": cmd_evaluate,
     "annotate": cmd_annotate,
     "export": cmd_export,
+    "convert": cmd_convert,
     "bench": cmd_bench,
 }
 

@@ -179,6 +179,7 @@ def test_cli_evaluate_and_annotate(bundle, toy_corpus, tmp_path, capsys):
         "perplexity",
         "n_gold",
         "n_pred",
+        "calibration",
     }
     assert metrics["strict"]["f1"] == 1.0 and metrics["n_gold"] == 7
     assert metrics["perplexity"] is None  # vanilla has no masked-LM objective

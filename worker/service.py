@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from mslm_core.config import TrainConfig
-from mslm_core.corpus import EXTENSIONS, detect_format, read_corpus
+from mslm_core.corpus import SUFFIXES, detect_format, read_corpus
 from mslm_core.errors import ConfigError, CorpusError, MSLMError
 
 from .celery_app import EVAL_TASK, TRAIN_TASK, publish
@@ -83,10 +83,8 @@ def _sha256(path: Path) -> str:
 
 
 def _format_of(upload: Upload) -> str:
-    suffix = Path(upload.filename).suffix.lower()
-    if suffix in EXTENSIONS:
-        return EXTENSIONS[suffix]
-    return detect_format(upload.path)
+    """By the client's file name, and the content where that leaves a choice (.json, .txt)."""
+    return detect_format(upload.path, name=upload.filename)
 
 
 def create_dataset(
@@ -110,7 +108,7 @@ def create_dataset(
             if upload is None:
                 continue
             fmt = _format_of(upload)
-            stored = staging / f"{split}.{'jsonl' if fmt == 'jsonl' else 'tsv'}"
+            stored = staging / f"{split}{SUFFIXES[fmt]}"  # detected as fmt when read again
             shutil.copyfile(upload.path, stored)
             try:
                 corpus = read_corpus(stored, fmt)

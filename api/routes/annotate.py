@@ -6,7 +6,9 @@ import logging
 from collections import Counter
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from mslm_core.corpus import render_predictions
 
 from ..deps import AnnotateKey, StateDep
 from ..problems import Problem
@@ -15,12 +17,33 @@ from ..schemas import AnnotateRequest, AnnotateResponse
 router = APIRouter(prefix="/v1", tags=["annotate"])
 log = logging.getLogger(__name__)
 
+_FORMATS_DOC = (
+    "By `format`: `json` (default) the schema below; `bioc` a BioC JSON collection, one "
+    "document per text (`id`: its index), annotations with `infons: {type, confidence}` and "
+    "`locations: [{offset, length}]`; `labelstudio` a JSON array of Label Studio tasks with "
+    "`predictions` (pre-annotations: `value: {start, end, text, labels}` and `score`); "
+    "`pubtator` PubTator text (`text/plain`), one document per text, the text as its title."
+)
+_PUBTATOR_EXAMPLE = (
+    "0|t|Cisplatin caused renal failure .\n0|a|\n0\t17\t30\trenal failure\tDisease\n\n"
+)
 
-@router.post("/annotate", response_model=AnnotateResponse)
-async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> JSONResponse:
+
+@router.post(
+    "/annotate",
+    response_model=AnnotateResponse,
+    responses={
+        200: {
+            "description": _FORMATS_DOC,
+            "content": {"text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE}},
+        }
+    },
+)
+async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> Response:
     """Entities in each text. Offsets index the submitted string (end exclusive) and
     ``text == texts[i][start:end]``; long texts are split into sentences and windows
-    internally, never truncated."""
+    internally, never truncated. ``format`` chooses the response: this service's JSON, BioC
+    JSON, PubTator or Label Studio pre-annotations, each after the confidence thresholds."""
     s = state.settings
     if len(body.texts) > s.max_texts:
         raise Problem(
@@ -48,20 +71,27 @@ async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> 
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
     results = await loaded.batcher.annotate(body.texts)
     thresholds = body.min_confidence_per_type
-    out = []
-    found: Counter[str] = Counter()
-    for entities in results:
-        kept = [
+    kept = [
+        [
             e
             for e in entities
             if e.confidence >= max(body.min_confidence, thresholds.get(e.type, 0.0))
         ]
-        found.update(e.type for e in kept)
-        out.append({"entities": [e.to_dict() for e in kept]})
+        for entities in results
+    ]
+    found = Counter(e.type for entities in kept for e in entities)
     m = state.metrics
     m.texts.labels(loaded.id).inc(len(body.texts))
     m.characters.labels(loaded.id).inc(sum(len(t) for t in body.texts))
     for etype, n in found.items():
         m.entities.labels(loaded.id, etype).inc(n)
+    if body.format == "pubtator":
+        return PlainTextResponse(
+            render_predictions("pubtator", body.texts, kept, loaded.id),
+            media_type="text/plain; charset=utf-8",
+        )
+    if body.format != "json":
+        return JSONResponse(render_predictions(body.format, body.texts, kept, loaded.id))
     # built once, in the documented shape (AnnotateResponse); not validated a second time
+    out = [{"entities": [e.to_dict() for e in entities]} for entities in kept]
     return JSONResponse({"model": loaded.describe(), "results": out})

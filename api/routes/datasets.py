@@ -37,7 +37,9 @@ def upload(
     state: StateDep,
     session: SessionDep,
     key: TrainKey,
-    train: Annotated[UploadFile, File(description="CoNLL-IOB (.tsv/.conll/.iob) or JSONL")],
+    train: Annotated[
+        UploadFile, File(description="CoNLL-IOB, JSONL, Label Studio, BioC JSON or PubTator")
+    ],
     dev: Annotated[UploadFile | None, File()] = None,
     test: Annotated[UploadFile | None, File()] = None,
     name: Annotated[str | None, Form(max_length=200)] = None,
