@@ -101,6 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Self-hosted biomedical entity extraction with MSLM fine-tuning",
         lifespan=lifespan,
+        docs_url=None,  # served by web.install from local assets
+        redoc_url=None,
     )
     metrics = Metrics()
     app.state.settings = settings

@@ -402,7 +402,11 @@ def test_request_id_security_headers_and_docs(client):
     assert r.headers["x-frame-options"] == "DENY"
     generated = client.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
     assert generated.headers["x-request-id"] != "bad id with spaces"
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "/docs/assets/swagger-ui-bundle.js" in docs.text
+    assert "cdn" not in docs.text.lower() and "cdn" not in docs.headers["content-security-policy"]
+    asset = client.get("/docs/assets/swagger-ui-bundle.js")
+    assert asset.status_code == 200 and len(asset.content) > 100_000  # shipped, not fetched
     spec = client.get("/openapi.json").json()
     assert "/v1/annotate" in spec["paths"] and "HTTPBearer" in json.dumps(spec)
     missing = client.get("/v1/jobs/job-nope", headers=auth(TRAIN))

@@ -244,3 +244,10 @@ def test_tabs_work_from_the_keyboard(page):
     page.keyboard.press("End")
     assert page.evaluate("document.activeElement.id") == "tab-models"
     assert page.get_attribute("#tab-models", "aria-selected") == "true"
+
+
+def test_api_docs_render_offline(page, site):
+    page.goto(site[0] + "/docs")
+    page.wait_for_selector(".swagger-ui .info .title")
+    assert "mslm" in page.text_content(".swagger-ui .info .title")
+    assert page.locator(".opblock-summary-path[data-path='/v1/annotate']").count() == 1
