@@ -84,6 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--diagram", help="write the reliability diagram (PNG) here")
     _engine_flags(p)
 
+    p = sub.add_parser(
+        "calibrate",
+        help="fit (again) a bundle's confidence temperatures on a dev corpus",
+        description="Temperature scaling as at the end of training: fitted on --dev, ECE "
+        "before and after reported on --dev and --test; the manifest's calibration and "
+        "calibration.png are replaced in one atomic step. For bundles trained before "
+        "calibration, or re-fitted on a site's own dev data.",
+    )
+    p.add_argument("--model", required=True, help="bundle directory")
+    p.add_argument("--dev", required=True, help="annotated corpus to fit on")
+    p.add_argument("--test", help="annotated corpus to report on (held out)")
+    _engine_flags(p)
+
     p = sub.add_parser("export", help="add an ONNX export (and int8) to a bundle")
     p.add_argument("--model", required=True, help="bundle directory")
     p.add_argument("--quantize", choices=["int8"], help="also write a dynamic int8 model")
@@ -263,9 +276,38 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .bundle import add_files
+    from .calibration import CALIBRATION_PNG, calibrate, diagram_for
+    from .corpus import read_corpus
+
+    extractor = _extractor(args)
+    dev = read_corpus(args.dev)
+    test = read_corpus(args.test) if args.test else None
+    calibration = calibrate(extractor.predictor, dev, test)
+    with tempfile.TemporaryDirectory(prefix="mslm-calibrate-") as tmp:
+        png = diagram_for(calibration, Path(tmp) / CALIBRATION_PNG)
+        add_files(args.model, {CALIBRATION_PNG: png}, {"calibration": calibration})
+    summary = {
+        "detection_temperature": calibration["detection_temperature"],
+        "detection_objective": calibration["detection_objective"],
+        "type_temperature": calibration["type_temperature"],
+        **{
+            f"{split}_ece": {w: calibration[split][w]["ece"] for w in ("before", "after")}
+            for split in ("dev", "test")
+            if split in calibration
+        },
+    }
+    print(json.dumps(summary))
+    return 0
+
+
 COMMANDS = {
     "train": cmd_train,
     "evaluate": cmd_evaluate,
+    "calibrate": cmd_calibrate,
     "annotate": cmd_annotate,
     "export": cmd_export,
     "convert": cmd_convert,

@@ -11,7 +11,9 @@ from conftest import torch_predictor
 from mslm_core.calibration import (
     CALIBRATION_PNG,
     calibrate,
+    entity_nll,
     entity_outcomes,
+    fit_entity_temperature,
     fit_temperature,
     reliability,
     word_tags,
@@ -112,15 +114,39 @@ def test_training_fits_temperatures_on_dev_and_writes_the_diagram(calibrated_bun
     assert (calibrated_bundle / CALIBRATION_PNG).read_bytes().startswith(b"\x89PNG")
 
 
-def test_fitted_temperatures_lower_the_dev_nll_of_the_detection_head(calibrated_bundle, toy_corpus):
+def test_the_fitted_detection_temperature_minimises_its_objective_on_dev(
+    calibrated_bundle, toy_corpus
+):
     predictor = torch_predictor(calibrated_bundle)
-    t_det = predictor.temperatures[0]
+    objective = json.loads((calibrated_bundle / "manifest.json").read_text())["calibration"][
+        "detection_objective"
+    ]
+    t_det, t_type = predictor.temperatures
     assert t_det != 1.0
     dev = read_conll(toy_corpus)
     raw = predictor.raw_predictions([s.words for s in dev.sentences])
+    gold = [s.mentions for s in dev.sentences]
     probs = np.concatenate(raw.word_probs)
     labels = np.concatenate([word_tags(len(s.words), s.mentions) for s in dev.sentences])
-    assert _nll(temper(probs, t_det), labels) < _nll(probs, labels)
+
+    def loss(t: float) -> float:
+        if objective == "entity":
+            return entity_nll(*entity_outcomes(gold, raw.mentions(predictor.types, (t, t_type))))
+        return _nll(temper(probs, t), labels)
+
+    assert objective in ("entity", "word")
+    assert loss(t_det) < loss(1.0)
+    assert loss(t_det) <= min(loss(t_det * 1.3), loss(t_det / 1.3)) + 1e-9
+
+
+def test_entity_temperature_is_not_fitted_when_every_entity_is_right():
+    from mslm_core.corpus import Corpus, Sentence
+    from mslm_core.predict import RawPredictions
+
+    sentence = Sentence("a b", [(0, 1), (2, 3)], [Mention(0, 1, "X")])
+    probs = np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8]], np.float32)
+    raw = RawPredictions([probs], [(0, 0, 1)], np.array([[1.0]], np.float32))
+    assert fit_entity_temperature(raw, Corpus([sentence]), ["X"], 1.0) is None
 
 
 def test_served_confidences_are_tempered_but_the_entities_are_the_same(
@@ -182,3 +208,26 @@ def test_mslm_evaluate_reports_calibration_and_draws_the_diagram(
     assert [b["count"] for b in after["bins"]] == [b["count"] for b in trained["bins"]]
     assert metrics["strict"] == manifest["metrics"]["test"]["strict"]
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_mslm_calibrate_refits_a_bundle_in_place(calibrated_bundle, toy_corpus, tmp_path, capsys):
+    import shutil
+
+    from mslm_core.bundle import verify_bundle
+    from mslm_core.cli import main
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(calibrated_bundle, bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["calibration"]  # as a bundle trained before calibration existed
+    del manifest["files"][CALIBRATION_PNG]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    (bundle / CALIBRATION_PNG).unlink()
+    argv = ["calibrate", "--model", str(bundle), "--dev", str(toy_corpus), "--backend", "torch"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    refitted = verify_bundle(bundle)  # every checksum matches after the swap
+    assert summary["detection_temperature"] == refitted["calibration"]["detection_temperature"]
+    assert "dev_ece" in summary and "test_ece" not in summary
+    assert CALIBRATION_PNG in refitted["files"] and (bundle / CALIBRATION_PNG).is_file()
+    assert torch_predictor(bundle).temperatures == torch_predictor(calibrated_bundle).temperatures
