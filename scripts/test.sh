@@ -9,4 +9,4 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/ruff check mslm_core mslm_client api worker tests benchmarks docker
 .venv/bin/ruff format --check mslm_core mslm_client api worker tests benchmarks docker
 .venv/bin/mypy mslm_core mslm_client api worker
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=15 "$@"
