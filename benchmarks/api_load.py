@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, emit
+from common import DATA, emit, int8_bundle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -111,19 +111,13 @@ def main() -> None:
     ap.add_argument("--levels", default="1,8,32")
     args = ap.parse_args()
 
-    from mslm_core.bundle import read_manifest
     from mslm_core.corpus import read_corpus
-    from mslm_core.export import export_bundle
     from mslm_core.inference import EntityExtractor
 
     texts = [" ".join(s.words) for s in read_corpus(args.data).sentences]
     tmp = Path(tempfile.mkdtemp(prefix="mslm-load-"))
     try:
-        bundle = Path(args.model)
-        if "int8" not in (read_manifest(bundle).get("onnx") or {}).get("precisions", {}):
-            bundle = tmp / "bundle"
-            shutil.copytree(args.model, bundle)
-            export_bundle(bundle, quantize="int8")
+        bundle = int8_bundle(args.model, tmp)
         env = {
             **os.environ,
             "MSLM_HOME": str(tmp / "home"),

@@ -42,3 +42,19 @@ def emit(name: str, figures: dict, details: dict | None = None) -> None:
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(figures))
+
+
+def int8_bundle(model: str | Path, tmp: Path) -> Path:
+    """``model`` when it has an int8 export, else an exported copy of it under ``tmp`` (what
+    the service serves on a CPU)."""
+    import shutil
+
+    from mslm_core.bundle import read_manifest
+    from mslm_core.export import export_bundle
+
+    bundle = Path(model)
+    if "int8" not in (read_manifest(bundle).get("onnx") or {}).get("precisions", {}):
+        bundle = tmp / "bundle"
+        shutil.copytree(model, bundle)
+        export_bundle(bundle, quantize="int8")
+    return bundle

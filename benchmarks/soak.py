@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api_load import KEY, free_port, load, rss_mb
-from common import DATA, emit
+from common import DATA, emit, int8_bundle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -40,19 +40,13 @@ def main() -> None:
 
     import httpx
 
-    from mslm_core.bundle import read_manifest
     from mslm_core.corpus import read_corpus
-    from mslm_core.export import export_bundle
 
     texts = [" ".join(s.words) for s in read_corpus(Path(args.data) / "test.tsv").sentences]
     tmp = Path(tempfile.mkdtemp(prefix="mslm-soak-"))
     procs: list[subprocess.Popen] = []
     try:
-        bundle = Path(args.model)
-        if "int8" not in (read_manifest(bundle).get("onnx") or {}).get("precisions", {}):
-            bundle = tmp / "bundle"
-            shutil.copytree(args.model, bundle)
-            export_bundle(bundle, quantize="int8")
+        bundle = int8_bundle(args.model, tmp)
         env = {
             **os.environ,
             "MSLM_HOME": str(tmp / "home"),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +82,25 @@ def make_settings(tmp_path: Path, encoder: Path, **extra: Any) -> Any:
 
     env = service_env(tmp_path / "home", encoder, **extra)
     return Settings(**{k.removeprefix("MSLM_").lower(): v for k, v in env.items()})
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` in uvicorn on a free localhost port, in a thread; yields its base URL."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True, name="uvicorn")
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

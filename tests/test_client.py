@@ -14,15 +14,13 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pandas as pd
 import pytest
-import uvicorn
-from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, make_settings, toy_files
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, make_settings, serving, toy_files
 from sqlalchemy import select
 
 from api.main import create_app
@@ -336,26 +334,14 @@ class EagerWorker(threading.Thread):
 @pytest.fixture(scope="module")
 def service(tmp_path_factory, tiny_encoder) -> Iterator[tuple[str, Settings, EagerWorker]]:
     settings = make_settings(tmp_path_factory.mktemp("client-svc"), tiny_encoder)
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True, name="uvicorn")
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
     worker = EagerWorker(settings)
     worker.start()
     try:
-        yield f"http://127.0.0.1:{port}", settings, worker
+        with serving(create_app(settings)) as base:
+            yield base, settings, worker
     finally:
         worker.stop.set()
         worker.join(timeout=60)
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @pytest.fixture(scope="module")

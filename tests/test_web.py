@@ -8,17 +8,21 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings, upload_toy
-from test_service_e2e import free_port
+from service_helpers import (
+    ADMIN,
+    ANNOTATE,
+    JOB,
+    TRAIN,
+    auth,
+    make_settings,
+    serving,
+    upload_toy,
+)
 
 from api.main import create_app
 from worker.runner import run_training_job
@@ -48,25 +52,6 @@ def _browser_or_skip():
             pytest.fail("the browser tests need playwright and Debian's chromium in CI")
         pytest.skip("playwright or chromium (apt-get install chromium) is missing")
     return sync_playwright
-
-
-@contextmanager
-def serving(app) -> Iterator[str]:
-    """``app`` in uvicorn on a free localhost port, in a thread; yields its base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 @pytest.fixture(scope="module")
