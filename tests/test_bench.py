@@ -12,8 +12,16 @@ import pytest
 from conftest import TOY_CONLL
 
 from mslm_core.bench import Runner, aggregate, load_protocol, parse_protocol
-from mslm_core.bench.aggregate import decide, paired_t_p, summarize
+from mslm_core.bench.aggregate import (
+    DECISION_RULE,
+    decide,
+    paired_t_p,
+    render_markdown,
+    summarize,
+)
 from mslm_core.bench.protocol import Protocol
+from mslm_core.bench.runner import write_json
+from mslm_core.bench.select import plan, plan_is_done, screen_ranking
 from mslm_core.errors import ConfigError
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -203,14 +211,117 @@ def test_aggregate_statistics_against_hand_computed_values():
 
 def test_decision_keeps_the_baseline_unless_the_candidate_wins_on_every_dataset():
     p = _protocol(mslm={"strategy": "mslm", "detect_on": "clean"})
+    every, one = [1, 2, 3], [1]
     table = {
-        "a": {"vanilla": {"dev_f1_mean": 0.70}, "mslm": {"dev_f1_mean": 0.80}},
-        "b": {"vanilla": {"dev_f1_mean": 0.70}, "mslm": {"dev_f1_mean": 0.69}},
+        "a": {
+            "vanilla": {"dev_f1_mean": 0.70, "seeds": every},
+            "mslm": {"dev_f1_mean": 0.80, "seeds": every},
+            "screened": {"dev_f1_mean": 0.90, "seeds": one},  # one seed: not a candidate
+        },
+        "b": {
+            "vanilla": {"dev_f1_mean": 0.70, "seeds": every},
+            "mslm": {"dev_f1_mean": 0.69, "seeds": every},
+            "screened": {"dev_f1_mean": 0.90, "seeds": one},
+        },
     }
     d = decide(p, table)
     assert d["candidate"] == "mslm"
     assert d["beats_baseline_on_dev"] == {"a": True, "b": False}
     assert d["default"] == "vanilla"
+    table["b"]["mslm"]["dev_f1_mean"] = 0.71
+    assert decide(p, table)["default"] == "mslm"
+    table["b"]["vanilla"]["seeds"] = one  # the baseline unfinished: nothing is decided yet
+    assert decide(p, table) == {
+        "rule": DECISION_RULE,
+        "candidate": None,
+        "default": "vanilla",
+        "pending": True,
+    }
+
+
+def _screened_protocol(grid_datasets=None) -> Protocol:
+    grid = {"variant": "best", "elm_rate": [0.5, 1.0], "blm_rate": [0.075], "seeds": [1]}
+    if grid_datasets:
+        grid["datasets"] = grid_datasets
+    return parse_protocol(
+        {
+            "name": "p",
+            "datasets": ["a", "b"],
+            "seeds": [1, 2, 3],
+            "variants": {
+                "vanilla": {"strategy": "vanilla"},
+                "clean": {"strategy": "mslm", "detect_on": "clean"},
+                "paper": {"strategy": "mslm"},
+                "span": {"strategy": "span"},
+            },
+            "screen": {"seeds": [1], "keep": 2},
+            "grid": grid,
+        }
+    )
+
+
+def _record(spec, dev):
+    r = _result(spec.dataset, spec.label, spec.seed, dev, dev)
+    r.update(variant=spec.variant, phase=spec.phase)
+    if spec.cell is not None:
+        r["cell"] = {"elm_rate": spec.cell[0], "blm_rate": spec.cell[1]}
+    return r
+
+
+def test_screen_grid_and_confirm_plan_by_dev_only():
+    p = _screened_protocol(grid_datasets=["a"])
+    dev = {"vanilla": 0.70, "clean": 0.74, "paper": 0.10, "span": 0.72}
+    specs, final = plan(p, [])
+    assert not final and {(s.label, s.seed) for s in specs} == {(v, 1) for v in dev}
+    assert len(specs) == 8  # every variant on the screen seed, both datasets
+    results = [_record(s, dev[s.label]) for s in specs]
+    # the screen is done: vanilla and the two best others by dev go on; the grid waits
+    specs, final = plan(p, results)
+    later = [s for s in specs if s.seed != 1]
+    assert not final
+    assert {s.label for s in later} == {"vanilla", "clean", "span"}
+    assert {s.seed for s in later} == {2, 3} and len(later) == 12
+    results += [_record(s, dev[s.label] + 0.01 * s.seed) for s in later]
+    assert screen_ranking(p, results)[0] == ["vanilla", "clean", "span"]
+    # the grid goes to the best kept ELM-BLM variant ("paper" is screened out), dataset a only
+    specs, final = plan(p, results)
+    grid = [s for s in specs if s.phase == "grid"]
+    assert not final
+    assert {(s.dataset, s.label) for s in grid} == {
+        ("a", "clean@elm0.5-blm0.075"),
+        ("a", "clean@elm1-blm0.075"),
+    }
+    results += [_record(s, 0.80 if s.cell == (0.5, 0.075) else 0.60) for s in grid]
+    # the best cell by dev is confirmed on every seed and dataset
+    specs, final = plan(p, results)
+    confirm = [s for s in specs if s.phase == "confirm"]
+    assert final and {s.label for s in confirm} == {"clean@elm0.5-blm0.075"}
+    assert {(s.dataset, s.seed) for s in confirm} == {(d, k) for d in "ab" for k in (1, 2, 3)}
+    assert not plan_is_done(p, results)
+    results += [_record(s, 0.8) for s in confirm if s.dataset == "b" or s.seed != 1]
+    assert plan_is_done(p, results)
+    summary = summarize(p, results)
+    assert summary["complete"] and summary["screen"]["kept"] == ["vanilla", "clean", "span"]
+    assert summary["datasets"]["a"]["paper"]["seeds"] == [1]  # screened out, still reported
+    assert summary["decision"]["candidate"] == "clean@elm0.5-blm0.075"
+    md = render_markdown(summary)
+    assert "| `paper` | 10.00 | no |" in md and "Incomplete" not in md
+
+
+def test_a_grid_cell_equal_to_a_variant_reuses_its_run(tmp_path):
+    p = _screened_protocol()
+    runner = Runner(p, tmp_path / "data", tmp_path / "results", tmp_path / "work")
+    [variant_spec] = [s for s in p.variant_runs() if s.dataset == "a" and s.label == "clean"]
+    write_json(runner.result_path(variant_spec), _record(variant_spec, 0.7))
+    same, other = sorted(
+        (s for s in p.grid_runs("clean") if s.dataset == "a"), key=lambda s: -s.cell[0]
+    )
+    assert same.cell == (1.0, 0.075)  # clean's own rates
+    record = runner.run(same)  # no training: the data root does not even exist
+    assert record["same_run_as"] == "a/clean/seed1" and record["label"] == same.label
+    assert record["cell"] == {"elm_rate": 1.0, "blm_rate": 0.075}
+    assert runner.result_path(same).exists()
+    assert runner._reuse_twin(other) is None  # ELM 0.5: a different run
 
 
 def test_paired_t_p_undefined_cases():
@@ -232,6 +343,10 @@ def test_paired_t_p_undefined_cases():
         ({"variants": {"vanilla": {}, "a": {"b": {"epochs": 1}}}}, "quote a variant name"),
         ({"grid": {"variant": "nope", "elm_rate": [1.0], "blm_rate": [0.0]}}, "grid.variant"),
         ({"grid": {"elm_rate": [1.5], "blm_rate": [0.0]}}, "grid.elm_rate"),
+        ({"grid": {"elm_rate": [1], "blm_rate": [0], "datasets": ["x"]}}, "grid.datasets"),
+        ({"screen": {"keep": 0}}, "protocol.screen.keep"),
+        ({"screen": {"seeds": [7], "keep": 1}}, "screen.seeds: must be some of"),
+        ({"screen": {"keep": 1, "seed": [1]}}, "protocol.screen.seed: unknown key"),
     ],
 )
 def test_protocol_errors_name_the_key(patch, message):

@@ -16,12 +16,13 @@ from typing import Any
 
 from .paper import paper_numbers
 from .protocol import Protocol, cell_label
+from .select import plan_is_done, screen_ranking
 
 DECISION_RULE = (
-    "candidate: the non-baseline variant with the best mean dev strict F1 (mean over "
-    "datasets of the mean over seeds); it becomes the default only if its mean dev F1 beats "
-    "the baseline's on every dataset, else the baseline stays the default. Test scores are "
-    "reported, never used to choose."
+    "candidate: the non-baseline variant run on every seed (as the baseline) with the best mean "
+    "dev strict F1 (mean over datasets of the mean over seeds); it becomes the default only if "
+    "its mean dev F1 beats the baseline's on every dataset, else the baseline stays the "
+    "default. Test scores are reported, never used to choose."
 )
 
 
@@ -172,11 +173,25 @@ def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, An
         "variants": protocol.variants,
         "datasets": datasets,
         "grid": grids or None,
+        "screen": _screen(protocol, results),
         "paper": {ds: paper_numbers(ds) for ds in protocol.datasets if paper_numbers(ds)},
         "decision": decide(protocol, datasets),
+        "complete": plan_is_done(protocol, results),
         "n_runs": len(results),
     }
     return summary
+
+
+def _screen(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if protocol.screen is None:
+        return None
+    ranking = screen_ranking(protocol, results)
+    return {
+        "seeds": protocol.screen.seeds,
+        "keep": protocol.screen.keep,
+        "kept": None if ranking is None else ranking[0],
+        "mean_dev_f1": None if ranking is None else ranking[1],
+    }
 
 
 def _dedupe(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -218,10 +233,17 @@ def _grid(protocol: Protocol, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def decide(protocol: Protocol, datasets: dict[str, Any]) -> dict[str, Any]:
     """Which variant should be the default (dev scores only; see :data:`DECISION_RULE`)."""
     base = protocol.baseline
+    seeds = sorted(protocol.seeds)
+
+    def complete(label: str) -> bool:
+        return all(label in t and t[label]["seeds"] == seeds for t in datasets.values())
+
+    if not complete(base):
+        return {"rule": DECISION_RULE, "candidate": None, "default": base, "pending": True}
     labels = [
         label
         for label in {lbl for table in datasets.values() for lbl in table}
-        if label != base and all(label in t and base in t for t in datasets.values())
+        if label != base and complete(label)
     ]
     if not labels:
         return {"rule": DECISION_RULE, "candidate": None, "default": base}
@@ -259,6 +281,7 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
     ppl = row["perplexity_mean"]
     cells = [
         f"`{label}`",
+        ",".join(map(str, row["seeds"])),
         _pct(row["f1_mean"], row["f1_std"]),
         _pct(row["em_mean"], row["em_std"]),
         _pct(row["leaky_f1_mean"], row["leaky_f1_std"]),
@@ -288,13 +311,36 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         "Training settings shared by every run: `" + json.dumps(summary["train"]) + "`.",
         "",
     ]
+    if not summary.get("complete", True):
+        lines += [
+            f"**Incomplete: {summary['n_runs']} runs so far.** The study resumes where it "
+            "stopped (same command); rows with fewer seeds than the baseline are not yet "
+            "comparable, and no decision is final.",
+            "",
+        ]
+    screen = summary.get("screen")
+    if screen:
+        lines += [
+            f"**Screen.** Every variant ran on seed(s) {screen['seeds']} first; the baseline "
+            f"and the {screen['keep']} other variant(s) with the best mean dev F1 go on to "
+            "the other seeds.",
+            "",
+        ]
+        if screen["kept"] is not None:
+            lines += ["| variant | mean dev F1 (screen) | goes on |", "|---|---|---|"]
+            ranked = sorted(screen["mean_dev_f1"].items(), key=lambda kv: -kv[1])
+            for label, score in ranked:
+                lines.append(
+                    f"| `{label}` | {_pct(score)} | {'yes' if label in screen['kept'] else 'no'} |"
+                )
+            lines.append("")
     for ds, table in summary["datasets"].items():
         lines += [f"## {ds}", ""]
         lines += [
-            "| variant | test F1 (honest) | test EM (honest) | test F1 (leaky) | "
+            "| variant | seeds | test F1 (honest) | test EM (honest) | test F1 (leaky) | "
             "Δ F1 vs baseline | p | dev F1 | epochs to baseline best | train s (× baseline) "
             "| dev perplexity |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for label, row in table.items():
             lines.append(_table_row(label, row, label == summary["baseline"]))

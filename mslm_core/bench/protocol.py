@@ -6,7 +6,10 @@ splits), its seeds, the training settings shared by every run (``[train]``, any
 fields that differ). Runs are the product dataset × variant × seed. An optional ``[grid]``
 adds the ELM × BLM grid of MSLM.md §1 for one variant (or for the variant with the best
 mean dev F1, ``variant = "best"``) and, with ``confirm = true``, re-runs the grid cell with
-the best mean dev F1 on every seed. Selection only ever reads dev scores.
+the best mean dev F1 on every seed. An optional ``[screen]`` makes a long study affordable by
+successive halving: every variant runs on the screen seeds first, then only the baseline and
+the ``keep`` variants with the best mean dev F1 go on to the other seeds (and only they are
+candidates for the grid). Selection only ever reads dev scores.
 
 Example::
 
@@ -50,8 +53,10 @@ _TOP_LEVEL = {
     "train",
     "variants",
     "grid",
+    "screen",
 }
-_GRID_KEYS = {"variant", "elm_rate", "blm_rate", "seeds", "confirm"}
+_GRID_KEYS = {"variant", "elm_rate", "blm_rate", "seeds", "datasets", "confirm"}
+_SCREEN_KEYS = {"seeds", "keep"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -86,6 +91,13 @@ class GridSpec:
     blm_rate: list[float]
     seeds: list[int]
     confirm: bool = True
+    datasets: list[str] | None = None  # the grid's datasets (default: all); confirm uses all
+
+
+@dataclass
+class ScreenSpec:
+    seeds: list[int]  # every variant runs on these first
+    keep: int  # then the baseline and this many others go on to the remaining seeds
 
 
 @dataclass
@@ -100,6 +112,7 @@ class Protocol:
     leaky: bool = True  # also score the research code's gold-masked protocol (labelled)
     examples: int = 3  # test sentences whose per-word confidences are kept (Fig. 2)
     grid: GridSpec | None = None
+    screen: ScreenSpec | None = None
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -110,14 +123,22 @@ class Protocol:
             settings.update(elm_rate=cell[0], blm_rate=cell[1])
         return settings
 
-    def variant_runs(self) -> list[RunSpec]:
+    def variant_runs(self, kept: list[str] | None = None) -> list[RunSpec]:
         """Seed by seed: a protocol cut short has every variant on the same seeds, which is
-        what a paired comparison needs."""
+        what a paired comparison needs. With a screen: the screen seeds for every variant,
+        or, given the variants ``kept`` after the screen, the other seeds for those."""
+        seeds, variants = self.seeds, list(self.variants)
+        if self.screen is not None:
+            if kept is None:
+                seeds = self.screen.seeds
+            else:
+                seeds = [s for s in self.seeds if s not in self.screen.seeds]
+                variants = [v for v in variants if v in kept]
         return [
             RunSpec(ds, v, v, seed, self.settings_for(v), "variants")
-            for seed in self.seeds
+            for seed in seeds
             for ds in self.datasets
-            for v in self.variants
+            for v in variants
         ]
 
     def grid_runs(self, variant: str) -> list[RunSpec]:
@@ -144,7 +165,7 @@ class Protocol:
                 "grid",
                 cell,
             )
-            for ds in self.datasets
+            for ds in self.grid.datasets or self.datasets
             for cell in cells
             for seed in self.grid.seeds
         ]
@@ -253,13 +274,38 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
         variant = g.get("variant", "best")
         if variant != "best" and variant not in variants:
             raise _fail(f"{where}.grid.variant", f"{variant!r} is neither 'best' nor a variant")
+        grid_datasets = g.get("datasets")
+        if grid_datasets is not None and (
+            not isinstance(grid_datasets, list)
+            or not grid_datasets
+            or any(d not in datasets for d in grid_datasets)
+        ):
+            raise _fail(f"{where}.grid.datasets", "must be a non-empty list of the datasets")
         grid = GridSpec(
             variant=variant,
             elm_rate=_float_list(f"{where}.grid.elm_rate", g.get("elm_rate")),
             blm_rate=_float_list(f"{where}.grid.blm_rate", g.get("blm_rate")),
             seeds=_seed_list(f"{where}.grid.seeds", g.get("seeds", seeds[:1])),
             confirm=bool(g.get("confirm", True)),
+            datasets=None if grid_datasets is None else list(grid_datasets),
         )
+    screen = None
+    if "screen" in data:
+        sc = data["screen"]
+        if not isinstance(sc, dict):
+            raise _fail(f"{where}.screen", "must be a table")
+        bad = sorted(set(sc) - _SCREEN_KEYS)
+        if bad:
+            raise _fail(
+                f"{where}.screen.{bad[0]}", "unknown key; valid: " + ", ".join(sorted(_SCREEN_KEYS))
+            )
+        screen_seeds = _seed_list(f"{where}.screen.seeds", sc.get("seeds", seeds[:1]))
+        if any(s not in seeds for s in screen_seeds):
+            raise _fail(f"{where}.screen.seeds", "must be some of the protocol's seeds")
+        keep = sc.get("keep")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise _fail(f"{where}.screen.keep", "must be a positive integer")
+        screen = ScreenSpec(seeds=screen_seeds, keep=keep)
     description = data.get("description", "")
     return Protocol(
         name=name,
@@ -272,6 +318,7 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
         leaky=leaky,
         examples=examples,
         grid=grid,
+        screen=screen,
         raw=data,
     )
 

@@ -16,7 +16,6 @@ import logging
 import os
 import platform
 import shutil
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..corpus import Corpus, Mention, read_corpus, split_paths
 from ..errors import BundleError, ConfigError
 from ..evaluate import predict_mentions, score_predictions
 from .protocol import Protocol, RunSpec
+from .select import plan, screen_ranking
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,8 @@ class Runner:
     def run(self, spec: RunSpec) -> dict[str, Any]:
         """The result of ``spec``: read from its file, or trained and scored now."""
         existing = self.load_result(spec)
+        if existing is None and spec.cell is not None:
+            existing = self._reuse_twin(spec)
         if existing is not None:
             if self.on_run:
                 self.on_run(spec, existing, True)
@@ -256,26 +258,59 @@ class Runner:
             self.on_run(spec, record, False)
         return record
 
+    def _reuse_twin(self, spec: RunSpec) -> dict[str, Any] | None:
+        """A grid cell whose settings are exactly a variant's (its own ELM and BLM) is that
+        variant's run: same dataset, seed and settings train the same model. Its result is
+        copied under the cell's label (``same_run_as`` says so) instead of training again."""
+        same = TrainConfig.from_dict(spec.settings).to_dict()
+        for variant in self.protocol.variants:
+            if TrainConfig.from_dict(self.protocol.settings_for(variant)).to_dict() != same:
+                continue
+            twin = RunSpec(spec.dataset, variant, variant, spec.seed, spec.settings, "variants")
+            record = self.load_result(twin)
+            if record is None:
+                continue
+            cell = {"elm_rate": spec.cell[0], "blm_rate": spec.cell[1]} if spec.cell else None
+            record = {
+                **record,
+                "label": spec.label,
+                "phase": spec.phase,
+                "cell": cell,
+                "same_run_as": twin.slug,
+            }
+            write_json(self.result_path(spec), record)
+            log.info("run %s: the same run as %s, result reused", spec.slug, twin.slug)
+            return record
+        return None
+
     # -- the protocol -----------------------------------------------------------------------
     def run_all(self) -> list[dict[str, Any]]:
-        """Variants, then the grid (for the named or the best variant), then the best grid
-        cell on every seed. Returns every result."""
+        """Every run of the protocol's plan (:func:`~.select.plan`): the variants (with a
+        screen, its seeds first, then the variants that go on), the grid for the named or the
+        best variant, then the best grid cell on every seed. Returns every result."""
         self.check_datasets()
-        results = [self.run(spec) for spec in self.protocol.variant_runs()]
-        grid = self.protocol.grid
-        if grid is None:
-            return results
-        variant = grid.variant
-        if variant == "best":
-            variant = best_variant(self.protocol, results)
-            log.info("grid for the variant with the best mean dev F1: %s", variant)
-        grid_results = [self.run(spec) for spec in self.protocol.grid_runs(variant)]
-        results += grid_results
-        if grid.confirm:
-            cell = best_cell(grid_results)
-            log.info("best grid cell by mean dev F1: ELM %g, BLM %g", *cell)
-            results += [self.run(spec) for spec in self.protocol.confirm_runs(variant, cell)]
-        return results
+        results: dict[str, dict[str, Any]] = {}
+        while True:
+            specs, final = plan(self.protocol, list(results.values()))
+            todo = [s for s in specs if s.slug not in results]
+            if not todo:
+                if final:
+                    return list(results.values())
+                raise AssertionError("a protocol plan waits for runs it does not ask for")
+            for spec in todo:
+                results[spec.slug] = self.run(spec)
+            self._log_choices(list(results.values()))
+
+    def _log_choices(self, results: list[dict[str, Any]]) -> None:
+        ranking = screen_ranking(self.protocol, results)
+        if ranking is not None and self.protocol.screen is not None:
+            kept, scores = ranking
+            log.info(
+                "screen (mean dev F1 on seeds %s): %s; going on: %s",
+                self.protocol.screen.seeds,
+                ", ".join(f"{v} {s:.4f}" for v, s in scores.items()),
+                ", ".join(kept),
+            )
 
 
 def _complete_bundle(path: Path) -> bool:
@@ -286,32 +321,3 @@ def _complete_bundle(path: Path) -> bool:
     except BundleError:
         return False
     return True
-
-
-def mean_dev_f1(results: list[dict[str, Any]]) -> float:
-    """Mean over datasets of the mean over seeds of dev strict F1 (datasets weigh alike)."""
-    by_ds: dict[str, list[float]] = {}
-    for r in results:
-        by_ds.setdefault(r["dataset"], []).append(r["dev"]["strict"]["f1"])
-    return statistics.mean(statistics.mean(v) for v in by_ds.values())
-
-
-def best_variant(protocol: Protocol, results: list[dict[str, Any]]) -> str:
-    """The ELM-BLM variant (the grid varies its rates) with the best mean dev F1."""
-    candidates = [
-        v
-        for v in protocol.variants
-        if TrainConfig.from_dict(protocol.settings_for(v)).masking_strategy == "elm_blm"
-    ]
-    if not candidates:
-        raise ConfigError("grid.variant = 'best' needs at least one ELM-BLM (mslm) variant")
-    scores = {v: mean_dev_f1([r for r in results if r["label"] == v]) for v in candidates}
-    return max(candidates, key=lambda v: (scores[v], -candidates.index(v)))
-
-
-def best_cell(results: list[dict[str, Any]]) -> tuple[float, float]:
-    cells: dict[tuple[float, float], list[dict[str, Any]]] = {}
-    for r in results:
-        cells.setdefault((r["cell"]["elm_rate"], r["cell"]["blm_rate"]), []).append(r)
-    order = list(cells)
-    return max(order, key=lambda c: (mean_dev_f1(cells[c]), -order.index(c)))
