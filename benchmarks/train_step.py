@@ -3,6 +3,10 @@
 Both trainers are built from the same corpus slice and seed, so batch ``k`` holds the same
 NCBI-disease windows for both; steps are interleaved (vanilla k, MSLM k, vanilla k+1, …) so
 that machine noise hits both alike. Target (issue 2): median ratio MSLM/vanilla ≤ 1.15 on CPU.
+The floating-point operations of both (``torch.utils.flop_counter``, forward + backward on
+every timed batch) are reported beside the times: the vocabulary projection at the masked
+positions is what MSLM adds, and on a compute-bound CPU the time ratio cannot go far below
+the FLOP ratio.
 
     python benchmarks/train_step.py [--steps 40] [--warmup 5] [--batch-size 16]
 """
@@ -22,6 +26,33 @@ from common import DATA, emit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def flop_counts(trainers: dict, batches: list[list[int]], first: int) -> dict[str, float]:
+    """Forward + backward FLOPs of each trainer's model over ``batches``, which are steps
+    ``first``, ``first + 1``, … of epoch 0 (so the masks are those of the timed steps); no
+    optimizer step, so the models are unchanged."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    totals = {}
+    for name, trainer in trainers.items():
+        cfg = trainer.config
+        counter = FlopCounterMode(display=False)
+        with counter:
+            for k, batch_idx in enumerate(batches, start=first):
+                windows = [trainer.windows[i] for i in batch_idx]
+                batch = trainer.collator(windows, trainer._rngs(0, k, batch_idx))
+                out = trainer.model(
+                    **batch,
+                    mask_weights=trainer.mask_weights,
+                    detect_on=cfg.detect_on,
+                    mlm_weight=cfg.mlm_weight,
+                    detect_ignore_masked=cfg.detect_ignore_masked,
+                )
+                out.loss.backward()
+                trainer.optimizer.zero_grad(set_to_none=True)
+        totals[name] = float(counter.get_total_flops())
+    return totals
 
 
 def main() -> None:
@@ -60,6 +91,7 @@ def main() -> None:
         batches = trainers["vanilla"].epoch_batches(0)
         assert batches == trainers["mslm"].epoch_batches(0), "batches differ between strategies"
         times: dict[str, list[float]] = {"vanilla": [], "mslm": []}
+        flops = flop_counts(trainers, batches[args.warmup : args.warmup + args.steps], args.warmup)
         masked = []
         for k, batch in enumerate(batches[: args.steps + args.warmup]):
             for name, trainer in trainers.items():
@@ -92,6 +124,8 @@ def main() -> None:
             "batch_size": args.batch_size,
             "median_of_paired_ratios": round(statistics.median(ratios), 3),
             "mean_masked_tokens_per_batch": round(statistics.mean(masked), 1),
+            "gflop_per_step": {k: round(v / len(masked) / 1e9, 2) for k, v in flops.items()},
+            "flop_ratio": round(flops["mslm"] / flops["vanilla"], 3),
             "weights": trainers["mslm"].masking_info["weights"],
         },
     )
