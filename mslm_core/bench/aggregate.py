@@ -66,6 +66,16 @@ def _best_dev(history: list[dict[str, Any]]) -> float:
     return max((h["dev_f1"] for h in history if h["dev_f1"] is not None), default=0.0)
 
 
+def _cost_basis(runs: list[dict[str, Any]]) -> str:
+    """``cpu``: every run recorded its training CPU seconds (robust to pauses and to other
+    work on the machine), so costs compare on that; else ``wall`` (the trainer's seconds)."""
+    return "cpu" if all(r.get("cpu_seconds") for r in runs) else "wall"
+
+
+def _cost(run: dict[str, Any], basis: str) -> float:
+    return run["cpu_seconds"]["train"] if basis == "cpu" else run["train_seconds"]
+
+
 def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[str, Any]:
     runs = sorted(runs, key=lambda r: r["seed"])
 
@@ -92,6 +102,8 @@ def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[st
     ppl = [r["dev"]["perplexity"] for r in runs if r["dev"].get("perplexity") is not None]
     row["perplexity_mean"] = statistics.mean(ppl) if ppl else None
     row["train_seconds_mean"] = statistics.mean(r["train_seconds"] for r in runs)
+    row["train_cost"] = _cost_basis(runs + list(base.values()))
+    row["train_cost_mean"] = statistics.mean(_cost(r, row["train_cost"]) for r in runs)
     row["epochs"] = max(len(r["history"]) for r in runs)
     row["dev_f1_per_epoch"] = [
         _mean_std(
@@ -128,7 +140,8 @@ def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[st
         a_dev = [r["dev"]["strict"]["f1"] for r in paired]
         b_dev = [r["dev"]["strict"]["f1"] for r in b_runs]
         diff_mean, diff_std = _mean_std([x - y for x, y in zip(a_f1, b_f1, strict=True)])
-        base_seconds = statistics.mean(r["train_seconds"] for r in b_runs)
+        basis = _cost_basis(paired + b_runs)
+        base_seconds = statistics.mean(_cost(r, basis) for r in b_runs)
         row["vs_baseline"] = {
             "n_pairs": len(paired),
             "f1_diff_mean": diff_mean,
@@ -137,7 +150,7 @@ def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[st
             "dev_f1_diff_mean": statistics.mean(x - y for x, y in zip(a_dev, b_dev, strict=True)),
             "dev_p_value": paired_t_p(a_dev, b_dev),
             "train_time_ratio": (
-                statistics.mean(r["train_seconds"] for r in paired) / base_seconds
+                statistics.mean(_cost(r, basis) for r in paired) / base_seconds
                 if base_seconds
                 else None
             ),
@@ -289,7 +302,8 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
         "—" if is_baseline else _p(vs.get("p_value")),
         _pct(row["dev_f1_mean"], row["dev_f1_std"]),
         ("—" if etb is None else f"{etb:.1f}") + f" ({row['reached_vanilla_best']})",
-        f"{row['train_seconds_mean']:.0f}" + ("" if ratio is None else f" ({ratio:.2f}×)"),
+        f"{row['train_cost_mean']:.0f} {row['train_cost']}"
+        + ("" if ratio is None else f" ({ratio:.2f}×)"),
         "—" if ppl is None else f"{ppl:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
@@ -306,7 +320,9 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         "mentions before prediction, MSLM.md §3b) — shown only to explain the paper's numbers. "
         f"Δ and p: paired over seeds against `{summary['baseline']}` (two-sided paired t-test). "
         "Epochs to baseline best: first epoch whose dev F1 reaches the baseline's best dev F1 "
-        "in the same seed (reached / runs).",
+        "in the same seed (reached / runs). Train s: CPU seconds of training (all threads; "
+        "not inflated by pauses or other work) where every run recorded them (`cpu`), else "
+        "wall seconds (`wall`).",
         "",
         "Training settings shared by every run: `" + json.dumps(summary["train"]) + "`.",
         "",

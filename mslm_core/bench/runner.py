@@ -42,9 +42,19 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": _cpu_model() or platform.processor() or platform.machine(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -180,7 +190,7 @@ class Runner:
         bundle_dir = self.work_dir / spec.slug / "bundle"
         leaky_weights = self.work_dir / spec.slug / "leaky-best.safetensors"
         with_leaky = self.protocol.leaky and config.masking_strategy == "elm_blm"
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         if not _complete_bundle(bundle_dir):
             log.info("run %s: training", spec.slug)
             callbacks = []
@@ -190,7 +200,7 @@ class Runner:
                 dev = read_corpus(paths["dev"])
                 callbacks.append(LeakyDevSelection(dev, leaky_weights, spec.seed))
             Trainer(config, bundle_dir, callbacks=callbacks, overwrite=True).fit(resume=True)
-        trained = time.perf_counter()
+        trained, cpu_trained = time.perf_counter(), time.process_time()
         extractor = EntityExtractor.from_bundle(bundle_dir, device=self.device)
         predictor, manifest = extractor.predictor, extractor.manifest
         test = self._test_corpus(spec.dataset)
@@ -239,6 +249,12 @@ class Runner:
             "wall_seconds": {
                 "train": round(trained - started, 1),
                 "evaluate": round(time.perf_counter() - trained, 1),
+            },
+            # CPU seconds of this process, all threads: unlike wall time, not inflated by a
+            # paused run or by other work on the machine (a resumed run counts its last part)
+            "cpu_seconds": {
+                "train": round(cpu_trained - cpu_started, 1),
+                "evaluate": round(time.process_time() - cpu_trained, 1),
             },
             "machine": machine(),
             "mslm_version": __version__,
