@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def machine() -> dict:
-    import torch
+    from mslm_core.bench.runner import machine as runtime
 
     try:
         commit = subprocess.run(
@@ -21,14 +20,7 @@ def machine() -> dict:
         ).stdout.strip()
     except OSError:
         commit = ""
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "commit": commit,
-    }
+    return {**runtime(), "commit": commit}
 
 
 def emit(name: str, figures: dict, details: dict | None = None) -> None:

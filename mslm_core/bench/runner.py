@@ -47,14 +47,25 @@ def machine() -> dict[str, Any]:
     }
 
 
+_ISA = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
 def _cpu_model() -> str | None:
+    """The CPU's model name and the vector extensions that change kernel speed (timings from
+    different machines are not comparable; this says which machine a figure came from)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return None
+        return None
+    name = next(
+        (ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")),
+        None,
+    )
+    flags = next(
+        (ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), []
+    )
+    isa = [f for f in _ISA if f in flags]
+    return f"{name} ({', '.join(isa)})" if name and isa else name
 
 
 def write_json(path: Path, data: Any) -> None:
