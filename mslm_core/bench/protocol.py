@@ -204,6 +204,15 @@ def _check_settings(where: str, settings: dict[str, Any]) -> None:
         raise _fail(where, str(exc)) from exc
 
 
+def _table(where: str, value: Any, keys: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(where, "must be a table")
+    bad = sorted(set(value) - keys)
+    if bad:
+        raise _fail(f"{where}.{bad[0]}", "unknown key; valid: " + ", ".join(sorted(keys)))
+    return value
+
+
 def _float_list(where: str, value: Any) -> list[float]:
     if not isinstance(value, list) or not value:
         raise _fail(where, "must be a non-empty list of numbers")
@@ -265,12 +274,7 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
         raise _fail(f"{where}.leaky", "must be true or false")
     grid = None
     if "grid" in data:
-        g = data["grid"]
-        if not isinstance(g, dict):
-            raise _fail(f"{where}.grid", "must be a table")
-        bad = sorted(set(g) - _GRID_KEYS)
-        if bad:
-            raise _fail(f"{where}.grid.{bad[0]}", "unknown key; valid: " + ", ".join(_GRID_KEYS))
+        g = _table(f"{where}.grid", data["grid"], _GRID_KEYS)
         variant = g.get("variant", "best")
         if variant != "best" and variant not in variants:
             raise _fail(f"{where}.grid.variant", f"{variant!r} is neither 'best' nor a variant")
@@ -291,14 +295,7 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
         )
     screen = None
     if "screen" in data:
-        sc = data["screen"]
-        if not isinstance(sc, dict):
-            raise _fail(f"{where}.screen", "must be a table")
-        bad = sorted(set(sc) - _SCREEN_KEYS)
-        if bad:
-            raise _fail(
-                f"{where}.screen.{bad[0]}", "unknown key; valid: " + ", ".join(sorted(_SCREEN_KEYS))
-            )
+        sc = _table(f"{where}.screen", data["screen"], _SCREEN_KEYS)
         screen_seeds = _seed_list(f"{where}.screen.seeds", sc.get("seeds", seeds[:1]))
         if any(s not in seeds for s in screen_seeds):
             raise _fail(f"{where}.screen.seeds", "must be some of the protocol's seeds")
