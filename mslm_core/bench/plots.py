@@ -39,7 +39,10 @@ def plot_dev_curves(summary: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel("epoch (two-stage runs: masked-LM epochs have no dev F1)")
         ax.set_ylabel("dev strict F1 (mean over seeds)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if table:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle(f"{summary['protocol']}: dev F1 per epoch (honest)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
