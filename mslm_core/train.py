@@ -58,6 +58,7 @@ class TrainState:
     should_stop: bool = False  # set by a callback (cancel) or by early stopping
     stop_reason: str | None = None
     train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0  # process CPU time of the steps (all threads)
     mlm_head_warmed: bool = False
 
 
@@ -292,7 +293,7 @@ class Trainer:
             self.warm_up_mlm_head()
         while st.epoch < cfg.total_epochs and not st.should_stop:
             mlm_stage = st.epoch < cfg.mlm_epochs
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             self.model.train()
             sums = {"loss": 0.0, "mlm": 0.0, "det": 0.0, "cls": 0.0}
             done = 0
@@ -318,6 +319,7 @@ class Trainer:
                 if cfg.checkpoint_every and st.global_step % cfg.checkpoint_every == 0:
                     self.save_checkpoint()
             st.train_seconds += time.perf_counter() - started
+            st.train_cpu_seconds += time.process_time() - cpu_started
             if st.should_stop and st.step_in_epoch < st.steps_per_epoch:
                 break  # cancelled mid-epoch
             entry: dict[str, Any] = {
@@ -488,6 +490,7 @@ class Trainer:
             "history": self.state.history,
             "best_epoch": self.state.best_epoch,
             "train_seconds": round(self.state.train_seconds, 2),
+            "train_cpu_seconds": round(self.state.train_cpu_seconds, 2),
             "corpora": {k: c.stats() for k, c in self.corpora.items()},
             "max_length": cfg.max_length,
             "mslm_version": __version__,

@@ -67,13 +67,14 @@ def _best_dev(history: list[dict[str, Any]]) -> float:
 
 
 def _cost_basis(runs: list[dict[str, Any]]) -> str:
-    """``cpu``: every run recorded its training CPU seconds (robust to pauses and to other
-    work on the machine), so costs compare on that; else ``wall`` (the trainer's seconds)."""
-    return "cpu" if all(r.get("cpu_seconds") for r in runs) else "wall"
+    """``cpu``: every run recorded the CPU seconds of its training steps (robust to pauses
+    and to other work on the machine), so costs compare on those; else ``wall`` (the wall
+    seconds of the training steps). Neither counts dev scoring or evaluation."""
+    return "cpu" if all(r.get("train_cpu_seconds") for r in runs) else "wall"
 
 
 def _cost(run: dict[str, Any], basis: str) -> float:
-    return run["cpu_seconds"]["train"] if basis == "cpu" else run["train_seconds"]
+    return run["train_cpu_seconds"] if basis == "cpu" else run["train_seconds"]
 
 
 def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -320,9 +321,9 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         "mentions before prediction, MSLM.md §3b) — shown only to explain the paper's numbers. "
         f"Δ and p: paired over seeds against `{summary['baseline']}` (two-sided paired t-test). "
         "Epochs to baseline best: first epoch whose dev F1 reaches the baseline's best dev F1 "
-        "in the same seed (reached / runs). Train s: CPU seconds of training (all threads; "
-        "not inflated by pauses or other work) where every run recorded them (`cpu`), else "
-        "wall seconds (`wall`).",
+        "in the same seed (reached / runs). Train s: seconds of the training steps (no dev "
+        "scoring): CPU seconds, all threads, where every run recorded them (`cpu`: not "
+        "inflated by pauses or other work), else wall seconds (`wall`).",
         "",
         "Training settings shared by every run: `" + json.dumps(summary["train"]) + "`.",
         "",

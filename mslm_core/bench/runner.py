@@ -250,6 +250,7 @@ class Runner:
             "history": manifest["history"],
             "best_epoch": manifest["best_epoch"],
             "train_seconds": manifest["train_seconds"],
+            "train_cpu_seconds": manifest.get("train_cpu_seconds"),
             "dev": manifest["metrics"]["dev"],
             "test": honest,
             "test_leaky": leaky,
@@ -261,8 +262,9 @@ class Runner:
                 "train": round(trained - started, 1),
                 "evaluate": round(time.perf_counter() - trained, 1),
             },
-            # CPU seconds of this process, all threads: unlike wall time, not inflated by a
-            # paused run or by other work on the machine (a resumed run counts its last part)
+            # CPU seconds of this process, all threads, training (with dev scoring, masked-LM
+            # perplexity and the leaky selection) and evaluation; a resumed run counts its
+            # last part. The cost of training itself is train_cpu_seconds (steps only).
             "cpu_seconds": {
                 "train": round(cpu_trained - cpu_started, 1),
                 "evaluate": round(time.process_time() - cpu_trained, 1),
