@@ -81,10 +81,10 @@ def plan(protocol: Protocol, results: list[dict[str, Any]]) -> tuple[list[RunSpe
     """The runs the protocol asks for, given the results so far, and whether that list is
     final (``False`` while a choice — the screen, the grid's variant or cell — still waits
     for runs not yet done). The runner runs this plan until it is final and done."""
-    done = {(r["dataset"], r["label"], r["seed"]) for r in results}
+    done = {_slug(r) for r in results}
 
     def finished(specs: list[RunSpec]) -> bool:
-        return all((s.dataset, s.label, s.seed) in done for s in specs)
+        return all(s.slug in done for s in specs)
 
     specs = protocol.variant_runs()
     kept = None
@@ -109,11 +109,16 @@ def plan(protocol: Protocol, results: list[dict[str, Any]]) -> tuple[list[RunSpe
     if not finished(grid_specs):
         return specs, False
     slugs = {s.slug for s in grid_specs}
-    grid_results = [r for r in results if f"{r['dataset']}/{r['label']}/seed{r['seed']}" in slugs]
+    grid_results = [r for r in results if _slug(r) in slugs]
     return specs + protocol.confirm_runs(variant, best_cell(grid_results)), True
 
 
 def plan_is_done(protocol: Protocol, results: list[dict[str, Any]]) -> bool:
     specs, final = plan(protocol, results)
-    done = {(r["dataset"], r["label"], r["seed"]) for r in results}
-    return final and all((s.dataset, s.label, s.seed) in done for s in specs)
+    done = {_slug(r) for r in results}
+    return final and all(s.slug in done for s in specs)
+
+
+def _slug(result: dict[str, Any]) -> str:
+    """A result's :attr:`RunSpec.slug`."""
+    return f"{result['dataset']}/{result['label']}/seed{result['seed']}"
