@@ -38,6 +38,8 @@ def main() -> int:
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--fetch", action="store_true", help="download missing corpora first")
     ap.add_argument("--keep-bundles", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1, help="runs side by side")
+    ap.add_argument("--results", default=str(RESULTS), help="results root (PROTOCOL/ below)")
     args = ap.parse_args()
     protocol = Path(args.protocol)
     if protocol.suffix != ".toml":
@@ -51,7 +53,9 @@ def main() -> int:
         "--device",
         args.device,
         "--results",
-        str(RESULTS),
+        args.results,
+        "--jobs",
+        str(args.jobs),
         "--work",
         str(REPO / ".mslm" / "bench"),
     ]

@@ -147,6 +147,31 @@ def test_tiny_protocol_runs_resumes_and_aggregates(tmp_path, data_root, tiny_enc
     assert json.loads((results / "summary.json").read_text())["n_runs"] == 14
 
 
+def test_runs_side_by_side_score_as_one_after_the_other(tmp_path, data_root, tiny_encoder):
+    protocol = load_protocol(write_protocol(tmp_path, tiny_encoder, grid=False))
+    outs, events = {}, []
+    for jobs in (1, 2):
+        runner = Runner(
+            protocol,
+            data_root,
+            tmp_path / f"results-{jobs}" / "tiny",
+            tmp_path / f"work-{jobs}",
+            device="cpu",
+            on_run=lambda spec, _r, skipped, jobs=jobs: events.append((jobs, spec.slug, skipped)),
+            jobs=jobs,
+        )
+        outs[jobs] = {f"{r['dataset']}/{r['label']}/{r['seed']}": r for r in runner.run_all()}
+    assert len(outs[2]) == 8 and outs[2].keys() == outs[1].keys()
+    for key, record in outs[2].items():  # seeded per run: the same models, whatever runs beside
+        assert record["predictions_sha256"] == outs[1][key]["predictions_sha256"], key
+        assert record["history"][-1]["dev_f1"] == outs[1][key]["history"][-1]["dev_f1"]
+    assert sorted(slug for j, slug, skipped in events if j == 2 and not skipped) == sorted(
+        slug for j, slug, _ in events if j == 1
+    )
+    with pytest.raises(ConfigError, match="jobs"):
+        Runner(protocol, data_root, tmp_path / "r", tmp_path / "w", jobs=0)
+
+
 def _result(ds, label, seed, dev, test, history=None, seconds=10.0):
     report = {"strict": {"precision": test, "recall": test, "f1": test}, "exact_match": test}
     return {

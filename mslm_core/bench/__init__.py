@@ -58,14 +58,15 @@ def run_protocol(
     device: str = "auto",
     keep_bundles: bool = False,
     command: str | None = None,
+    jobs: int = 1,
 ) -> dict[str, Any]:
-    """Run every run of ``protocol`` not yet done, then aggregate."""
+    """Run every run of ``protocol`` not yet done (``jobs`` at a time), then aggregate."""
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "protocol.json").write_text(
         json.dumps(protocol.raw, indent=1) + "\n", encoding="utf-8"
     )
-    Runner(protocol, data_root, results_dir, work_dir, device, keep_bundles).run_all()
+    Runner(protocol, data_root, results_dir, work_dir, device, keep_bundles, jobs=jobs).run_all()
     return aggregate(protocol, results_dir, command)
 
 

@@ -25,6 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     r.add_argument("--keep-bundles", action="store_true", help="keep each run's model bundle")
     r.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs side by side (worker processes; a GPU fits several small runs)",
+    )
+    r.add_argument(
         "--fetch", action="store_true", help="download missing BLURB corpora into --data first"
     )
 
@@ -71,6 +77,7 @@ def main(args: argparse.Namespace, command: str | None = None) -> int:
             device=args.device,
             keep_bundles=args.keep_bundles,
             command=command,
+            jobs=args.jobs,
         )
     print(json.dumps(headline(summary)))
     return 0

@@ -129,7 +129,10 @@ class Runner:
         device: str = "auto",
         keep_bundles: bool = False,
         on_run: Callable[[RunSpec, dict[str, Any], bool], None] | None = None,
+        jobs: int = 1,
     ):
+        if jobs < 1:
+            raise ConfigError(f"jobs: {jobs} — at least 1 run at a time")
         self.protocol = protocol
         self.data_root = Path(data_root)
         self.results_dir = Path(results_dir)
@@ -137,6 +140,7 @@ class Runner:
         self.device = device
         self.keep_bundles = keep_bundles
         self.on_run = on_run
+        self.jobs = jobs
         self._corpora: dict[str, Corpus] = {}
 
     # -- files ------------------------------------------------------------------------------
@@ -177,13 +181,18 @@ class Runner:
     # -- one run ----------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> dict[str, Any]:
         """The result of ``spec``: read from its file, or trained and scored now."""
+        record, reused = self._run(spec)
+        if self.on_run:
+            self.on_run(spec, record, reused)
+        return record
+
+    def _run(self, spec: RunSpec) -> tuple[dict[str, Any], bool]:
+        """``(result, whether it was read rather than trained now)``."""
         existing = self.load_result(spec)
         if existing is None and spec.cell is not None:
             existing = self._reuse_twin(spec)
         if existing is not None:
-            if self.on_run:
-                self.on_run(spec, existing, True)
-            return existing
+            return existing, True
         from ..bundle import load_bundle
         from ..inference import EntityExtractor
         from ..train import Trainer
@@ -283,9 +292,7 @@ class Runner:
             "" if leaky is None else f", {leaky['strict']['f1']:.4f} (reference-leaky)",
             record["dev"]["strict"]["f1"],
         )
-        if self.on_run:
-            self.on_run(spec, record, False)
-        return record
+        return record, False
 
     def _reuse_twin(self, spec: RunSpec) -> dict[str, Any] | None:
         """A grid cell whose settings are exactly a variant's (its own ELM and BLM) is that
@@ -326,9 +333,44 @@ class Runner:
                 if final:
                     return list(results.values())
                 raise AssertionError("a protocol plan waits for runs it does not ask for")
-            for spec in todo:
-                results[spec.slug] = self.run(spec)
+            for spec, record in zip(todo, self._run_many(todo), strict=True):
+                results[spec.slug] = record
             self._log_choices(list(results.values()))
+
+    def _run_many(self, specs: list[RunSpec]) -> list[dict[str, Any]]:
+        """The results of independent runs (the plan's runs not yet done all are): one after
+        the other, or ``jobs`` at a time in worker processes (spawned: CUDA cannot fork).
+        Each run is seeded by its spec alone, so running side by side changes no score, only
+        the runs' wall-clock times (which then share the machine)."""
+        if self.jobs == 1 or len(specs) == 1:
+            return [self.run(spec) for spec in specs]
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        state = (
+            self.protocol,
+            self.data_root,
+            self.results_dir,
+            self.work_dir,
+            self.device,
+            self.keep_bundles,
+            logging.getLogger().getEffectiveLevel(),
+            max(1, (os.cpu_count() or 1) // self.jobs),
+        )
+        with ProcessPoolExecutor(
+            max_workers=min(self.jobs, len(specs)),
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=state,
+        ) as pool:
+            futures = [pool.submit(_run_in_worker, spec) for spec in specs]
+            records = []
+            for spec, future in zip(specs, futures, strict=True):
+                record, reused = future.result()
+                if self.on_run:
+                    self.on_run(spec, record, reused)
+                records.append(record)
+        return records
 
     def _log_choices(self, results: list[dict[str, Any]]) -> None:
         ranking = screen_ranking(self.protocol, results)
@@ -340,6 +382,33 @@ class Runner:
                 ", ".join(f"{v} {s:.4f}" for v, s in scores.items()),
                 ", ".join(kept),
             )
+
+
+_WORKER: Runner | None = None
+
+
+def _init_worker(
+    protocol: Protocol,
+    data_root: Path,
+    results_dir: Path,
+    work_dir: Path,
+    device: str,
+    keep_bundles: bool,
+    log_level: int,
+    threads: int,
+) -> None:
+    """A worker process of :meth:`Runner._run_many`: its own runner, its share of the CPU."""
+    import torch
+
+    global _WORKER
+    logging.basicConfig(level=log_level, format="%(asctime)s %(processName)s %(name)s: %(message)s")
+    torch.set_num_threads(threads)
+    _WORKER = Runner(protocol, data_root, results_dir, work_dir, device, keep_bundles)
+
+
+def _run_in_worker(spec: RunSpec) -> tuple[dict[str, Any], bool]:
+    assert _WORKER is not None, "the worker's initializer did not run"
+    return _WORKER._run(spec)
 
 
 def _complete_bundle(path: Path) -> bool:
