@@ -392,9 +392,12 @@ class Trainer:
                 detect_ignore_masked=cfg.detect_ignore_masked,
                 heads=not mlm_stage,
             )
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
+        if out.loss.requires_grad:
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+        # else a masked-LM-only batch with nothing masked (BLM 0 and no entity in it): nothing
+        # to learn, no update (a zero gradient would still move AdamW's momentum)
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return out
@@ -419,6 +422,7 @@ class Trainer:
         losses: list[float] = []
         epoch = 0
         while len(losses) < cfg.mlm_head_warmup_steps:
+            before = len(losses)
             for step, batch_idx in enumerate(self.epoch_batches(10_000 + epoch)):
                 if len(losses) >= cfg.mlm_head_warmup_steps:
                     break
@@ -426,6 +430,8 @@ class Trainer:
                 batch = self.collator([self.windows[i] for i in batch_idx], rngs)
                 batch = {k: v.to(self.device) for k, v in batch.items()}
                 masked = batch["mask_type"] > 0
+                if not masked.any():  # nothing masked in this batch: nothing to learn
+                    continue
                 with torch.no_grad():
                     hidden = self.model.encode(batch["input_ids"], batch["attention_mask"])
                 loss = mask_specific_loss(
@@ -438,6 +444,11 @@ class Trainer:
                 optimizer.step()
                 self.model.zero_grad(set_to_none=True)  # the tied decoder = embeddings too
                 losses.append(float(loss.detach()))
+            if len(losses) == before:
+                raise ConfigError(
+                    "mlm_head_warmup_steps: the masking masked no token in a whole epoch "
+                    "(no entity to mask at this elm_rate and blm_rate 0?)"
+                )
             epoch += 1
         self.masking_info["mlm_head_warmup"] = {
             "steps": len(losses),

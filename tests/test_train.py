@@ -154,6 +154,36 @@ def test_two_stage_mslm_then_fine_tuning(toy_corpus, tiny_encoder, tmp_path):
     assert trainer._lr_factor(3 * spe - 1) < 0.5 and trainer._lr_factor(3 * spe) == 1.0
 
 
+def test_masked_lm_batches_with_nothing_masked_are_skipped(
+    toy_corpus, tiny_encoder_without_mlm_head, tmp_path
+):
+    # ELM 0.25, BLM 0, one sentence a batch: many batches of the masked-LM stage (and of the
+    # head's warm-up) mask nothing and have no loss to learn from (this crashed the backward)
+    cfg = _config(
+        toy_corpus,
+        tiny_encoder_without_mlm_head,
+        strategy="mslm_tapt",
+        tapt_epochs=3,
+        epochs=1,
+        batch_size=1,
+        elm_rate=0.25,
+        blm_rate=0.0,
+        mlm_head_warmup_steps=3,
+    )
+    trainer = Trainer(cfg, tmp_path / "out")
+    history = trainer.fit()["history"]
+    assert [h["stage"] for h in history] == ["mlm"] * 3 + ["joint"]
+    assert trainer.masking_info["mlm_head_warmup"]["steps"] == 3
+    batch = trainer.collator([trainer.windows[0]], trainer._rngs(0, 0, [0]))
+    batch["mask_type"].zero_()  # nothing masked
+    batch["input_ids"] = batch["clean_ids"].clone()
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.collator = lambda windows, rngs: batch
+    trainer.train_step(0, 0, [0], mlm_stage=True)
+    for key, value in trainer.model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
 def test_mlm_head_warm_up_leaves_the_encoder_untouched(
     toy_corpus, tiny_encoder_without_mlm_head, tmp_path
 ):
