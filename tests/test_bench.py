@@ -240,6 +240,12 @@ def test_aggregate_statistics_against_hand_computed_values():
     row = summarize(p, results)["datasets"]["a"]["mslm"]
     assert row["train_cost"] == "cpu" and row["train_cost_mean"] == 33.0
     assert row["vs_baseline"]["train_time_ratio"] == pytest.approx(1.1)
+    for r in results:  # on a GPU the host's CPU seconds say little: wall seconds again
+        r["settings"] = {"device": "cuda"}
+    row = summarize(p, results)["datasets"]["a"]["mslm"]
+    assert row["train_cost"] == "gpu" and row["vs_baseline"]["train_time_ratio"] == pytest.approx(
+        1.4
+    )
 
 
 def test_decision_keeps_the_baseline_unless_the_candidate_wins_on_every_dataset():

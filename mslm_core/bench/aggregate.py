@@ -67,10 +67,19 @@ def _best_dev(history: list[dict[str, Any]]) -> float:
 
 
 def _cost_basis(runs: list[dict[str, Any]]) -> str:
-    """``cpu``: every run recorded the CPU seconds of its training steps (robust to pauses
-    and to other work on the machine), so costs compare on those; else ``wall`` (the wall
-    seconds of the training steps). Neither counts dev scoring or evaluation."""
+    """``gpu``: a run trained on a GPU, where CPU seconds measure only the host's share, so
+    costs compare on the wall seconds of the training steps (runs that shared the GPU,
+    ``--jobs``, slowed each other: indicative); ``cpu``: every run recorded the CPU seconds
+    of its training steps (robust to pauses and to other work on the machine), so costs
+    compare on those; else ``wall``. None counts dev scoring or evaluation."""
+    if any(_on_gpu(r) for r in runs):
+        return "gpu"
     return "cpu" if all(r.get("train_cpu_seconds") for r in runs) else "wall"
+
+
+def _on_gpu(run: dict[str, Any]) -> bool:
+    device = run.get("settings", {}).get("device")
+    return device == "cuda" or (device == "auto" and bool(run.get("machine", {}).get("cuda")))
 
 
 def _cost(run: dict[str, Any], basis: str) -> float:
@@ -323,7 +332,8 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         "Epochs to baseline best: first epoch whose dev F1 reaches the baseline's best dev F1 "
         "in the same seed (reached / runs). Train s: seconds of the training steps (no dev "
         "scoring): CPU seconds, all threads, where every run recorded them (`cpu`: not "
-        "inflated by pauses or other work), else wall seconds (`wall`).",
+        "inflated by pauses or other work), else wall seconds (`wall`); on a GPU, wall "
+        "seconds (`gpu`), indicative only where runs shared the GPU (`--jobs`).",
         "",
         "Training settings shared by every run: `" + json.dumps(summary["train"]) + "`.",
         "",

@@ -407,7 +407,8 @@ def _init_worker(
 
 
 def _run_in_worker(spec: RunSpec) -> tuple[dict[str, Any], bool]:
-    assert _WORKER is not None, "the worker's initializer did not run"
+    if _WORKER is None:
+        raise RuntimeError("the benchmark worker's initializer did not run")
     return _WORKER._run(spec)
 
 
