@@ -85,7 +85,11 @@ class ExportOptions(Strict):
 class JobCreate(Strict):
     dataset_id: str
     base_model: str | None = Field(None, description="an encoder allowed by MSLM_BASE_MODELS")
-    strategy: str | None = Field(None, description="vanilla, mslm, span, pmi, random, …")
+    strategy: str | None = Field(
+        None,
+        description="mslm_tapt (the default: README, 'Does MSLM help?'), vanilla, mslm, span, "
+        "pmi, random",
+    )
     elm_rate: float | None = Field(None, ge=0.0, le=1.0)
     blm_rate: float | None = Field(None, ge=0.0, le=1.0)
     epochs: int | None = Field(None, ge=1, le=200)

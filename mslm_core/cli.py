@@ -54,9 +54,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         if f.name == "strategy":
             kwargs["choices"] = list(STRATEGIES)
         default = f.default if f.default is not dataclasses.MISSING else None
-        parser.add_argument(
-            flag, *_ALIASES.get(f.name, []), help=f"{help_text} (default: {default})", **kwargs
-        )
+        shown = "" if default is None and "by strategy" in help_text else f" (default: {default})"
+        parser.add_argument(flag, *_ALIASES.get(f.name, []), help=help_text + shown, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
