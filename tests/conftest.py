@@ -114,6 +114,25 @@ def tiny_encoder_without_mlm_head(tmp_path_factory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bare", words, mlm_head=False)
 
 
+def toy_config(toy_corpus, encoder, **kw):
+    """A config that overfits the toy corpus (train = dev = test) in a few seconds."""
+    from mslm_core.config import TrainConfig
+
+    base = dict(
+        train=str(toy_corpus),
+        dev=str(toy_corpus),
+        test=str(toy_corpus),
+        base_model=str(encoder),
+        epochs=30,
+        batch_size=2,
+        learning_rate=3e-3,
+        warmup_ratio=0.0,
+        patience=None,
+        seed=7,
+    )
+    return TrainConfig(**{**base, **kw})
+
+
 def torch_predictor(path, **kwargs):
     """The engine's PyTorch predictor for a bundle (what a bundle without ONNX serves)."""
     from mslm_core.inference import EntityExtractor

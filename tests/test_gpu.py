@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+from conftest import toy_config
 from safetensors.torch import load_file
 
 from mslm_core.config import TrainConfig
@@ -27,23 +28,9 @@ TEXTS = [
 
 
 def _config(toy_corpus, tiny_encoder, **kw) -> TrainConfig:
-    base = dict(
-        train=str(toy_corpus),
-        dev=str(toy_corpus),
-        test=str(toy_corpus),
-        base_model=str(tiny_encoder),
-        epochs=30,
-        batch_size=2,
-        learning_rate=3e-3,
-        warmup_ratio=0.0,
-        patience=None,
-        seed=7,
-        device="cuda",
-        strategy="mslm",
-        detect_on="clean",
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    """MSLM with a clean pass for the heads, on the GPU."""
+    settings = {"device": "cuda", "strategy": "mslm", "detect_on": "clean", **kw}
+    return toy_config(toy_corpus, tiny_encoder, **settings)
 
 
 def _entities(extractor: EntityExtractor) -> list[list[tuple]]:

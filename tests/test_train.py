@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import torch_predictor
+from conftest import torch_predictor, toy_config
 from safetensors.torch import load_file
 
 from mslm_core.bundle import load_bundle
@@ -15,20 +15,7 @@ from mslm_core.train import Callback, Trainer, TrainingCancelled, train
 
 
 def _config(toy_corpus, tiny_encoder, **kw) -> TrainConfig:
-    base = dict(
-        train=str(toy_corpus),
-        dev=str(toy_corpus),
-        test=str(toy_corpus),
-        base_model=str(tiny_encoder),
-        epochs=30,
-        batch_size=2,
-        learning_rate=3e-3,
-        warmup_ratio=0.0,
-        patience=None,
-        seed=7,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return toy_config(toy_corpus, tiny_encoder, **kw)
 
 
 @pytest.mark.parametrize("strategy", ["vanilla", "mslm", "span", "pmi", "random"])
