@@ -140,7 +140,12 @@ def fit_entity_temperature(
     return float(math.exp(res.x))
 
 
-def calibrate(predictor: Any, dev: Corpus, test: Corpus | None = None) -> dict[str, Any]:
+def calibrate(
+    predictor: Any,
+    dev: Corpus,
+    test: Corpus | None = None,
+    passes: dict[str, RawPredictions] | None = None,
+) -> dict[str, Any]:
     """Fit both temperatures on ``dev`` with ``predictor``, report ECE before and after on
     dev (where they were fitted) and on ``test`` (held out) when given, and leave
     ``predictor`` applying the fitted temperatures.
@@ -151,9 +156,12 @@ def calibrate(predictor: Any, dev: Corpus, test: Corpus | None = None) -> dict[s
     test ECE 0.148 → 0.078, where fitting the per-word B/I/O NLL instead gave 0.107); the
     per-word fit is the fallback when dev's entities are all right or all wrong. Two
     prediction passes over dev (one for the detection head and the predicted entities, one
-    typing the gold mentions) and one over test; temperatures only rescore what they found."""
+    typing the gold mentions) and one over test; temperatures only rescore what they found.
+    ``passes``: the untempered passes over ``"dev"`` / ``"test"`` when the caller has them
+    already (training scores the same passes), so that they are not predicted again."""
+    passes = passes or {}
     words = [s.words for s in dev.sentences]
-    raw = predictor.raw_predictions(words)
+    raw = passes["dev"] if "dev" in passes else predictor.raw_predictions(words)
     type_ids = {t: i for i, t in enumerate(predictor.types)}
     gold = [[m for m in s.mentions if m.label in type_ids] for s in dev.sentences]
     spans = [[(m.start, m.end) for m in sent] for sent in gold]
@@ -182,7 +190,11 @@ def calibrate(predictor: Any, dev: Corpus, test: Corpus | None = None) -> dict[s
         "dev": calibration_report(raw, dev, predictor.types, (t_det, t_type)),
     }
     if test is not None:
-        raw = predictor.raw_predictions([s.words for s in test.sentences])
+        raw = (
+            passes["test"]
+            if "test" in passes
+            else predictor.raw_predictions([s.words for s in test.sentences])
+        )
         out["test"] = calibration_report(raw, test, predictor.types, (t_det, t_type))
     predictor.temperatures = (t_det, t_type)
     return out

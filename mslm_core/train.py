@@ -31,9 +31,9 @@ from . import __version__
 from .bundle import WEIGHTS, save_bundle
 from .collate import MaskingCollator
 from .config import TrainConfig
-from .corpus import Corpus, read_corpus
+from .corpus import Corpus, Mention, read_corpus
 from .errors import CheckpointError, ConfigError
-from .evaluate import evaluate_corpus, masked_nll
+from .evaluate import evaluate_corpus, masked_nll, score_predictions
 from .features import Window, WindowBuilder
 from .masking import ELM, MaskingStrategy, PMIVocabulary, build_strategy
 from .model import MSLMOutput, load_pretrained
@@ -472,11 +472,24 @@ class Trainer:
         nll, n_masked = masked_nll(
             self.model, self.dev_windows, self.collator, cfg.seed, self.device
         )
-        metrics = {"dev": evaluate_corpus(self.predictor, self.corpora["dev"], nll, n_masked)}
-        if "test" in self.corpora:
-            metrics["test"] = evaluate_corpus(self.predictor, self.corpora["test"])
-        # after scoring, though temperatures never change which entities are found
-        calibration = calibrate(self.predictor, self.corpora["dev"], self.corpora.get("test"))
+        # one prediction pass per split serves both the scores and the calibration (the
+        # temperatures it fits move confidences only, never which entities are found)
+        raw = {
+            split: self.predictor.raw_predictions([s.words for s in corpus.sentences])
+            for split, corpus in self.corpora.items()
+            if split in ("dev", "test")
+        }
+        metrics: dict[str, Any] = {}
+        for split, predictions in raw.items():
+            predicted = [
+                [Mention(m.start, m.end, m.label) for m in sent]
+                for sent in predictions.mentions(self.predictor.types)
+            ]
+            extra = (nll, n_masked) if split == "dev" else (None, 0)  # perplexity: dev only
+            metrics[split] = score_predictions(self.corpora[split], predicted, *extra)
+        calibration = calibrate(
+            self.predictor, self.corpora["dev"], self.corpora.get("test"), passes=raw
+        )
         self.predictor.temperatures = (1.0, 1.0)
         diagram = diagram_for(calibration, self.work_dir / CALIBRATION_PNG)
         log.info(

@@ -115,6 +115,36 @@ def test_the_default_strategy_is_the_honest_studys_choice():
         TrainConfig(strategy="nope")
 
 
+def test_the_end_of_training_predicts_dev_and_test_once(toy_corpus, tiny_encoder, tmp_path):
+    """Scores and calibration share one prediction pass per split (it was two)."""
+    from mslm_core.predict import Predictor
+
+    calls = []
+    original_raw, original_words = Predictor.raw_predictions, Predictor.predict_words
+
+    def raw(self, sentences):
+        calls.append(("raw", len(sentences)))
+        return original_raw(self, sentences)
+
+    def words(self, sentences):
+        calls.append(("words", len(sentences)))
+        return original_words(self, sentences)
+
+    cfg = _config(toy_corpus, tiny_encoder, strategy="vanilla", epochs=2)
+    trainer = Trainer(cfg, tmp_path / "out")
+    trainer.finish = lambda: None  # train only; finish below, counted
+    trainer.fit()
+    del trainer.finish
+    n = len(read_conll(toy_corpus).sentences)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Predictor, "raw_predictions", raw)
+        mp.setattr(Predictor, "predict_words", words)
+        result = trainer.finish()
+    assert calls == [("raw", n), ("raw", n)]  # dev, then test; calibration reuses both
+    assert result["metrics"]["test"]["strict"]["f1"] > 0
+    assert set(result["metrics"]) == {"dev", "test"}
+
+
 def test_resume_refuses_a_checkpoint_of_another_config(toy_corpus, tiny_encoder, tmp_path):
     cfg = _config(toy_corpus, tiny_encoder, epochs=2, checkpoint_every=1)
     with pytest.raises(TrainingCancelled):
