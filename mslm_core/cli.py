@@ -12,7 +12,7 @@ import types
 import typing
 from pathlib import Path
 
-from .config import STRATEGIES, TrainConfig
+from .config import BASE_DEFAULTS, STRATEGIES, TrainConfig
 from .corpus import FORMATS, PREDICTION_FORMATS
 from .errors import MSLMError
 
@@ -54,7 +54,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         if f.name == "strategy":
             kwargs["choices"] = list(STRATEGIES)
         default = f.default if f.default is not dataclasses.MISSING else None
-        shown = "" if default is None and "by strategy" in help_text else f" (default: {default})"
+        by_strategy = f.name in BASE_DEFAULTS  # its help says the default of each strategy
+        shown = "" if by_strategy else f" (default: {default})"
         parser.add_argument(flag, *_ALIASES.get(f.name, []), help=help_text + shown, **kwargs)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from .corpus import Corpus, Mention
 from .features import Window
 from .metrics import evaluation_report
-from .predict import Predictor
+from .predict import Predictor, ScoredMention
 
 if TYPE_CHECKING:  # torch is imported where a model runs: serving needs neither
     from .collate import MaskingCollator
@@ -17,7 +17,11 @@ if TYPE_CHECKING:  # torch is imported where a model runs: serving needs neither
 
 def predict_mentions(predictor: Predictor, corpus: Corpus) -> list[list[Mention]]:
     """Predicted mentions per sentence; the predictor is given the words only."""
-    predicted = predictor.predict_words([s.words for s in corpus.sentences])
+    return as_mentions(predictor.predict_words([s.words for s in corpus.sentences]))
+
+
+def as_mentions(predicted: list[list[ScoredMention]]) -> list[list[Mention]]:
+    """Scored mentions per sentence → the spans and types that are scored against gold."""
     return [[Mention(m.start, m.end, m.label) for m in sent] for sent in predicted]
 
 

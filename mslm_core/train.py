@@ -31,9 +31,9 @@ from . import __version__
 from .bundle import WEIGHTS, save_bundle
 from .collate import MaskingCollator
 from .config import TrainConfig
-from .corpus import Corpus, Mention, read_corpus
+from .corpus import Corpus, read_corpus
 from .errors import CheckpointError, ConfigError
-from .evaluate import evaluate_corpus, masked_nll, score_predictions
+from .evaluate import as_mentions, evaluate_corpus, masked_nll, score_predictions
 from .features import Window, WindowBuilder
 from .masking import ELM, MaskingStrategy, PMIVocabulary, build_strategy
 from .model import MSLMOutput, load_pretrained
@@ -481,10 +481,7 @@ class Trainer:
         }
         metrics: dict[str, Any] = {}
         for split, predictions in raw.items():
-            predicted = [
-                [Mention(m.start, m.end, m.label) for m in sent]
-                for sent in predictions.mentions(self.predictor.types)
-            ]
+            predicted = as_mentions(predictions.mentions(self.predictor.types))
             extra = (nll, n_masked) if split == "dev" else (None, 0)  # perplexity: dev only
             metrics[split] = score_predictions(self.corpora[split], predicted, *extra)
         calibration = calibrate(

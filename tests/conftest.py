@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mslm_core.train import Callback
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -131,6 +133,18 @@ def toy_config(toy_corpus, encoder, **kw):
         seed=7,
     )
     return TrainConfig(**{**base, **kw})
+
+
+class StopAt(Callback):
+    """Cancels the training run at global step ``step``, as a user's cancel would."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, trainer):
+        if trainer.state.global_step == self.step:
+            trainer.state.should_stop = True
+            trainer.state.stop_reason = "cancelled"
 
 
 def torch_predictor(path, **kwargs):

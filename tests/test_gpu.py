@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 import torch
-from conftest import toy_config
+from conftest import StopAt, toy_config
 from safetensors.torch import load_file
 
 from mslm_core.config import TrainConfig
 from mslm_core.export import export_bundle
 from mslm_core.inference import EntityExtractor
-from mslm_core.train import Callback, Trainer, TrainingCancelled, train
+from mslm_core.train import Trainer, TrainingCancelled, train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -66,16 +66,10 @@ def test_resume_on_the_gpu_continues_the_run(toy_corpus, tiny_encoder, tmp_path)
     ends where the uninterrupted run ends (up to the GPU's non-deterministic summation order
     in bf16)."""
 
-    class StopAt(Callback):
-        def on_step_end(self, trainer):
-            if trainer.state.global_step == 5:
-                trainer.state.should_stop = True
-                trainer.state.stop_reason = "cancelled"
-
     cfg = _config(toy_corpus, tiny_encoder, epochs=4, checkpoint_every=1)
     train(cfg, tmp_path / "straight")
     with pytest.raises(TrainingCancelled):
-        Trainer(cfg, tmp_path / "resumed", callbacks=[StopAt()]).fit()
+        Trainer(cfg, tmp_path / "resumed", callbacks=[StopAt(5)]).fit()
     Trainer(cfg, tmp_path / "resumed").fit(resume=True)
     a = load_file(str(tmp_path / "straight" / "model.safetensors"))
     b = load_file(str(tmp_path / "resumed" / "model.safetensors"))

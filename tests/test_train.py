@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import torch_predictor, toy_config
+from conftest import StopAt, torch_predictor, toy_config
 from safetensors.torch import load_file
 
 from mslm_core.bundle import load_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import read_conll
 from mslm_core.errors import CheckpointError, ConfigError
-from mslm_core.train import Callback, Trainer, TrainingCancelled, train
+from mslm_core.train import Trainer, TrainingCancelled, train
 
 
 def _config(toy_corpus, tiny_encoder, **kw) -> TrainConfig:
@@ -56,16 +56,6 @@ def test_mask_weights_recorded_and_ablation(toy_corpus, tiny_encoder, tmp_path):
     cfg = _config(toy_corpus, tiny_encoder, strategy="mslm", epochs=1, mask_weights=False)
     train(cfg, tmp_path / "b")
     assert load_bundle(tmp_path / "b").manifest["masking"]["weights"] == {"blm": 1.0, "elm": 1.0}
-
-
-class StopAt(Callback):
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, trainer):
-        if trainer.state.global_step == self.step:
-            trainer.state.should_stop = True
-            trainer.state.stop_reason = "cancelled"
 
 
 @pytest.mark.parametrize("stop_step", [2, 5])  # mid-epoch (2 steps/epoch → 5 is mid-epoch 3)
