@@ -52,10 +52,13 @@ def leaky_report(
     collator = MaskingCollator(strategy, tok.mask_token_id, tok.pad_token_id or 0)
     tag_probs = [np.tile(np.eye(3, dtype=np.float32)[O], (len(w), 1)) for w in words]
     feats_by_word: list[list[np.ndarray | None]] = [[None] * len(w) for w in words]
+    # length-sorted batches pad little; each window's masking is seeded by its position in
+    # the corpus, so the order changes no mask
+    order = sorted(range(len(windows)), key=lambda i: (len(windows[i]), i))
     with torch.inference_mode():
-        for i in range(0, len(windows), 64):
-            chunk = windows[i : i + 64]
-            rngs = [np.random.default_rng([seed, i + r]) for r in range(len(chunk))]
+        for i in range(0, len(order), 64):
+            chunk = [windows[k] for k in order[i : i + 64]]
+            rngs = [np.random.default_rng([seed, k]) for k in order[i : i + 64]]
             batch = {k: v.to(device) for k, v in collator(chunk, rngs).items()}
             hidden = model.encode(batch["input_ids"], batch["attention_mask"])  # masked input
             probs = model.detection_logits(hidden, batch["clean_ids"]).softmax(-1).cpu().numpy()
