@@ -230,6 +230,9 @@ def test_aggregate_statistics_against_hand_computed_values():
     assert row["f1_std"] == pytest.approx(0.015275, abs=1e-5)  # sample std of 0.73,0.72,0.75
     assert row["epochs_to_vanilla_best"] == 1 and row["reached_vanilla_best"] == "3/3"
     assert row["seconds_to_vanilla_best"] == pytest.approx(7.0)
+    table = render_markdown(s).split("## a")[1]
+    assert "| 1.0 ep, 7 s (3/3) |" in table  # mslm: epochs and wall time to vanilla's best
+    assert "| 2.0 ep, 10 s (3/3) |" in table  # vanilla reaches its own best at epoch 2
     vs = row["vs_baseline"]
     assert vs["p_value"] == pytest.approx(stats.ttest_rel(msl, van).pvalue)
     assert vs["train_time_ratio"] == pytest.approx(1.4)  # wall seconds: no CPU seconds

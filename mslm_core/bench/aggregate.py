@@ -311,7 +311,8 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
         "—" if is_baseline else _pct(vs.get("f1_diff_mean"), vs.get("f1_diff_std")),
         "—" if is_baseline else _p(vs.get("p_value")),
         _pct(row["dev_f1_mean"], row["dev_f1_std"]),
-        ("—" if etb is None else f"{etb:.1f}") + f" ({row['reached_vanilla_best']})",
+        ("—" if etb is None else f"{etb:.1f} ep, {row['seconds_to_vanilla_best']:.0f} s")
+        + f" ({row['reached_vanilla_best']})",
         f"{row['train_cost_mean']:.0f} {row['train_cost']}"
         + ("" if ratio is None else f" ({ratio:.2f}×)"),
         "—" if ppl is None else f"{ppl:.1f}",
@@ -329,11 +330,12 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         "**Leaky** = the research code's protocol (test sentences masked with their *gold* "
         "mentions before prediction, MSLM.md §3b) — shown only to explain the paper's numbers. "
         f"Δ and p: paired over seeds against `{summary['baseline']}` (two-sided paired t-test). "
-        "Epochs to baseline best: first epoch whose dev F1 reaches the baseline's best dev F1 "
-        "in the same seed (reached / runs). Train s: seconds of the training steps (no dev "
-        "scoring): CPU seconds, all threads, where every run recorded them (`cpu`: not "
-        "inflated by pauses or other work), else wall seconds (`wall`); on a GPU, wall "
-        "seconds (`gpu`), indicative only where runs shared the GPU (`--jobs`).",
+        "To baseline best: the first epoch whose dev F1 reaches the baseline's best dev F1 "
+        "in the same seed, and the wall seconds (training and dev scoring) spent up to it, "
+        "mean over the runs that reach it (reached / runs). Train s: seconds of the training "
+        "steps (no dev scoring): CPU seconds, all threads, where every run recorded them "
+        "(`cpu`: not inflated by pauses or other work), else wall seconds (`wall`); on a "
+        "GPU, wall seconds (`gpu`), indicative only where runs shared the GPU (`--jobs`).",
         "",
         "Training settings shared by every run: `" + json.dumps(summary["train"]) + "`.",
         "",
@@ -365,7 +367,7 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         lines += [f"## {ds}", ""]
         lines += [
             "| variant | seeds | test F1 (honest) | test EM (honest) | test F1 (leaky) | "
-            "Δ F1 vs baseline | p | dev F1 | epochs to baseline best | train s (× baseline) "
+            "Δ F1 vs baseline | p | dev F1 | to baseline best | train s (× baseline) "
             "| dev perplexity |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
@@ -376,7 +378,7 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
             em = ", ".join(
                 f"{enc} {a:.1f} → {b:.1f}" for enc, (a, b) in paper["em_vanilla_to_mslm"].items()
             )
-            lines += ["", f"Paper (EM, vanilla → MSLM, as reported; {paper['note']}): {em}."]
+            lines += ["", f"Paper (EM, vanilla → MSLM, {paper['note']}): {em}."]
             if paper.get("f1_biobert_vanilla_to_mslm"):
                 a, b = paper["f1_biobert_vanilla_to_mslm"]
                 lines.append(f"Paper test F1, BioBERT → MSLM-BioBERT: {a:.2f} → {b:.2f}.")
