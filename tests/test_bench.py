@@ -251,6 +251,23 @@ def test_aggregate_statistics_against_hand_computed_values():
     )
 
 
+def test_run_time_sums_the_runs_that_ran_and_names_their_machines():
+    p = _protocol(mslm={"strategy": "mslm"})
+    cpu = {"cpu": "AMD EPYC (avx2)", "cuda": None, "threads": 2}
+    results = [_result("a", "vanilla", s, 0.7, 0.7) for s in (1, 2)]
+    results.append(_result("a", "mslm", 1, 0.7, 0.7))
+    for r, (train, evaluate) in zip(results, [(100, 5), (110, 5), (150, 20)], strict=True):
+        r.update(wall_seconds={"train": train, "evaluate": evaluate}, machine=cpu)
+    twin = {**results[2], "label": "cell", "same_run_as": "a/mslm/seed1"}  # reused: no cost
+    s = summarize(p, [*results, twin])
+    assert s["run_time"] == {
+        "runs": 3,
+        "wall_seconds": 390.0,
+        "machines": ["AMD EPYC (avx2), 2 threads"],
+    }
+    assert "Run time: 3 runs, 6.5 minutes of wall time" in render_markdown(s)
+
+
 def test_decision_keeps_the_baseline_unless_the_candidate_wins_on_every_dataset():
     p = _protocol(mslm={"strategy": "mslm", "detect_on": "clean"})
     every, one = [1, 2, 3], [1]
@@ -424,6 +441,34 @@ def test_committed_protocols_parse():
         protocol = load_protocol(path)
         assert protocol.name == path.stem
         assert protocol.variant_runs()
+
+
+def test_committed_results_are_what_their_protocols_aggregate_to():
+    """Every committed results folder reloads with the protocol its runs followed (its
+    protocol.json, also after the TOML has changed) and its summary is what today's
+    aggregation makes of its runs: the committed figures come from the committed code."""
+    from mslm_core.bench.aggregate import load_results
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    folders = sorted(p.parent for p in root.rglob("protocol.json"))
+    assert {f.relative_to(root).as_posix() for f in folders} >= {"cpu-small", "honest-mslm"}
+    for folder in folders:
+        protocol = load_protocol(folder / "protocol.json")
+        assert protocol.name == folder.name
+        committed = json.loads((folder / "summary.json").read_text())
+        summary = summarize(protocol, load_results(folder))
+        for key in ("datasets", "decision", "complete", "run_time", "n_runs"):
+            assert summary[key] == committed[key], (folder, key)
+
+
+def test_protocol_json_errors_name_the_file(tmp_path):
+    path = tmp_path / "protocol.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match=r"protocol\.json: a protocol is a table"):
+        load_protocol(path)
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"protocol\.json: cannot read protocol"):
+        load_protocol(path)
 
 
 def test_missing_dataset_fails_before_training(tmp_path, tiny_encoder):

@@ -201,8 +201,26 @@ def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, An
         "decision": decide(protocol, datasets),
         "complete": plan_is_done(protocol, results),
         "n_runs": len(results),
+        "run_time": _run_time(results),
     }
     return summary
+
+
+def _run_time(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the protocol cost: the sum of its runs' wall seconds (training with dev scoring,
+    then evaluation) — its wall time when they ran one after the other (``--jobs 1``) — and
+    where they ran. A grid cell reused from its twin variant run cost nothing again."""
+    ran = [r for r in results if not r.get("same_run_as")]
+    wall = sum(sum((r.get("wall_seconds") or {}).values()) for r in ran)
+    machines = sorted(
+        {
+            f"{r['machine'].get('cuda') or r['machine'].get('cpu')}, "
+            f"{r['machine'].get('threads')} threads"
+            for r in ran
+            if r.get("machine")
+        }
+    )
+    return {"runs": len(ran), "wall_seconds": round(wall, 1), "machines": machines}
 
 
 def _screen(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -407,6 +425,14 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         )
     else:
         lines.append(f"**Default: `{d['default']}`.**")
+    rt = summary.get("run_time")
+    if rt and rt["runs"]:
+        lines += [
+            "",
+            f"Run time: {rt['runs']} runs, {rt['wall_seconds'] / 60:.1f} minutes of wall time "
+            "summed over the runs (training with dev scoring, then evaluation; the protocol's "
+            f"time when run one after the other) on {'; '.join(rt['machines']) or '?'}.",
+        ]
     if command:
         lines += ["", "Produced by:", "", f"    {command}"]
     return "\n".join(lines) + "\n"

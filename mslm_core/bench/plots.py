@@ -35,6 +35,7 @@ def plot_dev_curves(summary: dict[str, Any], path: Path) -> Path:
         for label, row in table.items():
             ys = [_nan(v) for v in row["dev_f1_per_epoch"]]
             ax.plot(range(1, len(ys) + 1), ys, marker="o", label=label)
+        ax.xaxis.get_major_locator().set_params(integer=True)  # epochs: no 1.2, 1.4, …
         ax.set_title(ds)
         ax.set_xlabel("epoch (two-stage runs: masked-LM epochs have no dev F1)")
         ax.set_ylabel("dev strict F1 (mean over seeds)")

@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -321,14 +322,19 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
 
 
 def load_protocol(path: str | Path) -> Protocol:
-    """Read a protocol TOML file (errors name the file and the key)."""
+    """Read a protocol TOML file, or the ``protocol.json`` a results folder keeps of the
+    protocol its runs followed (to re-aggregate them after the TOML has changed). Errors
+    name the file and the key."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"{path}: protocol file not found") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # TOML and JSON errors
         raise ConfigError(f"{path}: cannot read protocol: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a protocol is a table of keys, not {type(data).__name__}")
     protocol = parse_protocol(data, where=str(path))
     protocol.path = str(path)
     return protocol
