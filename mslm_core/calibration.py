@@ -140,6 +140,14 @@ def fit_entity_temperature(
     return float(math.exp(res.x))
 
 
+def gold_type_spans(corpus: Corpus, types: Sequence[str]) -> list[list[tuple[int, int]]]:
+    """Per sentence, the word spans of the gold mentions of the model's types — what the
+    type temperature is fitted on (pass them to ``raw_predictions`` so that the scoring pass
+    types them too)."""
+    known = set(types)
+    return [[(m.start, m.end) for m in s.mentions if m.label in known] for s in corpus.sentences]
+
+
 def calibrate(
     predictor: Any,
     dev: Corpus,
@@ -154,20 +162,28 @@ def calibrate(
     temperature minimises the binary NLL of the predicted entities being exactly right given
     their confidence — the figure users threshold on (measured on NCBI-disease with MiniLM:
     test ECE 0.148 → 0.078, where fitting the per-word B/I/O NLL instead gave 0.107); the
-    per-word fit is the fallback when dev's entities are all right or all wrong. Two
-    prediction passes over dev (one for the detection head and the predicted entities, one
-    typing the gold mentions) and one over test; temperatures only rescore what they found.
+    per-word fit is the fallback when dev's entities are all right or all wrong. One
+    prediction pass over dev (the detection head, the predicted entities and the gold
+    mentions' types) and one over test; temperatures only rescore what they found.
     ``passes``: the untempered passes over ``"dev"`` / ``"test"`` when the caller has them
-    already (training scores the same passes), so that they are not predicted again."""
+    already (training scores the same passes), so that they are not predicted again; a dev
+    pass made without ``extra_spans=gold_type_spans(dev, types)`` costs a second one."""
     passes = passes or {}
-    words = [s.words for s in dev.sentences]
-    raw = passes["dev"] if "dev" in passes else predictor.raw_predictions(words)
+    spans = gold_type_spans(dev, predictor.types)
+    raw = passes.get("dev")
+    wanted = [(s, a, b) for s, sent in enumerate(spans) for a, b in sent]
+    if raw is None or raw.extra_spans != wanted:  # the gold mentions are not typed in it
+        fresh = predictor.raw_predictions([s.words for s in dev.sentences], spans)
+        raw = raw or fresh
+        typed = fresh.extra_type_probs
+    else:
+        typed = raw.extra_type_probs
     type_ids = {t: i for i, t in enumerate(predictor.types)}
-    gold = [[m for m in s.mentions if m.label in type_ids] for s in dev.sentences]
-    spans = [[(m.start, m.end) for m in sent] for sent in gold]
-    flat = [p for sent in predictor.span_type_probabilities(words, spans) for p in sent]
-    labels = np.asarray([type_ids[m.label] for sent in gold for m in sent], np.int64)
-    t_type = fit_temperature(np.stack(flat), labels) if flat else 1.0
+    labels = np.asarray(
+        [type_ids[m.label] for s in dev.sentences for m in s.mentions if m.label in type_ids],
+        np.int64,
+    )
+    t_type = fit_temperature(typed, labels) if len(labels) else 1.0
 
     t_det = fit_entity_temperature(raw, dev, predictor.types, t_type)
     objective = "entity"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -212,22 +212,44 @@ class Predictor:
     def _predict_chunk(self, sentences: list[list[str]]) -> list[list[ScoredMention]]:
         return self._raw_chunk(sentences).mentions(self.types, self.temperatures)
 
-    def raw_predictions(self, sentences: Sequence[list[str]]) -> RawPredictions:
+    def raw_predictions(
+        self,
+        sentences: Sequence[list[str]],
+        extra_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+    ) -> RawPredictions:
         """One pass: every word's untempered tag probabilities, the decoded spans and their
         untempered type probabilities — what :meth:`RawPredictions.mentions` scores under
         any temperatures (calibration fits them without predicting again). Chunked like
-        :meth:`predict_words`: only these small outputs outlive a chunk."""
+        :meth:`predict_words`: only these small outputs outlive a chunk.
+
+        ``extra_spans``: per sentence, word spans ``[start, end)`` to type as well, from the
+        same pass (``extra_spans`` / ``extra_type_probs`` of the result) — calibration fits
+        the type head's temperature on the gold mentions' types."""
+        if extra_spans is not None and len(extra_spans) != len(sentences):
+            raise ValueError(
+                f"extra_spans: {len(extra_spans)} lists of spans for {len(sentences)} sentences"
+            )
         word_probs: list[np.ndarray] = []
         spans: list[tuple[int, int, int]] = []
         type_probs = [np.zeros((0, len(self.types)), np.float32)]
+        extra: list[tuple[int, int, int]] = []
+        extra_probs = [np.zeros((0, len(self.types)), np.float32)]
         for i in range(0, len(sentences), self.chunk_sentences):
-            raw = self._raw_chunk(list(sentences[i : i + self.chunk_sentences]))
+            chunk = list(sentences[i : i + self.chunk_sentences])
+            asked = [] if extra_spans is None else extra_spans[i : i + len(chunk)]
+            raw = self._raw_chunk(chunk, asked)
             spans += [(len(word_probs) + s, a, b) for s, a, b in raw.spans]
+            extra += [(len(word_probs) + s, a, b) for s, a, b in raw.extra_spans]
             word_probs += raw.word_probs
             type_probs.append(raw.type_probs)
-        return RawPredictions(word_probs, spans, np.concatenate(type_probs))
+            extra_probs.append(raw.extra_type_probs)
+        return RawPredictions(
+            word_probs, spans, np.concatenate(type_probs), extra, np.concatenate(extra_probs)
+        )
 
-    def _raw_chunk(self, sentences: list[list[str]]) -> RawPredictions:
+    def _raw_chunk(
+        self, sentences: list[list[str]], extra_spans: Sequence[Sequence[tuple[int, int]]] = ()
+    ) -> RawPredictions:
         windows, owners = self.builder.prediction_windows(sentences)
         probs, feats = self._run(windows)
         word_probs = _word_tag_probs(sentences, windows, owners, probs)
@@ -237,18 +259,16 @@ class Predictor:
             for start, end in decode_bio(tag_probs.argmax(-1).tolist())
         ]
         type_probs = self._classify_spans(windows, owners, feats, spans)
-        return RawPredictions(word_probs, spans, type_probs)
+        extra = [(s, a, b) for s, sent in enumerate(extra_spans) for a, b in sent]
+        extra_probs = self._classify_spans(windows, owners, feats, extra)
+        return RawPredictions(word_probs, spans, type_probs, extra, extra_probs)
 
     def span_type_probabilities(
         self, sentences: Sequence[list[str]], spans: Sequence[Sequence[tuple[int, int]]]
     ) -> list[list[np.ndarray]]:
         """Untempered type probabilities of given word spans ``[start, end)`` per sentence
         (gold mentions, to fit the type head's temperature)."""
-        sentences = list(sentences)
-        windows, owners = self.builder.prediction_windows(sentences)
-        _, feats = self._run(windows)
-        flat = [(s, a, b) for s, sent in enumerate(spans) for a, b in sent]
-        probs = iter(self._classify_spans(windows, owners, feats, flat))
+        probs = iter(self.raw_predictions(sentences, spans).extra_type_probs)
         return [[next(probs) for _ in sent] for sent in spans]
 
     def _classify_spans(
@@ -294,6 +314,9 @@ class RawPredictions:
     word_probs: list[np.ndarray]  # per sentence [n_words, 3] (B, I, O)
     spans: list[tuple[int, int, int]]  # decoded (sentence, start, end), in sentence order
     type_probs: np.ndarray  # [len(spans), C]
+    # spans the caller asked to have typed as well (sentence, start, end), and their types
+    extra_spans: list[tuple[int, int, int]] = field(default_factory=list)
+    extra_type_probs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
 
     def mentions(
         self, types: Sequence[str], temperatures: tuple[float, float] = (1.0, 1.0)

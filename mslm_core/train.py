@@ -463,7 +463,7 @@ class Trainer:
         on dev, write the bundle."""
         from safetensors.torch import load_model
 
-        from .calibration import CALIBRATION_PNG, calibrate, diagram_for
+        from .calibration import CALIBRATION_PNG, calibrate, diagram_for, gold_type_spans
 
         best = self.work_dir / "best" / WEIGHTS
         if best.exists():
@@ -473,9 +473,13 @@ class Trainer:
             self.model, self.dev_windows, self.collator, cfg.seed, self.device
         )
         # one prediction pass per split serves both the scores and the calibration (the
-        # temperatures it fits move confidences only, never which entities are found)
+        # temperatures it fits move confidences only, never which entities are found); dev's
+        # also types the gold mentions, which the type temperature is fitted on
         raw = {
-            split: self.predictor.raw_predictions([s.words for s in corpus.sentences])
+            split: self.predictor.raw_predictions(
+                [s.words for s in corpus.sentences],
+                gold_type_spans(corpus, self.predictor.types) if split == "dev" else None,
+            )
             for split, corpus in self.corpora.items()
             if split in ("dev", "test")
         }

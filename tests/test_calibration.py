@@ -192,6 +192,39 @@ def test_raw_predictions_in_chunks_are_the_same_as_in_one(calibrated_bundle, toy
     assert predictor.predict_words(words) == whole.mentions(predictor.types, predictor.temperatures)
 
 
+def test_extra_spans_are_typed_in_the_same_pass_as_the_predictions(calibrated_bundle, toy_corpus):
+    predictor = torch_predictor(calibrated_bundle)
+    words = [s.words for s in read_conll(toy_corpus).sentences]
+    plain = predictor.raw_predictions(words)
+    asked = [[(a, b) for s, a, b in plain.spans if s == i] for i in range(len(words))]
+    predictor.chunk_sentences = 2  # spans follow their sentences across chunks
+    raw = predictor.raw_predictions(words, asked)
+    assert raw.extra_spans == plain.spans and plain.spans
+    assert np.allclose(raw.extra_type_probs, plain.type_probs, atol=1e-5)  # same spans, types
+    grouped = predictor.span_type_probabilities(words, asked)
+    assert np.allclose(np.concatenate([np.stack(g) for g in grouped if g]), plain.type_probs)
+    with pytest.raises(ValueError, match="extra_spans: 1 lists of spans for"):
+        predictor.raw_predictions(words, asked[:1])
+
+
+def test_calibration_is_the_same_from_a_given_pass_or_its_own(calibrated_bundle, toy_corpus):
+    from mslm_core.calibration import gold_type_spans
+
+    predictor = torch_predictor(calibrated_bundle)
+    dev = read_conll(toy_corpus)
+    words = [s.words for s in dev.sentences]
+    results = []
+    for passes in (
+        None,  # calibrate predicts dev itself, gold mentions typed in the same pass
+        {"dev": predictor.raw_predictions(words, gold_type_spans(dev, predictor.types))},
+        {"dev": predictor.raw_predictions(words)},  # no gold types in it: typed again
+    ):
+        predictor.temperatures = (1.0, 1.0)
+        cal = calibrate(predictor, dev, passes=passes)
+        results.append((cal["detection_temperature"], cal["type_temperature"], cal["dev"]))
+    assert results[0] == results[1] == results[2]
+
+
 def test_mslm_evaluate_reports_calibration_and_draws_the_diagram(
     calibrated_bundle, toy_corpus, tmp_path
 ):

@@ -106,19 +106,20 @@ def test_the_default_strategy_is_the_honest_studys_choice():
 
 
 def test_the_end_of_training_predicts_dev_and_test_once(toy_corpus, tiny_encoder, tmp_path):
-    """Scores and calibration share one prediction pass per split (it was two)."""
+    """Scores and calibration share one prediction pass per split (there were three over
+    dev: the scores, the calibration's, and one typing the gold mentions)."""
     from mslm_core.predict import Predictor
 
     calls = []
-    original_raw, original_words = Predictor.raw_predictions, Predictor.predict_words
+    original_raw, original_run = Predictor.raw_predictions, Predictor._run
 
-    def raw(self, sentences):
-        calls.append(("raw", len(sentences)))
-        return original_raw(self, sentences)
+    def raw(self, sentences, extra_spans=None):
+        calls.append(("raw", len(sentences), extra_spans is not None))
+        return original_raw(self, sentences, extra_spans)
 
-    def words(self, sentences):
-        calls.append(("words", len(sentences)))
-        return original_words(self, sentences)
+    def run(self, windows):  # every pass through the model goes through here
+        calls.append(("model", len(windows)))
+        return original_run(self, windows)
 
     cfg = _config(toy_corpus, tiny_encoder, strategy="vanilla", epochs=2)
     trainer = Trainer(cfg, tmp_path / "out")
@@ -126,11 +127,14 @@ def test_the_end_of_training_predicts_dev_and_test_once(toy_corpus, tiny_encoder
     trainer.fit()
     del trainer.finish
     n = len(read_conll(toy_corpus).sentences)
+    assert n <= trainer.predictor.chunk_sentences  # one chunk: one model run per pass
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Predictor, "raw_predictions", raw)
-        mp.setattr(Predictor, "predict_words", words)
+        mp.setattr(Predictor, "_run", run)
         result = trainer.finish()
-    assert calls == [("raw", n), ("raw", n)]  # dev, then test; calibration reuses both
+    # dev (typing the gold mentions too), then test; calibration reuses both
+    assert [c[:3] for c in calls if c[0] == "raw"] == [("raw", n, True), ("raw", n, False)]
+    assert len([c for c in calls if c[0] == "model"]) == 2
     assert result["metrics"]["test"]["strict"]["f1"] > 0
     assert set(result["metrics"]) == {"dev", "test"}
 
