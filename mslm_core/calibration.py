@@ -140,12 +140,17 @@ def fit_entity_temperature(
     return float(math.exp(res.x))
 
 
-def gold_type_spans(corpus: Corpus, types: Sequence[str]) -> list[list[tuple[int, int]]]:
-    """Per sentence, the word spans of the gold mentions of the model's types — what the
-    type temperature is fitted on (pass them to ``raw_predictions`` so that the scoring pass
-    types them too)."""
+def _gold_of_types(corpus: Corpus, types: Sequence[str]) -> list[list[Mention]]:
+    """Per sentence, the gold mentions of the model's types: what the type temperature is
+    fitted on."""
     known = set(types)
-    return [[(m.start, m.end) for m in s.mentions if m.label in known] for s in corpus.sentences]
+    return [[m for m in s.mentions if m.label in known] for s in corpus.sentences]
+
+
+def gold_type_spans(corpus: Corpus, types: Sequence[str]) -> list[list[tuple[int, int]]]:
+    """The word spans of :func:`_gold_of_types` — pass them to ``raw_predictions`` so that
+    the scoring pass types them too."""
+    return [[(m.start, m.end) for m in sent] for sent in _gold_of_types(corpus, types)]
 
 
 def calibrate(
@@ -169,7 +174,8 @@ def calibrate(
     already (training scores the same passes), so that they are not predicted again; a dev
     pass made without ``extra_spans=gold_type_spans(dev, types)`` costs a second one."""
     passes = passes or {}
-    spans = gold_type_spans(dev, predictor.types)
+    gold = _gold_of_types(dev, predictor.types)
+    spans = [[(m.start, m.end) for m in sent] for sent in gold]
     raw = passes.get("dev")
     wanted = [(s, a, b) for s, sent in enumerate(spans) for a, b in sent]
     if raw is None or raw.extra_spans != wanted:  # the gold mentions are not typed in it
@@ -179,10 +185,7 @@ def calibrate(
     else:
         typed = raw.extra_type_probs
     type_ids = {t: i for i, t in enumerate(predictor.types)}
-    labels = np.asarray(
-        [type_ids[m.label] for s in dev.sentences for m in s.mentions if m.label in type_ids],
-        np.int64,
-    )
+    labels = np.asarray([type_ids[m.label] for sent in gold for m in sent], np.int64)
     t_type = fit_temperature(typed, labels) if len(labels) else 1.0
 
     t_det = fit_entity_temperature(raw, dev, predictor.types, t_type)
