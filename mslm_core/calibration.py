@@ -27,6 +27,7 @@ from .predict import RawPredictions
 BINS = 10
 CALIBRATION_PNG = "calibration.png"
 T_BOUNDS = (0.05, 20.0)
+ENTITY_GRID = 13  # points of the coarse search for the detection temperature (log-spaced)
 
 
 def fit_temperature(probs: np.ndarray, labels: np.ndarray) -> float:
@@ -136,8 +137,13 @@ def fit_entity_temperature(
     def nll(log_t: float) -> float:
         return entity_nll(*entity_outcomes(gold, raw.mentions(types, (math.exp(log_t), t_type))))
 
-    res = minimize_scalar(nll, bounds=tuple(math.log(b) for b in T_BOUNDS), method="bounded")
-    return float(math.exp(res.x))
+    # not convex in T (an entity's confidence is a product of tempered probabilities): the
+    # best point of a coarse grid, then Brent's method between its neighbours
+    grid = np.linspace(math.log(T_BOUNDS[0]), math.log(T_BOUNDS[1]), ENTITY_GRID)
+    k = int(np.argmin([nll(x) for x in grid]))
+    lo, hi = grid[max(0, k - 1)], grid[min(len(grid) - 1, k + 1)]
+    res = minimize_scalar(nll, bounds=(lo, hi), method="bounded")
+    return float(math.exp(res.x if res.fun <= nll(grid[k]) else grid[k]))
 
 
 def _gold_of_types(corpus: Corpus, types: Sequence[str]) -> list[list[Mention]]:

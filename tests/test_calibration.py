@@ -10,6 +10,7 @@ from conftest import torch_predictor
 
 from mslm_core.calibration import (
     CALIBRATION_PNG,
+    T_BOUNDS,
     calibrate,
     entity_nll,
     entity_outcomes,
@@ -136,7 +137,9 @@ def test_the_fitted_detection_temperature_minimises_its_objective_on_dev(
 
     assert objective in ("entity", "word")
     assert loss(t_det) < loss(1.0)
-    assert loss(t_det) <= min(loss(t_det * 1.3), loss(t_det / 1.3)) + 1e-9
+    # a minimum within the bounds the fit searches (an under-trained model's may be on one)
+    around = [t for t in (t_det * 1.3, t_det / 1.3) if T_BOUNDS[0] <= t <= T_BOUNDS[1]]
+    assert around and loss(t_det) <= min(loss(t) for t in around) + 1e-9
 
 
 def test_entity_temperature_is_not_fitted_when_every_entity_is_right():
