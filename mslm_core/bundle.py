@@ -133,6 +133,22 @@ def add_files(
         raise
 
 
+def head_of(manifest: dict[str, Any]) -> str:
+    """The bundle's head (``model.HEADS``); bundles from before the choice have the paper's."""
+    return str(manifest.get("head", "paper"))
+
+
+def predictor_options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """How a :class:`~mslm_core.predict.Predictor` reads this bundle: its decoding, where
+    mentions are pooled, whether sentences are packed (bundles from before these choices:
+    argmax, all subwords, one sentence per window)."""
+    return {
+        "decoding": str(manifest.get("decoding", "argmax")),
+        "first_subword_types": head_of(manifest) == "linear",
+        "pack": bool(manifest.get("pack", False)),
+    }
+
+
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
     try:
@@ -194,7 +210,7 @@ def load_bundle(
     directory = Path(directory)
     if manifest is None:
         manifest = verify_bundle(directory)
-    model = model_from_config_dir(directory, manifest["types"])
+    model = model_from_config_dir(directory, manifest["types"], head_of(manifest))
     missing, unexpected = load_model(model, str(directory / WEIGHTS), strict=False, device=device)
     # tied weights (MLM decoder = input embeddings) are stored once
     missing = [k for k in missing if not k.endswith("decoder.weight")]

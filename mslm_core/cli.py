@@ -54,8 +54,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         if f.name == "strategy":
             kwargs["choices"] = list(STRATEGIES)
         default = f.default if f.default is not dataclasses.MISSING else None
-        by_strategy = f.name in BASE_DEFAULTS  # its help says the default of each strategy
-        shown = "" if by_strategy else f" (default: {default})"
+        # a default by strategy or by encoder is said in the help itself
+        shown = "" if f.name in BASE_DEFAULTS or default is None else f" (default: {default})"
         parser.add_argument(flag, *_ALIASES.get(f.name, []), help=help_text + shown, **kwargs)
 
 
@@ -132,9 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
         "labelstudio or bioc here)",
     )
 
-    from .bench.cli import add_parser as add_bench_parser
-
-    add_bench_parser(sub)
     # the service's commands (serve, up, worker, migrate) come from the packages that provide
     # them, through entry points: the library itself never imports the service
     from importlib.metadata import entry_points
@@ -145,8 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .progress import ProgressCallback
-    from .train import Trainer
+    from .train import Progress, Trainer
 
     values = TrainConfig.from_json(args.config).to_dict() if args.config else {}
     for f in dataclasses.fields(TrainConfig):
@@ -157,7 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     trainer = Trainer(
         config,
         args.output,
-        callbacks=[ProgressCallback(sys.stderr.isatty())],
+        callbacks=[Progress(sys.stderr.isatty())],
         overwrite=args.overwrite,
     )
     result = trainer.fit(resume=args.resume)
@@ -191,19 +187,20 @@ def _extractor(args: argparse.Namespace):
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .calibration import reliability_diagram
     from .corpus import read_corpus
-    from .evaluate import bundle_perplexity, evaluate_calibrated
+    from .evaluate import evaluate_bundle
 
-    extractor = _extractor(args)
-    corpus = read_corpus(args.data)
-    nll, n_masked = bundle_perplexity(args.model, extractor.manifest, corpus, args.device)
-    metrics = evaluate_calibrated(extractor.predictor, corpus, nll, n_masked)
-    if args.diagram:
-        t = extractor.predictor.temperatures
-        reliability_diagram(metrics["calibration"], t, Path(args.data).name, Path(args.diagram))
-    info = extractor.info
-    log.info("scored with %s %s (%s)", info.backend, info.precision, info.provider)
+    metrics = evaluate_bundle(
+        args.model,
+        read_corpus(args.data),
+        backend=args.backend,
+        precision=args.precision,
+        device=args.device,
+        diagram=args.diagram,
+        label=Path(args.data).name,
+    )
+    engine = metrics["engine"]
+    log.info("scored with %s %s (%s)", engine["backend"], engine["precision"], engine["provider"])
     text = json.dumps(metrics, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
@@ -221,24 +218,18 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         [e for e in ents if e.confidence >= args.min_confidence]
         for ents in extractor.annotate(texts)
     ]
-    if args.format != "json":
-        from .corpus import render_predictions
+    from .render import annotation_json, render_predictions
 
+    if args.format != "json":
         rendered = render_predictions(args.format, texts, kept, extractor.id)
         if isinstance(rendered, str):
             sys.stdout.write(rendered)
         else:
             print(json.dumps(rendered, ensure_ascii=False, indent=2))
         return 0
-    out = {
-        "model": {
-            "id": extractor.id,
-            "backend": extractor.info.backend,
-            "precision": extractor.info.precision,
-        },
-        "results": [{"entities": [e.to_dict() for e in ents]} for ents in kept],
-    }
-    print(json.dumps(out, ensure_ascii=False, indent=2))
+    info = extractor.info
+    model = {"id": extractor.id, "backend": info.backend, "precision": info.precision}
+    print(json.dumps(annotation_json(model, kept), ensure_ascii=False, indent=2))
     return 0
 
 
@@ -268,12 +259,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     section = export_bundle(args.model, args.quantize)
     print(json.dumps({"model": args.model, "onnx": section}, indent=2))
     return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench.cli import main as bench_main
-
-    return bench_main(args)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -311,7 +296,6 @@ COMMANDS = {
     "annotate": cmd_annotate,
     "export": cmd_export,
     "convert": cmd_convert,
-    "bench": cmd_bench,
 }
 
 

@@ -14,16 +14,34 @@ from typing import Any
 from .errors import ConfigError
 from .weights import WEIGHT_RULES
 
-# Training strategies → (masking strategy, whether the MLM loss is mask-specific weighted).
-STRATEGIES: dict[str, tuple[str | None, bool]] = {
-    "vanilla": (None, False),
-    "mslm": ("elm_blm", True),
-    "span": ("span", False),
-    "pmi": ("pmi", False),
-    "random": ("random", False),
-    # two stages: MSLM's weighted ELM-BLM masked LM alone (heads off) for `tapt_epochs`,
-    # then ordinary fine-tuning without masking (task-adaptive pre-training)
-    "mslm_tapt": ("elm_blm", True),
+# The default peak learning rate by encoder width (TrainConfig.learning_rate_for).
+SMALL_ENCODER_LR = 2e-4  # MiniLM (384 wide): benchmarks/results/quality-ablation
+BASE_ENCODER_LR = 5e-5  # the paper's, for 768-wide BERTs
+HEAD_CHOICES = ("linear", "paper")  # model.HEADS (not imported: serving needs no torch)
+DECODINGS = ("viterbi", "argmax")
+SELECTIONS = ("best-dev", "last")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A training strategy: which masking chooses positions (a name in masking.py's
+    registry, the same word as the strategy; None: no masking), whether the masked-LM loss
+    is mask-specific weighted, and whether the masked LM trains alone first (``tapt_epochs``
+    of it, heads off) before ordinary fine-tuning without masking."""
+
+    masking: str | None
+    weighted: bool = False
+    two_stage: bool = False
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "vanilla": Strategy(None),
+    "mslm": Strategy("mslm", weighted=True),
+    "span": Strategy("span"),
+    "pmi": Strategy("pmi"),
+    "random": Strategy("random"),
+    # task-adaptive pre-training with MSLM's weighted ELM-BLM masked LM, then fine-tuning
+    "mslm_tapt": Strategy("mslm", weighted=True, two_stage=True),
 }
 # The default: the honest-mslm study's choice (benchmarks/results/honest-mslm: the variant with
 # the best honest dev F1 beat vanilla on both corpora there; README "Does MSLM help?").
@@ -49,6 +67,17 @@ class TrainConfig:
     test: str | None = _f(None, "optional test corpus, evaluated once with the best model")
     base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id")
     strategy: str = _f(DEFAULT_STRATEGY, "one of: " + ", ".join(STRATEGIES))
+    head: str = _f(
+        "linear",
+        "linear: one linear layer over B-TYPE/I-TYPE/O tags (transformers' token "
+        "classification); paper: MSLM's detection head and pooled type classifier",
+    )
+    decoding: str = _f(
+        "viterbi",
+        "viterbi: the most probable tag path in which no I follows O; argmax: each word's "
+        "best tag, an I after O starting a mention",
+    )
+    select: str = _f("best-dev", "best-dev: the epoch with the best dev F1; last: the last one")
     elm_rate: float = _f(
         None,
         "share of mentions masked per sentence (ceil rule); by strategy: 0.25 for mslm_tapt, "
@@ -72,17 +101,28 @@ class TrainConfig:
         "by strategy: 200 for mslm_tapt, 0 otherwise",
     )
     mlm_head_warmup_lr: float = _f(1e-3, "learning rate of the MLM head warm-up")
-    epochs: int = _f(5, "training epochs")
+    epochs: int = _f(3, "training epochs (fine-tuning; mslm_tapt adds its masked-LM epochs)")
     batch_size: int = _f(16, "sentences (windows) per batch")
-    learning_rate: float = _f(5e-5, "peak learning rate (AdamW)")
+    learning_rate: float | None = _f(
+        None,
+        "peak learning rate (AdamW); by default 2e-4 for encoders narrower than 512 (MiniLM: "
+        "the issue-16 ablation) and 5e-5 (the paper's) for base-size and larger ones",
+    )
     weight_decay: float = _f(0.01, "AdamW weight decay")
     warmup_ratio: float = _f(0.1, "share of steps of linear warm-up")
     max_grad_norm: float = _f(1.0, "gradient clipping")
     max_length: int = _f(128, "subwords per window; longer sentences are split")
+    pack: bool = _f(
+        False,
+        "pack consecutive sentences into one window (up to max_length subwords) so each is "
+        "read with its neighbours; prediction packs a text's sentences alike",
+    )
     dropout: float = _f(0.1, "dropout in the heads")
     seed: int = _f(42, "seed of everything: order, masks, initialisation")
     max_train_sentences: int | None = _f(None, "use only the first K training sentences")
-    patience: int | None = _f(3, "stop after this many epochs without dev F1 gain (0: never)")
+    patience: int | None = _f(
+        3, "stop after this many epochs without dev F1 gain (0: never; best-dev selection only)"
+    )
     eval_batch_size: int = _f(64, "windows per batch at evaluation")
     checkpoint_every: int = _f(0, "also checkpoint every N steps (0: at epoch ends only)")
     device: str = _f("auto", "auto, cpu or cuda")
@@ -113,6 +153,9 @@ class TrainConfig:
             "mask_replace": ("mask", "bert"),
             "weight_rule": WEIGHT_RULES,
             "detect_on": ("masked", "clean"),
+            "head": HEAD_CHOICES,
+            "decoding": DECODINGS,
+            "select": SELECTIONS,
             "device": ("auto", "cpu", "cuda"),
         }
         for name, valid in choices.items():
@@ -123,7 +166,7 @@ class TrainConfig:
                 raise bad(name, "must be at least 1")
         if not 16 <= self.max_length <= 8192:
             raise bad("max_length", "must be between 16 and 8192")
-        if self.learning_rate <= 0:
+        if self.learning_rate is not None and self.learning_rate <= 0:
             raise bad("learning_rate", "must be positive")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise bad("warmup_ratio", "must be in [0, 1)")
@@ -137,20 +180,30 @@ class TrainConfig:
             raise bad("patience", "must be at least 0 (0 or None: no early stopping)")
         if self.max_train_sentences is not None and self.max_train_sentences < 1:
             raise bad("max_train_sentences", "must be at least 1")
-        if self.detect_ignore_masked and self.strategy == "mslm" and self.elm_rate >= 1.0:
+        joint = STRATEGIES[self.strategy]
+        masked_detection = joint.masking == "mslm" and not joint.two_stage
+        if self.detect_ignore_masked and masked_detection and self.elm_rate >= 1.0:
             raise bad(
                 "detect_ignore_masked",
                 "needs elm_rate < 1: with every mention masked no entity token is left to learn",
             )
 
+    def learning_rate_for(self, hidden_size: int) -> float:
+        """The peak learning rate for an encoder of this width: the one set, or the default
+        (small encoders such as MiniLM learn best with a larger rate in a few epochs; the
+        paper's 5e-5 is for BERT-base)."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return SMALL_ENCODER_LR if hidden_size < 512 else BASE_ENCODER_LR
+
     @property
     def masking_strategy(self) -> str | None:
-        return STRATEGIES[self.strategy][0]
+        return STRATEGIES[self.strategy].masking
 
     @property
     def mlm_epochs(self) -> int:
         """Leading epochs of masked-LM-only training (two-stage strategies)."""
-        return self.tapt_epochs if self.strategy == "mslm_tapt" else 0
+        return self.tapt_epochs if STRATEGIES[self.strategy].two_stage else 0
 
     @property
     def total_epochs(self) -> int:
@@ -158,7 +211,7 @@ class TrainConfig:
 
     @property
     def weighted(self) -> bool:
-        return STRATEGIES[self.strategy][1] and self.mask_weights
+        return STRATEGIES[self.strategy].weighted and self.mask_weights
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

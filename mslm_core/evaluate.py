@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,17 +44,65 @@ def score_predictions(
     )
 
 
+def predictions_digest(predicted: list[list[Mention]]) -> str:
+    """sha256 of the predicted mentions (spans and types): equal digests, equal predictions."""
+    canon = [[[m.start, m.end, m.label] for m in sent] for sent in predicted]
+    return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
+
+
+def evaluate_bundle(
+    path: str | Path,
+    corpus: Corpus,
+    *,
+    backend: str = "auto",
+    precision: str = "auto",
+    device: str = "auto",
+    diagram: str | Path | None = None,
+    label: str = "",
+) -> dict[str, Any]:
+    """A bundle scored on an annotated corpus as it is served (the engine, unmasked words):
+    DESIGN.md's metrics, ``calibration``, the masked-token ``perplexity`` of bundles trained
+    with masking, the ``engine`` that scored and ``predictions_sha256``. ``diagram``: where to
+    draw the reliability diagram (``label`` names the corpus on it). The one evaluation of
+    ``mslm evaluate``, ``POST /v1/evaluations`` and the benchmarks."""
+    from .inference import EntityExtractor
+
+    extractor = EntityExtractor.from_bundle(
+        path, backend=backend, precision=precision, device=device
+    )
+    nll, n_masked = bundle_perplexity(path, extractor.manifest, corpus, device)
+    metrics, predicted = _calibrated(extractor.predictor, corpus, nll, n_masked)
+    info = extractor.info
+    metrics["engine"] = {
+        "backend": info.backend,
+        "precision": info.precision,
+        "provider": info.provider,
+    }
+    metrics["predictions_sha256"] = predictions_digest(predicted)
+    if diagram is not None:
+        from .calibration import reliability_diagram
+
+        reliability_diagram(metrics["calibration"], info.temperatures, label, Path(diagram))
+    return metrics
+
+
 def evaluate_calibrated(
     predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
 ) -> dict:
     """:func:`evaluate_corpus` plus ``calibration``: the expected calibration error of the
     entity confidences before and after the predictor's temperatures (one prediction pass;
     temperatures never change which entities are found)."""
+    return _calibrated(predictor, corpus, total_nll, n_masked)[0]
+
+
+def _calibrated(
+    predictor: Predictor, corpus: Corpus, total_nll: float | None, n_masked: int
+) -> tuple[dict, list[list[Mention]]]:
     from .calibration import BINS, calibration_report
 
     raw = predictor.raw_predictions([s.words for s in corpus.sentences])
     mentions = raw.mentions(predictor.types, predictor.temperatures)
-    predicted = [[Mention(m.start, m.end, m.label) for m in sent] for sent in mentions]
+    predicted = as_mentions(mentions)
     metrics = score_predictions(corpus, predicted, total_nll, n_masked)
     t_det, t_type = predictor.temperatures
     metrics["calibration"] = {
@@ -60,7 +111,7 @@ def evaluate_calibrated(
         "bins": BINS,
         **calibration_report(raw, corpus, predictor.types, predictor.temperatures),
     }
-    return metrics
+    return metrics, predicted
 
 
 def evaluate_corpus(
@@ -116,8 +167,9 @@ def bundle_perplexity(
     from .bundle import load_bundle
     from .collate import MaskingCollator
     from .config import TrainConfig
+    from .device import resolve_device
     from .features import WindowBuilder
-    from .train import masking_setup, resolve_device
+    from .masking import plan_masking
 
     config = TrainConfig.from_dict(manifest["config"])
     if config.masking_strategy is None:
@@ -129,7 +181,10 @@ def bundle_perplexity(
     type_ids = {t: i for i, t in enumerate(manifest["types"])}
     sentences = [s for s in corpus.sentences if all(m.label in type_ids for m in s.mentions)]
     words = [s.words for s in sentences]
-    windows = builder.training_windows(words, [s.mentions for s in sentences], type_ids)
-    strategy, _, _ = masking_setup(config, windows, words)
-    collator = MaskingCollator(strategy, tok.mask_token_id, tok.pad_token_id or 0)
+    mentions = [s.mentions for s in sentences]
+    if config.pack:  # the windows the model was trained on
+        words, mentions = builder.pack(words, mentions)
+    windows = builder.training_windows(words, mentions, type_ids)
+    plan = plan_masking(config, windows, words)
+    collator = MaskingCollator(plan.strategy, tok.mask_token_id, tok.pad_token_id or 0)
     return masked_nll(bundle.model, windows, collator, config.seed, device)

@@ -1,21 +1,26 @@
-"""Words ↔ subwords, and windows for sentences longer than ``max_length``.
+"""Words ↔ subwords, sentences packed into windows, and windows for sentences longer than
+``max_length``.
 
 A sentence is tokenised once with the fast tokenizer (``is_split_into_words=True``), giving
-each word its subword ids. Windows are then assembled from whole words: for training,
-consecutive non-overlapping windows (cut outside mentions where possible); for prediction,
-overlapping windows in which every word has one *owner* window — the one where it sits
-furthest from an edge — so a mention cut by one window edge is read from the other window.
-Nothing is ever silently truncated.
+each word its subword ids. Short consecutive sentences may be *packed* into one run of words
+that fits a window (:class:`Packing`), so that each sentence is read with its neighbours as
+context at no extra cost. Windows are then assembled from whole words of a sentence or run:
+for training, consecutive non-overlapping windows (cut outside mentions where possible); for
+prediction, overlapping windows in which every word has one *owner* window — the one where it
+sits furthest from an edge — so a mention cut by one window edge is read from the other
+window. Nothing is ever silently truncated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
-from .corpus import Mention
 from .tokenizer import as_word_tokenizer
+from .types import Mention
 
 BIO_LABELS = ("B", "I", "O")
 B, I, O = 0, 1, 2
@@ -23,6 +28,51 @@ IGNORE = -100
 # A pathological "word" (thousands of letters, no space) keeps at most this many subwords:
 # detection reads its first subword, classification the mean of these.
 MAX_SUBWORDS_PER_WORD = 32
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Consecutive sentences grouped into runs ``ranges[r] = (first, end)``; each sentence's
+    run and the index of its first word in the run."""
+
+    ranges: list[tuple[int, int]]
+    run_of: list[int]
+    offsets: list[int]
+
+    @classmethod
+    def build(cls, ranges: list[tuple[int, int]], lengths: Sequence[int]) -> Packing:
+        """``lengths``: words per sentence."""
+        run_of, offsets = [], []
+        for r, (a, b) in enumerate(ranges):
+            offset = 0
+            for i in range(a, b):
+                run_of.append(r)
+                offsets.append(offset)
+                offset += lengths[i]
+        return cls(ranges, run_of, offsets)
+
+    @classmethod
+    def single(cls, n: int) -> Packing:
+        """Every sentence a run of its own (no packing)."""
+        return cls([(i, i + 1) for i in range(n)], list(range(n)), [0] * n)
+
+    def concat(self, per_sentence: Sequence[list[T]]) -> list[list[T]]:
+        """Per-sentence lists (words, their subwords) → per-run lists, in order."""
+        return [[x for i in range(a, b) for x in per_sentence[i]] for a, b in self.ranges]
+
+    def mentions(self, per_sentence: Sequence[Sequence[Mention]]) -> list[list[Mention]]:
+        """Each sentence's mentions, shifted to its run's word indices."""
+        return [
+            [
+                Mention(m.start + self.offsets[i], m.end + self.offsets[i], m.label)
+                for i in range(a, b)
+                for m in per_sentence[i]
+            ]
+            for a, b in self.ranges
+        ]
 
 
 @dataclass
@@ -50,6 +100,13 @@ class Window:
     @property
     def special_mask(self) -> np.ndarray:
         return self.word_index < 0
+
+    @property
+    def first_subword_mask(self) -> np.ndarray:
+        """[T] True at the first subword of each word."""
+        first = self.word_index >= 0
+        first[1:] &= self.word_index[1:] != self.word_index[:-1]
+        return first
 
     def first_subword(self) -> dict[int, int]:
         """sentence word index → position of its first subword in this window."""
@@ -96,6 +153,34 @@ class WindowBuilder:
         for i, words in enumerate(sentences):
             out.append(by_index.get(i, [[] for _ in words]))
         return out
+
+    def packing(
+        self, per_word: Sequence[list[list[int]]], groups: Sequence[Hashable] | None = None
+    ) -> Packing:
+        """Pack consecutive sentences (their :meth:`subwords`) greedily into runs that fit one
+        window; a run never mixes ``groups`` (e.g. two texts) and a sentence that does not fit
+        a window alone is a run of its own (cut into windows as usual)."""
+        ranges: list[tuple[int, int]] = []
+        start, used = 0, 0
+        for i, words in enumerate(per_word):
+            n = sum(len(w) for w in words)
+            same_group = groups is None or groups[i] == groups[start]
+            if i > start and (used + n > self.body or not same_group):
+                ranges.append((start, i))
+                start, used = i, 0
+            used += n
+        if per_word:
+            ranges.append((start, len(per_word)))
+        return Packing.build(ranges, [len(words) for words in per_word])
+
+    def pack(
+        self,
+        sentences: Sequence[list[str]],
+        mentions: Sequence[Sequence[Mention]],
+    ) -> tuple[list[list[str]], list[list[Mention]]]:
+        """Training corpora packed: the runs' words and their mentions."""
+        packing = self.packing(self.subwords(list(sentences)))
+        return packing.concat(sentences), packing.mentions(mentions)
 
     # -- window layouts ---------------------------------------------------------------------
     def training_layout(self, counts: list[int], mentions: list[Mention]) -> list[tuple[int, int]]:
@@ -208,13 +293,14 @@ class WindowBuilder:
         return out
 
     def prediction_windows(
-        self, sentences: list[list[str]]
+        self, sentences: list[list[str]], subwords: list[list[list[int]]] | None = None
     ) -> tuple[list[Window], list[list[int]]]:
         """All windows of all sentences, and per sentence, per word, the index (into the
-        returned list) of the word's owner window."""
+        returned list) of the word's owner window. ``subwords``: the sentences'
+        :meth:`subwords`, when the caller has them already."""
         windows: list[Window] = []
         owners: list[list[int]] = []
-        for s, per_word in enumerate(self.subwords(sentences)):
+        for s, per_word in enumerate(self.subwords(sentences) if subwords is None else subwords):
             counts = [len(x) for x in per_word]
             ranges, owner = self.prediction_layout(counts)
             base = len(windows)

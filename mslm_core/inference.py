@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .bundle import verify_bundle
+from .bundle import predictor_options, verify_bundle
 from .errors import InferenceError
 from .features import WindowBuilder
 from .predict import Entity, Predictor, ScoredMention
@@ -215,6 +215,7 @@ class EntityExtractor:
             max_batch_tokens=max_batch_tokens,
             pad_id=tokenizer.pad_token_id,
             workers=workers,
+            **predictor_options(manifest),
         )
         calibration = manifest.get("calibration") or {}
         predictor.temperatures = (

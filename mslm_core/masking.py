@@ -2,7 +2,10 @@
 
 A strategy only *chooses*: given a window and a seeded generator it returns the per-subword
 ``mask_type`` (0 = not masked, 1 = BLM, 2 = ELM). :func:`corrupt` then replaces the chosen
-positions. Strategies are registered by name; an unknown name lists the valid ones.
+positions. Strategies are registered under the names of the training strategies that use them
+(config.STRATEGIES); an unknown name lists the valid ones. Each builds itself for a training
+run from its configuration and what one MSLM masking pass over the training windows counted
+(:func:`plan_masking`): the trainer never asks which strategy it has.
 """
 
 from __future__ import annotations
@@ -10,15 +13,35 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import ConfigError, UnknownNameError
 from .features import Window
+from .weights import mask_specific_weights
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
 
 NOT_MASKED, BLM, ELM = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class MaskCounts:
+    """One MSLM masking pass over the training windows with the training seed: the ELM- and
+    BLM-masked tokens (``N_ELM``, ``N_BLM`` of MSLM.md §2) and the maskable tokens."""
+
+    n_elm: int
+    n_blm: int
+    n_tokens: int
+
+    @property
+    def rate(self) -> float:
+        """The share of tokens MSLM masks: the budget the comparison strategies get."""
+        return (self.n_elm + self.n_blm) / max(1, self.n_tokens)
 
 
 class MaskingStrategy:
@@ -29,8 +52,20 @@ class MaskingStrategy:
     def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 
+    @classmethod
+    def for_training(
+        cls, config: TrainConfig, counts: MaskCounts, sentences: Sequence[list[str]]
+    ) -> MaskingStrategy:
+        """This strategy as ``config`` trains with it (``sentences``: the words of each
+        training window's sentence or run)."""
+        raise NotImplementedError
 
-_REGISTRY: dict[str, Callable[..., MaskingStrategy]] = {}
+    def describe(self) -> dict[str, Any]:
+        """What the run's manifest records of it beyond the counts."""
+        return {}
+
+
+_REGISTRY: dict[str, type[MaskingStrategy]] = {}
 
 
 def register(name: str):
@@ -59,7 +94,7 @@ def _candidates(window: Window) -> np.ndarray:
     return np.nonzero(~window.special_mask)[0]
 
 
-@register("elm_blm")
+@register("mslm")
 @dataclass
 class JointElmBlm(MaskingStrategy):
     """Joint ELM-BLM (MSLM.md §1).
@@ -70,6 +105,10 @@ class JointElmBlm(MaskingStrategy):
 
     elm_rate: float = 1.0
     blm_rate: float = 0.075
+
+    @classmethod
+    def for_training(cls, config, counts, sentences):
+        return cls(elm_rate=config.elm_rate, blm_rate=config.blm_rate)
 
     def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
         mask_type = np.zeros(len(window), np.int8)
@@ -91,9 +130,23 @@ def _budget(window: Window, rate: float) -> int:
     return math.ceil(rate * int((~window.special_mask).sum()) - 1e-9)
 
 
+class _Budgeted(MaskingStrategy):
+    """A comparison strategy (MSLM.md §5): the same masking budget as MSLM's unless the
+    configuration sets ``mask_rate``."""
+
+    mask_rate: float
+
+    @classmethod
+    def for_training(cls, config, counts, sentences):
+        return cls(mask_rate=config.mask_rate or counts.rate)
+
+    def describe(self) -> dict[str, Any]:
+        return {"mask_rate": self.mask_rate}
+
+
 @register("span")
 @dataclass
-class SpanMasking(MaskingStrategy):
+class SpanMasking(_Budgeted):
     """SPAN (§5): spans of 2–4 tokens at random start positions until ``ceil(rate·|s|)``
     tokens are masked. A span is never shorter than ``min_span``: a budget below it (short
     sentences) is rounded up to one span, and a span is cut to the remaining budget only while
@@ -127,7 +180,7 @@ class SpanMasking(MaskingStrategy):
 
 @register("random")
 @dataclass
-class RandomMasking(MaskingStrategy):
+class RandomMasking(_Budgeted):
     """RANDOM (§5): plain BERT token masking, each non-special token with prob. ``mask_rate``."""
 
     mask_rate: float = 0.15
@@ -190,7 +243,7 @@ def _segmentations(n: int) -> list[list[tuple[int, int]]]:
 
 @register("pmi")
 @dataclass
-class PMIMasking(MaskingStrategy):
+class PMIMasking(_Budgeted):
     """PMI (§5): mask vocabulary n-grams found in the window, highest ranked first, whole words
     only, until ``ceil(rate·|s|)`` tokens are masked; the rest of the budget goes to random
     single words (as PMI-Masking treats words outside the vocabulary)."""
@@ -198,6 +251,18 @@ class PMIMasking(MaskingStrategy):
     vocabulary: PMIVocabulary = field(default_factory=PMIVocabulary)
     words: Callable[[Window], list[str]] | None = None
     mask_rate: float = 0.15
+
+    @classmethod
+    def for_training(cls, config, counts, sentences):
+        """The vocabulary of the training split; a window's words are its sentence's."""
+        return cls(
+            vocabulary=PMIVocabulary.build(sentences),
+            words=lambda w: sentences[w.sentence][w.word_start : w.word_end],
+            mask_rate=config.mask_rate or counts.rate,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"mask_rate": self.mask_rate, "pmi_vocabulary": len(self.vocabulary)}
 
     def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
         if self.words is None:
@@ -267,3 +332,55 @@ def corrupt(
             bad = np.isin(tokens, specials)
     out[rand_pos] = tokens
     return out
+
+
+@dataclass
+class MaskingPlan:
+    """How a training run masks: the strategy (None: no masking), the weights ``(w_blm,
+    w_elm)`` of the masked-LM loss, and what the manifest records."""
+
+    strategy: MaskingStrategy | None
+    weights: tuple[float, float]
+    info: dict[str, Any]
+
+
+def count_masks(config: TrainConfig, windows: Sequence[Window]) -> MaskCounts:
+    """One ELM-BLM pass over the training windows with the training seed (MSLM.md §2)."""
+    counter = JointElmBlm(elm_rate=config.elm_rate, blm_rate=config.blm_rate)
+    n_elm = n_blm = n_tokens = 0
+    for i, w in enumerate(windows):
+        mt = counter.choose(w, np.random.default_rng([config.seed, i]))
+        n_elm += int((mt == ELM).sum())
+        n_blm += int((mt == BLM).sum())
+        n_tokens += int((~w.special_mask).sum())
+    return MaskCounts(n_elm, n_blm, n_tokens)
+
+
+def plan_masking(
+    config: TrainConfig, windows: Sequence[Window], sentences: Sequence[list[str]]
+) -> MaskingPlan:
+    """The masking of a training run: its strategy built from ``config`` and the counts of
+    one MSLM pass (its budget, for the comparison strategies), and the mask-specific weights
+    when the strategy weights its loss. ``sentences``: the words the windows were cut from."""
+    name = config.masking_strategy
+    if name is None:
+        return MaskingPlan(None, (1.0, 1.0), {})
+    counts = count_masks(config, windows)
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("masking strategy", name, strategy_names()) from None
+    strategy = factory.for_training(config, counts, sentences)
+    weights = (
+        mask_specific_weights(counts.n_elm, counts.n_blm, config.weight_rule)
+        if config.weighted
+        else (1.0, 1.0)
+    )
+    info: dict[str, Any] = {
+        "n_elm": counts.n_elm,
+        "n_blm": counts.n_blm,
+        "n_tokens": counts.n_tokens,
+    }
+    info.update(strategy.describe())
+    info["weights"] = {"blm": weights[0], "elm": weights[1]}
+    return MaskingPlan(strategy, weights, info)

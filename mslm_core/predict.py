@@ -10,41 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from .features import B, I, O, Window, WindowBuilder
+from .features import B, I, O, Packing, Window, WindowBuilder
 from .text import sentence_spans, word_spans
+from .types import Entity, ScoredMention
 
-
-@dataclass(frozen=True, order=True)
-class ScoredMention:
-    """A predicted mention over words ``[start, end)`` of one sentence."""
-
-    start: int
-    end: int
-    label: str
-    confidence: float
-    detection_score: float
-    type_score: float
-
-
-@dataclass(frozen=True)
-class Entity:
-    """A predicted entity in raw text: ``text == input[start:end]`` (code points)."""
-
-    start: int
-    end: int
-    text: str
-    type: str
-    confidence: float
-    detection_score: float
-    type_score: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+__all__ = ["Entity", "Predictor", "RawPredictions", "ScoredMention", "TorchBackend"]
 
 
 class Backend(Protocol):
@@ -94,10 +69,20 @@ class Predictor:
         chunk_sentences: int = 1024,
         pad_id: int = 0,
         workers: int = 1,
+        decoding: str = "argmax",
+        first_subword_types: bool = False,
+        pack: bool = False,
     ):
         """``workers``: runs in flight at once (threads; the backend must be thread-safe, as
-        an ONNX Runtime session is)."""
+        an ONNX Runtime session is). ``decoding``: how word tags become spans (see
+        :func:`decode_tags`). ``first_subword_types``: pool a mention's type features over its
+        words' first subwords only (the linear head), not all its subwords (the paper's)."""
+        if decoding not in DECODINGS:
+            raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         self.backend = backend
+        self.decoding = decoding
+        self.first_subword_types = first_subword_types
+        self.pack = pack
         self.builder = builder
         self.types = list(types)
         self.batch_size = batch_size
@@ -122,7 +107,9 @@ class Predictor:
                     sentences.append([text[x:y] for x, y in spans])
                     where.append((t, spans))
         results: list[list[Entity]] = [[] for _ in texts]
-        for (t, spans), mentions in zip(where, self.predict_words(sentences), strict=True):
+        groups = [t for t, _ in where]  # a text's sentences are read together, never another's
+        predicted = self.predict_words(sentences, groups)
+        for (t, spans), mentions in zip(where, predicted, strict=True):
             text = texts[t]
             for m in mentions:
                 start, end = spans[m.start][0], spans[m.end - 1][1]
@@ -140,11 +127,19 @@ class Predictor:
         return results
 
     # -- words ------------------------------------------------------------------------------
-    def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
-        """Mentions per sentence of pre-split words (bounded memory: chunks of sentences)."""
+    def predict_words(
+        self, sentences: Sequence[list[str]], groups: Sequence[int] | None = None
+    ) -> list[list[ScoredMention]]:
+        """Mentions per sentence of pre-split words (bounded memory: chunks of sentences).
+
+        ``groups``: per sentence, the document it belongs to; a packing model reads a
+        sentence with its neighbours of the same group only. ``None``: the sentences are one
+        document in order (a corpus)."""
         out: list[list[ScoredMention]] = []
         for i in range(0, len(sentences), self.chunk_sentences):
-            out.extend(self._predict_chunk(list(sentences[i : i + self.chunk_sentences])))
+            part = slice(i, i + self.chunk_sentences)
+            raw = self._raw_chunk(list(sentences[part]), (), _part(groups, part))
+            out.extend(raw.mentions(self.types, self.temperatures))
         return out
 
     def _batches(self, windows: list[Window]) -> list[list[int]]:
@@ -195,27 +190,19 @@ class Predictor:
                 probs[w], feats[w] = p[r], f[r]
         return probs, feats
 
-    def tag_probabilities(self, sentences: Sequence[list[str]]) -> list[np.ndarray]:
+    def tag_probabilities(
+        self, sentences: Sequence[list[str]], groups: Sequence[int] | None = None
+    ) -> list[np.ndarray]:
         """Per sentence, the B/I/O probabilities of each word [n_words, 3] (read from the
         word's owner window) — what decoding sees; the benchmark plots them."""
-        out: list[np.ndarray] = []
-        for i in range(0, len(sentences), self.chunk_sentences):
-            chunk = list(sentences[i : i + self.chunk_sentences])
-            windows, owners = self.builder.prediction_windows(chunk)
-            probs, _ = self._run(windows)
-            out.extend(
-                temper(p, self.temperatures[0])
-                for p in _word_tag_probs(chunk, windows, owners, probs)
-            )
-        return out
-
-    def _predict_chunk(self, sentences: list[list[str]]) -> list[list[ScoredMention]]:
-        return self._raw_chunk(sentences).mentions(self.types, self.temperatures)
+        raw = self.raw_predictions(sentences, groups=groups)
+        return [temper(p, self.temperatures[0]) for p in raw.word_probs]
 
     def raw_predictions(
         self,
         sentences: Sequence[list[str]],
         extra_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+        groups: Sequence[int] | None = None,
     ) -> RawPredictions:
         """One pass: every word's untempered tag probabilities, the decoded spans and their
         untempered type probabilities — what :meth:`RawPredictions.mentions` scores under
@@ -224,7 +211,8 @@ class Predictor:
 
         ``extra_spans``: per sentence, word spans ``[start, end)`` to type as well, from the
         same pass (``extra_spans`` / ``extra_type_probs`` of the result) — calibration fits
-        the type head's temperature on the gold mentions' types."""
+        the type head's temperature on the gold mentions' types. ``groups``: as in
+        :meth:`predict_words`."""
         if extra_spans is not None and len(extra_spans) != len(sentences):
             raise ValueError(
                 f"extra_spans: {len(extra_spans)} lists of spans for {len(sentences)} sentences"
@@ -235,9 +223,10 @@ class Predictor:
         extra: list[tuple[int, int, int]] = []
         extra_probs = [np.zeros((0, len(self.types)), np.float32)]
         for i in range(0, len(sentences), self.chunk_sentences):
-            chunk = list(sentences[i : i + self.chunk_sentences])
-            asked = [] if extra_spans is None else extra_spans[i : i + len(chunk)]
-            raw = self._raw_chunk(chunk, asked)
+            part = slice(i, i + self.chunk_sentences)
+            chunk = list(sentences[part])
+            asked = [] if extra_spans is None else extra_spans[part]
+            raw = self._raw_chunk(chunk, asked, _part(groups, part))
             spans += [(len(word_probs) + s, a, b) for s, a, b in raw.spans]
             extra += [(len(word_probs) + s, a, b) for s, a, b in raw.extra_spans]
             word_probs += raw.word_probs
@@ -248,20 +237,40 @@ class Predictor:
         )
 
     def _raw_chunk(
-        self, sentences: list[list[str]], extra_spans: Sequence[Sequence[tuple[int, int]]] = ()
+        self,
+        sentences: list[list[str]],
+        extra_spans: Sequence[Sequence[tuple[int, int]]] = (),
+        groups: Sequence[int] | None = None,
     ) -> RawPredictions:
-        windows, owners = self.builder.prediction_windows(sentences)
+        subwords = self.builder.subwords(sentences)
+        packing = (
+            self.builder.packing(subwords, groups) if self.pack else Packing.single(len(sentences))
+        )
+        runs = packing.concat(sentences)
+        windows, owners = self.builder.prediction_windows(runs, packing.concat(subwords))
         probs, feats = self._run(windows)
-        word_probs = _word_tag_probs(sentences, windows, owners, probs)
+        run_probs = _word_tag_probs(runs, windows, owners, probs)
+        word_probs = [
+            run_probs[r][k : k + len(words)]
+            for words, r, k in zip(sentences, packing.run_of, packing.offsets, strict=True)
+        ]
         spans = [
             (s, start, end)
-            for s, tag_probs in enumerate(word_probs)
-            for start, end in decode_bio(tag_probs.argmax(-1).tolist())
+            for s, (words, tag_probs) in enumerate(zip(sentences, word_probs, strict=True))
+            for start, end in trim_hyphens(words, decode_bio(decode_tags(tag_probs, self.decoding)))
         ]
-        type_probs = self._classify_spans(windows, owners, feats, spans)
         extra = [(s, a, b) for s, sent in enumerate(extra_spans) for a, b in sent]
-        extra_probs = self._classify_spans(windows, owners, feats, extra)
-        return RawPredictions(word_probs, spans, type_probs, extra, extra_probs)
+
+        def typed(spans: list[tuple[int, int, int]]) -> np.ndarray:
+            in_runs = [
+                (packing.run_of[s], packing.offsets[s] + a, packing.offsets[s] + b)
+                for s, a, b in spans
+            ]
+            return self._classify_spans(windows, owners, feats, in_runs)
+
+        return RawPredictions(
+            word_probs, spans, typed(spans), extra, typed(extra), decoding=self.decoding
+        )
 
     def span_type_probabilities(
         self, sentences: Sequence[list[str]], spans: Sequence[Sequence[tuple[int, int]]]
@@ -289,6 +298,8 @@ class Predictor:
         for s, start, end in spans:
             k = self._window_for(windows, by_sentence[s], owners[s][start], start, end)
             inside = (windows[k].word_index >= start) & (windows[k].word_index < end)
+            if self.first_subword_types:
+                inside &= windows[k].first_subword_mask
             pooled.append(feats[k][inside].mean(0))
         return self.backend.classify(np.stack(pooled).astype(np.float32))
 
@@ -317,6 +328,7 @@ class RawPredictions:
     # spans the caller asked to have typed as well (sentence, start, end), and their types
     extra_spans: list[tuple[int, int, int]] = field(default_factory=list)
     extra_type_probs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    decoding: str = "argmax"  # how the spans were decoded (which tag each word was given)
 
     def mentions(
         self, types: Sequence[str], temperatures: tuple[float, float] = (1.0, 1.0)
@@ -328,11 +340,19 @@ class RawPredictions:
         type_probs = temper(self.type_probs, t_type)
         for (s, start, end), tp in zip(self.spans, type_probs, strict=True):
             rows = temper(self.word_probs[s][start:end], t_det)
-            det = float(np.exp(np.log(np.clip(rows.max(-1), 1e-12, 1.0)).mean()))
+            if self.decoding == "viterbi":  # the path's tags: B, then I
+                chosen = np.concatenate([rows[:1, B], rows[1:, I]])
+            else:  # each word's best tag (the first may be an I that opened the mention)
+                chosen = rows.max(-1)
+            det = float(np.exp(np.log(np.clip(chosen, 1e-12, 1.0)).mean()))
             c = int(tp.argmax())
             ts = float(tp[c])
             out[s].append(ScoredMention(start, end, types[c], det * ts, det, ts))
         return out
+
+
+def _part(groups: Sequence[int] | None, part: slice) -> Sequence[int] | None:
+    return None if groups is None else groups[part]
 
 
 def temper(probs: np.ndarray, temperature: float) -> np.ndarray:
@@ -365,6 +385,51 @@ def _word_tag_probs(
             if p is not None:
                 tag_probs[j] = probs[k][p]
         out.append(tag_probs)
+    return out
+
+
+DECODINGS = ("viterbi", "argmax")
+
+
+def decode_tags(probs: np.ndarray, decoding: str) -> list[int]:
+    """Word tag probabilities [n, 3] (B, I, O) → a tag id per word.
+
+    ``argmax``: each word's most probable tag. ``viterbi``: the most probable sequence in
+    which an I never follows O nor opens the sentence (so every mention starts with B). A
+    temperature changes neither: it scales every log-probability alike and adds a per-word
+    constant, which moves no path's rank."""
+    if decoding == "argmax" or len(probs) == 0:
+        return probs.argmax(-1).tolist()
+    logp = np.log(np.clip(probs.astype(np.float64), 1e-12, 1.0))
+    n = len(logp)
+    back = np.zeros((n, 3), np.int64)
+    score = logp[0].copy()
+    score[I] = -np.inf
+    for j in range(1, n):
+        best = int(score.argmax())  # B and O may follow any tag
+        into_i = B if score[B] >= score[I] else I  # I follows B or I only
+        back[j] = (best, into_i, best)
+        score = np.array([score[best], score[into_i], score[best]]) + logp[j]
+    tags = [int(score.argmax())]
+    for j in range(n - 1, 0, -1):
+        tags.append(int(back[j, tags[-1]]))
+    return tags[::-1]
+
+
+HYPHENS = frozenset("-‐‑‒–—")
+
+
+def trim_hyphens(words: Sequence[str], spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans without a trailing hyphen. Words are cut at hyphens ("Cisplatin-induced" →
+    "Cisplatin", "-", "induced") and a hyphen inside a mention is common ("X - linked"), so a
+    tagger may carry a mention onto the hyphen that only joins it to the next word; no gold
+    mention of the dev and test sets of NCBI-disease and BC5CDR ends on one."""
+    out = []
+    for start, end in spans:
+        while end - start > 1 and words[end - 1] in HYPHENS:
+            end -= 1
+        if words[end - 1] not in HYPHENS:
+            out.append((start, end))
     return out
 
 

@@ -181,7 +181,10 @@ def test_cli_evaluate_and_annotate(bundle, toy_corpus, tmp_path, capsys):
         "n_gold",
         "n_pred",
         "calibration",
+        "engine",
+        "predictions_sha256",
     }
+    assert metrics["engine"] == {"backend": "torch", "precision": "fp32", "provider": "cpu"}
     assert metrics["strict"]["f1"] == 1.0 and metrics["n_gold"] == 7
     assert metrics["perplexity"] is None  # vanilla has no masked-LM objective
     capsys.readouterr()

@@ -418,3 +418,45 @@ def test_no_window_exceeds_max_length_even_for_a_long_word(minilm_tok, mode):
     else:
         wins, _ = builder.prediction_windows([ws])
     assert max(len(w) for w in wins) <= 16
+
+
+# --------------------------------------------------------------------------- packing
+
+
+def test_packing_groups_consecutive_sentences_that_fit_one_window(tiny12):
+    # 10 subwords fit a window: 4 + 5 | 3 + 6 | 11 (alone, cut into windows as usual) | 2
+    sents = [words(4), words(5), words(3), words(6), words(11), words(2)]
+    packing = tiny12.packing(tiny12.subwords(sents))
+    assert packing.ranges == [(0, 2), (2, 4), (4, 5), (5, 6)]
+    assert packing.run_of == [0, 0, 1, 1, 2, 3]
+    assert packing.offsets == [0, 4, 0, 3, 0, 0]
+    assert packing.concat(sents)[1] == words(3) + words(6)
+
+
+def test_packing_never_mixes_groups(tiny12):
+    sents = [words(2), words(2), words(2), words(2)]
+    packing = tiny12.packing(tiny12.subwords(sents), groups=[0, 0, 1, 1])
+    assert packing.ranges == [(0, 2), (2, 4)]
+    assert tiny12.packing(tiny12.subwords(sents)).ranges == [(0, 4)]
+
+
+def test_packed_mentions_shift_to_their_run(tiny12):
+    sents = [words(3), words(4)]
+    ms = [[Mention(1, 2, "Disease")], [Mention(0, 2, "Chemical"), Mention(3, 4, "Disease")]]
+    runs, packed = tiny12.pack(sents, ms)
+    assert runs == [words(3) + words(4)]
+    assert packed == [
+        [Mention(1, 2, "Disease"), Mention(3, 5, "Chemical"), Mention(6, 7, "Disease")]
+    ]
+    (win,) = tiny12.training_windows(runs, packed, TYPES)
+    tags = [t for t in win.labels.tolist() if t != IGNORE]
+    assert tags == [O, B, O, B, I, O, B]
+
+
+def test_first_subword_mask(minilm_tok):
+    builder = WindowBuilder(minilm_tok, max_length=64)
+    ws = ["the", "nephrotoxicity", "of", "cisplatin"]
+    (win,), _ = builder.prediction_windows([ws])
+    first = win.first_subword_mask
+    assert first.sum() == len(ws) and not first[0] and not first[-1]  # not [CLS] / [SEP]
+    assert [int(win.word_index[p]) for p in np.nonzero(first)[0]] == [0, 1, 2, 3]

@@ -887,8 +887,8 @@ def formats_service(tmp_path_factory, tiny_encoder):
     from service_helpers import JOB, TRAIN, auth, service_env
 
     from api.main import create_app
+    from mslm_settings import Settings
     from worker.runner import run_training_job
-    from worker.settings import Settings
 
     tmp = tmp_path_factory.mktemp("formats-svc")
     env = service_env(tmp / "home", tiny_encoder)

@@ -34,10 +34,13 @@ TRICKY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def trained(toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", params=["linear", "paper"])
+def trained(request, toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
+    """A toy bundle with each head: the engine reads both the same way (untyped B/I/O
+    probabilities and pooled type features), whatever the head computes them from."""
     out = tmp_path_factory.mktemp("inference") / "toy"
     cfg = TrainConfig(
+        head=request.param,
         train=str(toy_corpus),
         dev=str(toy_corpus),
         base_model=str(tiny_encoder),
@@ -111,7 +114,7 @@ def test_offsets_round_trip_on_tricky_text(exported, precision):
     engine = EntityExtractor.from_bundle(exported, precision=precision)
     results = engine.annotate(TRICKY)
     assert len(results) == len(TRICKY)
-    assert results[1] == [] and results[2] == [] and results[6] == []
+    assert results[1] == [] and results[2] == []  # nothing to read
     for text, entities in zip(TRICKY, results, strict=True):
         for e in entities:
             assert text[e.start : e.end] == e.text and e.text == e.text.strip()
@@ -260,3 +263,33 @@ def test_torch_export_fallback_also_passes_parity(trained, tmp_path):
     torch_engine = EntityExtractor.from_bundle(copy, backend="torch", device="cpu")
     onnx_engine = EntityExtractor.from_bundle(copy)
     assert spans(onnx_engine.annotate(TRICKY)) == spans(torch_engine.annotate(TRICKY))
+
+
+def test_int8_keeps_the_heads_in_fp32(exported):
+    """Dynamic quantisation reaches the encoder's matrices, never the entity heads'."""
+    import onnx
+
+    from mslm_core.export import head_nodes
+
+    graph = onnx.load(str(exported / "model.int8.onnx")).graph
+    heads = head_nodes(graph)
+    ops = [n.op_type for n in graph.node if n.name in heads]
+    assert "MatMul" in ops  # the head's float MatMul is still there, under its module's name
+    assert not any("Integer" in op or "Quant" in op for op in ops)
+    assert any("Integer" in n.op_type or "Quant" in n.op_type for n in graph.node)
+
+
+def test_an_int8_graph_that_tags_unlike_fp32_is_left_out_and_fp32_serves(
+    trained, tmp_path, monkeypatch
+):
+    from mslm_core import export
+
+    copy = tmp_path / "b"
+    shutil.copytree(trained, copy)
+    monkeypatch.setattr(export, "INT8", export.Tolerance(-1.0, float("inf"), float("inf"), 0.0))
+    section = export_bundle(copy, quantize="int8")
+    assert section["precisions"] == {"fp32": "model.onnx"} and "int8" not in section["parity"]
+    assert "int8 ONNX disagrees with PyTorch: detection_abs" in section["int8_refused"]
+    manifest = verify_bundle(copy)
+    assert "model.int8.onnx" not in manifest["files"] and not (copy / "model.int8.onnx").exists()
+    assert EntityExtractor.from_bundle(copy).info.precision == "fp32"

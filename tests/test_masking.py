@@ -404,9 +404,9 @@ def test_pmi_without_words_is_a_config_error():
 
 
 def test_strategy_registry_names():
-    assert strategy_names() == ["elm_blm", "pmi", "random", "span"]
+    assert strategy_names() == ["mslm", "pmi", "random", "span"]
     assert isinstance(build_strategy("span", mask_rate=0.2), SpanMasking)
-    assert build_strategy("elm_blm", elm_rate=0.5).elm_rate == 0.5
+    assert build_strategy("mslm", elm_rate=0.5).elm_rate == 0.5
     assert build_strategy("random").name == "random"
 
 
@@ -415,9 +415,9 @@ def test_unknown_strategy_lists_the_valid_names():
         build_strategy("whole_word")
     message = str(info.value)
     assert "'whole_word'" in message
-    for name in ("elm_blm", "pmi", "random", "span"):
+    for name in ("mslm", "pmi", "random", "span"):
         assert name in message
-    assert info.value.valid == ["elm_blm", "pmi", "random", "span"]
+    assert info.value.valid == ["mslm", "pmi", "random", "span"]
 
 
 # --------------------------------------------------------------------------- corrupt
@@ -496,3 +496,46 @@ def test_corrupt_bert_needs_vocab_size_and_unknown_replace_is_named():
         corrupt(ids, mt, MASK, np.random.default_rng(0), replace="bert")
     with pytest.raises(UnknownNameError, match="bert"):
         corrupt(ids, mt, MASK, np.random.default_rng(0), replace="random")
+
+
+# --------------------------------------------------------------------------- training plans
+
+
+def test_one_vocabulary_every_training_strategy_masks_with_a_strategy_named_like_one():
+    from mslm_core.config import STRATEGIES
+
+    for name, strategy in STRATEGIES.items():
+        assert strategy.masking is None or strategy.masking in STRATEGIES, name
+        assert strategy.masking is None or strategy.masking in strategy_names(), name
+
+
+@pytest.mark.parametrize("strategy", ["vanilla", "mslm", "mslm_tapt", "span", "random", "pmi"])
+def test_each_strategy_builds_itself_for_a_training_run(strategy):
+    from mslm_core.config import TrainConfig
+    from mslm_core.masking import count_masks, plan_masking
+
+    # 4 windows of 10 one-subword words, one 2-word mention each
+    windows = [make_window([1] * 10, [(2, 4, 0)]) for _ in range(4)]
+    for s, w in enumerate(windows):
+        w.sentence = s
+    sentences = [["the", "patient", "breast", "cancer", "and", "the", "patient", "had", "a", "x"]]
+    sentences *= 4
+    cfg = TrainConfig(strategy=strategy, elm_rate=1.0, blm_rate=0.1, seed=3)
+    plan = plan_masking(cfg, windows, sentences)
+    if strategy == "vanilla":
+        assert plan.strategy is None and plan.weights == (1.0, 1.0) and plan.info == {}
+        return
+    counts = count_masks(cfg, windows)
+    assert counts.n_elm == 8 and counts.n_tokens == 40  # every mention: 2 tokens × 4
+    assert plan.info["n_elm"] == counts.n_elm and plan.info["n_blm"] == counts.n_blm
+    assert plan.strategy.name == cfg.masking_strategy
+    if cfg.weighted:  # MSLM's weights (eq. 2–5), from the same counts
+        from mslm_core.weights import mask_specific_weights
+
+        assert plan.weights == mask_specific_weights(counts.n_elm, counts.n_blm)
+    else:  # a comparison strategy: MSLM's masking budget, unweighted
+        assert plan.weights == (1.0, 1.0)
+        assert plan.strategy.mask_rate == pytest.approx(counts.rate)
+        assert plan.info["mask_rate"] == pytest.approx(counts.rate)
+    if strategy == "pmi":
+        assert plan.info["pmi_vocabulary"] > 0  # "the patient" and longer n-grams, 8 times

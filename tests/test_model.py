@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mslm_core.model import load_pretrained, pool_spans
+from mslm_core.model import load_pretrained, pool_spans, typed_tags
 
 
 @pytest.fixture
 def model(tiny_encoder):
     torch.manual_seed(0)
-    m, _, _ = load_pretrained(str(tiny_encoder), ["Chemical", "Disease"])
+    m, _, _ = load_pretrained(str(tiny_encoder), ["Chemical", "Disease"], head="paper")
     return m
 
 
@@ -100,3 +100,62 @@ def test_serving_graph_takes_no_labels_and_types_mentions(model):
     torch.testing.assert_close(probs.sum(-1), torch.ones(2, 6))
     logits = model.classify(feats[0, 1:3].mean(0, keepdim=True))
     assert logits.shape == (1, 2)
+
+
+# --------------------------------------------------------------------------- linear head
+
+
+@pytest.fixture
+def linear(tiny_encoder):
+    torch.manual_seed(0)
+    m, _, _ = load_pretrained(str(tiny_encoder), ["Chemical", "Disease"], head="linear")
+    return m.eval()
+
+
+def test_typed_tags_put_each_mentions_type_on_its_b_and_i():
+    # C = 2: B-Chemical 0, B-Disease 1, I-Chemical 2, I-Disease 3, O 4
+    batch = _batch()
+    tags = typed_tags(batch["detection_labels"], batch["mentions"], 2)
+    assert tags.tolist() == [[-100, 1, 3, 4, 4, -100], [-100, 4, 0, -100, -100, -100]]
+
+
+def test_linear_head_loss_is_cross_entropy_over_typed_tags(linear):
+    batch = _batch()
+    batch["input_ids"] = batch["clean_ids"]
+    batch["mask_type"] = torch.zeros_like(batch["mask_type"])
+    out = linear(**batch)
+    logits = out.detection_logits
+    assert logits.shape == (2, 6, 5)
+    keep = batch["detection_labels"] != -100
+    expected = torch.nn.functional.cross_entropy(
+        logits[keep], typed_tags(batch["detection_labels"], batch["mentions"], 2)[keep]
+    )
+    assert float(out.detection_loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    assert float(out.classification_loss) == 0.0  # the tags carry the types
+
+
+def test_linear_head_serves_untyped_tags_and_type_probabilities(linear):
+    clean = _batch()["clean_ids"]
+    attention = (clean != 0).long()
+    probs, feats = linear.forward_features(clean, attention)
+    tags = linear.detection_logits(linear.encode(clean, attention), clean).softmax(-1)
+    # B = Σ B-type, I = Σ I-type, O = O
+    torch.testing.assert_close(probs[..., 0], tags[..., 0] + tags[..., 1])
+    torch.testing.assert_close(probs[..., 1], tags[..., 2] + tags[..., 3])
+    torch.testing.assert_close(probs[..., 2], tags[..., 4])
+    # type features: log P(type | entity) per subword
+    mass = torch.stack([tags[..., 0] + tags[..., 2], tags[..., 1] + tags[..., 3]], -1)
+    torch.testing.assert_close(feats.exp(), mass / mass.sum(-1, keepdim=True))
+    # a mention's type: the renormalised geometric mean of its subwords' type probabilities
+    span = feats[0, 1:3]
+    typed = linear.classify(span.mean(0, keepdim=True)).softmax(-1)[0]
+    geometric = span.exp().prod(0) ** 0.5
+    torch.testing.assert_close(typed, geometric / geometric.sum())
+    assert linear.type_feature_size == 2 and linear.pools_first_subwords
+
+
+def test_unknown_head_is_refused(tiny_encoder):
+    from mslm_core.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="head"):
+        load_pretrained(str(tiny_encoder), ["Disease"], head="crf")

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO
 
 from ..errors import CorpusError
 from ._io import MAX_ISSUES, IssueCollector, StrPath
@@ -56,9 +56,6 @@ from .jsonl import read_jsonl, write_jsonl
 from .labelstudio import predictions_to_labelstudio, read_labelstudio, write_labelstudio
 from .model import Corpus, Mention, Sentence
 from .pubtator import TEXT_LINE, predictions_to_pubtator, read_pubtator, write_pubtator
-
-if TYPE_CHECKING:
-    from ..predict import Entity
 
 #: Format names accepted by :func:`read_corpus`, :func:`write_corpus` and :func:`convert`.
 FORMATS = ("conll", "jsonl", "labelstudio", "bioc", "pubtator")
@@ -110,7 +107,7 @@ SUFFIXES: dict[str, str] = {
 }
 
 #: Formats for predictions (``mslm annotate --format``, ``POST /v1/annotate``): ``json`` is
-#: the service's own shape; the others are rendered by :func:`render_predictions`.
+#: the service's own shape; all are rendered by ``mslm_core.render``.
 PREDICTION_FORMATS = ("json", "bioc", "pubtator", "labelstudio")
 
 #: File stems (lower case) recognised by :func:`load_splits`, per split.
@@ -262,25 +259,6 @@ def convert(
     return corpus
 
 
-def render_predictions(
-    format: str,
-    texts: Sequence[str],
-    entities: Sequence[Sequence[Entity]],
-    model: str,
-) -> str | dict[str, Any] | list[dict[str, Any]]:
-    """Predictions (one list of entities per text) in ``format``: ``"bioc"`` (a BioC
-    collection), ``"labelstudio"`` (tasks with pre-annotations) or ``"pubtator"`` (text);
-    ``model`` names the model that made them. ``"json"`` is the caller's own shape."""
-    if format == "bioc":
-        return predictions_to_bioc(texts, entities, model)
-    if format == "labelstudio":
-        return predictions_to_labelstudio(texts, entities, model_version=model)
-    if format == "pubtator":
-        return predictions_to_pubtator(texts, entities)
-    valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
-    raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
-
-
 def load_splits(directory: StrPath) -> dict[str, Corpus]:
     """Read the splits of a corpus directory: ``train.*`` (required), ``dev.*``/``devel.*``/
     ``validation.*`` and ``test.*`` (optional), with an extension from :data:`EXTENSIONS`.
@@ -348,7 +326,6 @@ __all__ = [
     "read_jsonl",
     "read_labelstudio",
     "read_pubtator",
-    "render_predictions",
     "split_paths",
     "write_bioc",
     "write_conll",

@@ -22,7 +22,7 @@ from .jsonl import _is_int, _type_name
 from .model import Corpus, Sentence
 
 if TYPE_CHECKING:
-    from ..predict import Entity
+    from ..types import Entity
 
 from ._shared import (
     CharSpan,

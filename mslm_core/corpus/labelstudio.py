@@ -36,7 +36,7 @@ from .jsonl import _is_int, _type_name
 from .model import Corpus, Sentence
 
 if TYPE_CHECKING:
-    from ..predict import Entity
+    from ..types import Entity
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..types import Mention
 
-@dataclass(frozen=True, order=True)
-class Mention:
-    """An entity mention over words: ``words[start:end]`` (end exclusive), typed ``label``."""
-
-    start: int
-    end: int
-    label: str
+__all__ = ["Corpus", "Mention", "Sentence"]
 
 
 @dataclass

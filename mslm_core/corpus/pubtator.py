@@ -22,7 +22,7 @@ from ._shared import CharSpan, label_problem, sentence_from_spans
 from .model import Corpus, Sentence
 
 if TYPE_CHECKING:
-    from ..predict import Entity
+    from ..types import Entity
 
 log = logging.getLogger(__name__)
 

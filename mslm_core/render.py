@@ -1,0 +1,44 @@
+"""Predictions rendered for the people and tools that read them — the one place for every output
+shape: this service's annotate JSON (``POST /v1/annotate`` and ``mslm annotate``), BioC JSON,
+Label Studio pre-annotations and PubTator (each built with its format's writer helpers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .corpus import PREDICTION_FORMATS
+from .corpus.bioc import predictions_to_bioc
+from .corpus.labelstudio import predictions_to_labelstudio
+from .corpus.pubtator import predictions_to_pubtator
+from .types import Entity
+
+__all__ = ["PREDICTION_FORMATS", "annotation_json", "render_predictions"]
+
+
+def annotation_json(model: dict[str, Any], entities: Sequence[Sequence[Entity]]) -> dict[str, Any]:
+    """``{"model": …, "results": [{"entities": [{start, end, text, type, confidence,
+    detection_score, type_score}, …]}, …]}``: one result per text, in order."""
+    return {
+        "model": model,
+        "results": [{"entities": [e.to_dict() for e in ents]} for ents in entities],
+    }
+
+
+def render_predictions(
+    format: str,
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+) -> str | dict[str, Any] | list[dict[str, Any]]:
+    """Predictions (one list of entities per text) in ``format``: ``"bioc"`` (a BioC
+    collection), ``"labelstudio"`` (tasks with pre-annotations) or ``"pubtator"`` (text);
+    ``model`` names the model that made them. ``"json"``: :func:`annotation_json`."""
+    if format == "bioc":
+        return predictions_to_bioc(texts, entities, model)
+    if format == "labelstudio":
+        return predictions_to_labelstudio(texts, entities, model_version=model)
+    if format == "pubtator":
+        return predictions_to_pubtator(texts, entities)
+    valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
+    raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")

@@ -1,0 +1,388 @@
+"""The training loop: steps and epochs, short enough to read in one sitting; everything
+around them — dev evaluation, the weights kept, early stopping, checkpoints, progress — is a
+callback (``callbacks.py``), the end of the run is ``finalize.py``.
+
+AdamW with linear warm-up and decay (restarted for each stage of a two-stage run), gradient
+clipping, autocast on CUDA; the masking comes from the strategy's plan (``masking.py``).
+
+Randomness is a pure function of the seed: the order of epoch ``e`` comes from
+``(seed, e)`` and the masks of step ``s`` from ``(seed, e, s, row)`` (dynamic) or
+``(seed, window)`` (static), so a resumed run draws exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..bundle import predictor_options
+from ..collate import MaskingCollator
+from ..config import TrainConfig
+from ..corpus import Corpus, Mention, read_corpus
+from ..device import keep_large_blocks, resolve_device
+from ..errors import ConfigError
+from ..features import WindowBuilder
+from ..masking import plan_masking
+from ..model import MSLMOutput, load_pretrained
+from ..predict import Predictor, TorchBackend
+from .callbacks import Callback, Checkpointing, DevEvaluation, EarlyStopping, KeepWeights
+from .checkpoint import load_checkpoint
+from .finalize import finalize
+
+log = logging.getLogger("mslm_core.train")
+
+
+@dataclass
+class TrainState:
+    epoch: int = 0  # epochs completed
+    step_in_epoch: int = 0  # optimizer steps done in the current epoch
+    global_step: int = 0
+    total_steps: int = 0
+    steps_per_epoch: int = 0
+    loss: float | None = None  # running mean over the current epoch
+    best_f1: float = -1.0
+    best_epoch: int | None = None
+    epochs_without_gain: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    should_stop: bool = False  # set by a callback (cancel) or by early stopping
+    stop_reason: str | None = None
+    train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0  # process CPU time of the steps (all threads)
+    mlm_head_warmed: bool = False
+
+
+class TrainingCancelled(Exception):
+    """Raised by :meth:`Trainer.fit` when a callback stopped the run (no bundle written)."""
+
+
+def load_corpora(config: TrainConfig) -> dict[str, Corpus]:
+    if not config.train or not config.dev:
+        raise ConfigError("train and dev corpora are both required")
+    out = {"train": read_corpus(config.train), "dev": read_corpus(config.dev)}
+    if config.test:
+        out["test"] = read_corpus(config.test)
+    if config.max_train_sentences:
+        out["train"].sentences = out["train"].sentences[: config.max_train_sentences]
+    return out
+
+
+class Trainer:
+    def __init__(
+        self,
+        config: TrainConfig,
+        output: str | Path,
+        callbacks: Sequence[Callback] = (),
+        work_dir: str | Path | None = None,
+        overwrite: bool = False,
+    ):
+        self.config = config
+        self.output = Path(output)
+        self.work_dir = (
+            Path(work_dir) if work_dir else self.output.with_name(self.output.name + ".work")
+        )
+        self.callbacks = list(callbacks)
+        self.overwrite = overwrite
+        self.state = TrainState()
+        self.device = resolve_device(config.device)
+
+    # -- set-up -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        cfg = self.config
+        keep_large_blocks()
+        if self.output.exists() and not self.overwrite:
+            raise ConfigError(f"output {self.output} already exists (choose another --output)")
+        torch.manual_seed(cfg.seed)
+        self.corpora = load_corpora(cfg)
+        train = self.corpora["train"]
+        self.types = train.types
+        unseen = sorted(set(self.corpora["dev"].types) - set(self.types))
+        if unseen:
+            log.warning("dev has types never seen in train (never predicted): %s", unseen)
+        self.model, self.tokenizer, self.encoder_info = load_pretrained(
+            cfg.base_model, self.types, cfg.dropout, cfg.head
+        )
+        self.model.to(self.device)
+        self.builder = WindowBuilder(self.tokenizer, cfg.max_length)
+        type_ids = {t: i for i, t in enumerate(self.types)}
+        words, mentions = self._runs(train)
+        self.windows = self.builder.training_windows(words, mentions, type_ids)
+        tok = self.tokenizer
+        collator_kw = dict(
+            mask_token_id=tok.mask_token_id,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else 0,
+            replace=cfg.mask_replace,
+            vocab_size=len(tok),
+            special_ids=tuple(tok.all_special_ids),
+        )
+        plan = plan_masking(cfg, self.windows, words)
+        self.mask_weights, self.masking_info = plan.weights, plan.info
+        self.collator = MaskingCollator(plan.strategy, **collator_kw)
+        self.clean_collator = MaskingCollator(None, **collator_kw)
+        self.dev_windows = self.builder.training_windows(*self._runs(self.corpora["dev"]), type_ids)
+        self.predictor = Predictor(
+            TorchBackend(self.model, self.device),
+            self.builder,
+            self.types,
+            batch_size=cfg.eval_batch_size,
+            pad_id=collator_kw["pad_token_id"],
+            **predictor_options(self.serving_manifest()),
+        )
+        self.state.steps_per_epoch = math.ceil(len(self.windows) / cfg.batch_size)
+        self.state.total_steps = self.state.steps_per_epoch * cfg.total_epochs
+        self.learning_rate = cfg.learning_rate_for(self.model.mlm_model.config.hidden_size)
+        self.optimizer = torch.optim.AdamW(
+            self._param_groups(), lr=self.learning_rate, weight_decay=cfg.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+
+    def _runs(self, corpus: Corpus) -> tuple[list[list[str]], list[list[Mention]]]:
+        """The corpus's words and mentions per window run: its sentences, or consecutive
+        sentences packed together (``pack``)."""
+        words = [s.words for s in corpus.sentences]
+        mentions = [s.mentions for s in corpus.sentences]
+        return self.builder.pack(words, mentions) if self.config.pack else (words, mentions)
+
+    def serving_manifest(self) -> dict[str, Any]:
+        """What the bundle's manifest says about reading the model's outputs."""
+        cfg = self.config
+        return {"head": cfg.head, "decoding": cfg.decoding, "pack": cfg.pack}
+
+    def _lr_factor(self, step: int) -> float:
+        """Linear warm-up then linear decay to 0, restarted for each stage (the masked-LM
+        stage of a two-stage run, then fine-tuning)."""
+        spe, cfg = self.state.steps_per_epoch, self.config
+        start, length = 0, spe * cfg.epochs
+        if cfg.mlm_epochs:
+            boundary = spe * cfg.mlm_epochs
+            start, length = (0, boundary) if step < boundary else (boundary, length)
+        s = step - start
+        warm = int(cfg.warmup_ratio * length)
+        if s < warm:
+            return s / max(1, warm)
+        return max(0.0, (length - s) / max(1, length - warm))
+
+    def _param_groups(self) -> list[dict[str, Any]]:
+        decay: list[torch.nn.Parameter] = []
+        no_decay: list[torch.nn.Parameter] = []
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+        return [
+            {"params": decay, "weight_decay": self.config.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+
+    # -- batches ----------------------------------------------------------------------------
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """Window indices per batch: shuffled, then grouped by length within blocks of 50
+        batches to cut padding, then the batch order shuffled again."""
+        rng = np.random.default_rng([self.config.seed, epoch])
+        order = rng.permutation(len(self.windows))
+        bs = self.config.batch_size
+        block = bs * 50
+        batches: list[list[int]] = []
+        for i in range(0, len(order), block):
+            chunk = sorted(order[i : i + block].tolist(), key=lambda j: len(self.windows[j]))
+            batches.extend(chunk[k : k + bs] for k in range(0, len(chunk), bs))
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def _rngs(self, epoch: int, step: int, batch: list[int]) -> list[np.random.Generator]:
+        seed = self.config.seed
+        if self.config.masking == "static":
+            return [np.random.default_rng([seed, i]) for i in batch]
+        return [np.random.default_rng([seed, epoch, step, r]) for r in range(len(batch))]
+
+    # -- the loop ---------------------------------------------------------------------------
+    def default_callbacks(self) -> list[Callback]:
+        """Before the caller's callbacks: dev scores, then the weights kept, then early
+        stopping. After them: checkpoints (which so include what every callback recorded)."""
+        cfg = self.config
+        before: list[Callback] = [DevEvaluation(), KeepWeights(cfg.select)]
+        if cfg.select == "best-dev" and cfg.patience:
+            before.append(EarlyStopping(cfg.patience))
+        return [*before, *self.callbacks, Checkpointing(cfg.checkpoint_every)]
+
+    def fit(self, resume: bool = False) -> dict[str, Any]:
+        """Train (from the last checkpoint with ``resume``), then write the bundle. Raises
+        :class:`TrainingCancelled` when a callback stopped the run."""
+        cfg, st = self.config, self.state
+        self.prepare()
+        if not (resume and load_checkpoint(self)):
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+        callbacks = self.default_callbacks()
+        for cb in callbacks:
+            cb.on_train_begin(self)
+        if cfg.mlm_head_warmup_steps and not st.mlm_head_warmed and st.global_step == 0:
+            self.warm_up_mlm_head()
+        while st.epoch < cfg.total_epochs and not st.should_stop:
+            if not self.run_epoch(callbacks):
+                break  # stopped mid-epoch
+            for cb in callbacks:
+                cb.on_epoch_end(self)
+        if st.should_stop and st.stop_reason != "early_stopping":
+            for cb in callbacks:
+                cb.on_train_end(self)
+            raise TrainingCancelled(st.stop_reason or "stopped by a callback")
+        result = self.finish()
+        for cb in callbacks:
+            cb.on_train_end(self)
+        return result
+
+    def finish(self) -> dict[str, Any]:
+        """The end of the run (:func:`~mslm_core.train.finalize.finalize`)."""
+        return finalize(self)
+
+    def run_epoch(self, callbacks: Sequence[Callback]) -> bool:
+        """The steps of epoch ``state.epoch`` not yet done; then its history entry (losses,
+        seconds) and the epoch counted. False when a callback stopped the run midway."""
+        cfg, st = self.config, self.state
+        mlm_stage = st.epoch < cfg.mlm_epochs
+        started, cpu_started = time.perf_counter(), time.process_time()
+        self.model.train()
+        sums = {"loss": 0.0, "mlm": 0.0, "det": 0.0, "cls": 0.0}
+        done = 0
+        for step, batch_idx in enumerate(self.epoch_batches(st.epoch)):
+            if step < st.step_in_epoch:
+                continue  # resumed mid-epoch: these steps are already in the weights
+            out = self.train_step(st.epoch, step, batch_idx, mlm_stage)
+            for key, val in (
+                ("loss", out.loss),
+                ("mlm", out.mlm_loss),
+                ("det", out.detection_loss),
+                ("cls", out.classification_loss),
+            ):
+                sums[key] += float(val.detach())
+            done += 1
+            st.step_in_epoch = step + 1
+            st.global_step += 1
+            st.loss = sums["loss"] / done
+            for cb in callbacks:
+                cb.on_step_end(self)
+            if st.should_stop:
+                break
+        st.train_seconds += time.perf_counter() - started
+        st.train_cpu_seconds += time.process_time() - cpu_started
+        if st.should_stop and st.step_in_epoch < st.steps_per_epoch:
+            return False
+        st.history.append(
+            {
+                "epoch": st.epoch + 1,
+                "stage": "mlm" if mlm_stage else "joint",
+                "train_loss": sums["loss"] / max(1, done),
+                "mlm_loss": sums["mlm"] / max(1, done),
+                "detection_loss": sums["det"] / max(1, done),
+                "classification_loss": sums["cls"] / max(1, done),
+                "dev_f1": None,
+                "dev_precision": None,
+                "dev_recall": None,
+                "seconds": time.perf_counter() - started,  # DevEvaluation adds its own
+            }
+        )
+        st.epoch += 1
+        st.step_in_epoch = 0
+        return True
+
+    def train_step(
+        self, epoch: int, step: int, batch_idx: list[int], mlm_stage: bool = False
+    ) -> MSLMOutput:
+        """One optimizer step on the windows ``batch_idx`` (masks drawn for epoch/step).
+        ``mlm_stage``: masked-LM loss only (first stage of a two-stage run); the second
+        stage of a two-stage run fine-tunes without masking."""
+        cfg = self.config
+        two_stage = cfg.mlm_epochs > 0
+        collator = self.clean_collator if two_stage and not mlm_stage else self.collator
+        batch = collator([self.windows[i] for i in batch_idx], self._rngs(epoch, step, batch_idx))
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
+            out = self.model(
+                **batch,
+                mask_weights=self.mask_weights,
+                detect_on=cfg.detect_on,
+                mlm_weight=cfg.mlm_weight,
+                detect_ignore_masked=cfg.detect_ignore_masked,
+                heads=not mlm_stage,
+            )
+        if out.loss.requires_grad:
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+        # else a masked-LM-only batch with nothing masked (BLM 0 and no entity in it): nothing
+        # to learn, no update (a zero gradient would still move AdamW's momentum)
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return out
+
+    def warm_up_mlm_head(self) -> None:
+        """Train a newly initialised MLM head alone, encoder frozen (no gradient reaches it),
+        so that its first gradients into the encoder are not those of a random head."""
+        from ..losses import mask_specific_loss
+
+        cfg, st = self.config, self.state
+        if self.collator.strategy is None:
+            raise ConfigError("mlm_head_warmup_steps needs a masking strategy (not vanilla)")
+        if self.encoder_info["mlm_head_from_checkpoint"]:
+            log.info("the checkpoint ships an MLM head: no warm-up needed")
+            st.mlm_head_warmed = True
+            return
+        head = self.model.mlm_head
+        tied = {id(p) for p in self.model.encoder.parameters()}
+        params = [p for p in head.parameters() if id(p) not in tied]
+        optimizer = torch.optim.AdamW(params, lr=cfg.mlm_head_warmup_lr, weight_decay=0.0)
+        self.model.train()
+        losses: list[float] = []
+        epoch = 0
+        while len(losses) < cfg.mlm_head_warmup_steps:
+            before = len(losses)
+            for step, batch_idx in enumerate(self.epoch_batches(10_000 + epoch)):
+                if len(losses) >= cfg.mlm_head_warmup_steps:
+                    break
+                rngs = self._rngs(10_000 + epoch, step, batch_idx)
+                batch = self.collator([self.windows[i] for i in batch_idx], rngs)
+                batch = {k: v.to(self.device) for k, v in batch.items()}
+                masked = batch["mask_type"] > 0
+                if not masked.any():  # nothing masked in this batch: nothing to learn
+                    continue
+                with torch.no_grad():
+                    hidden = self.model.encode(batch["input_ids"], batch["attention_mask"])
+                loss = mask_specific_loss(
+                    head(hidden[masked]),
+                    batch["clean_ids"][masked],
+                    batch["mask_type"][masked],
+                    self.mask_weights,
+                )
+                loss.backward()
+                optimizer.step()
+                self.model.zero_grad(set_to_none=True)  # the tied decoder = embeddings too
+                losses.append(float(loss.detach()))
+            if len(losses) == before:
+                raise ConfigError(
+                    "mlm_head_warmup_steps: the masking masked no token in a whole epoch "
+                    "(no entity to mask at this elm_rate and blm_rate 0?)"
+                )
+            epoch += 1
+        self.masking_info["mlm_head_warmup"] = {
+            "steps": len(losses),
+            "first_loss": losses[0],
+            "last_loss": losses[-1],
+        }
+        st.mlm_head_warmed = True
+        log.info("MLM head warm-up: %d steps, loss %.3f → %.3f", len(losses), losses[0], losses[-1])
+
+
+def train(config: TrainConfig, output: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """Train and write a bundle to ``output``; returns its metrics and history."""
+    resume = kwargs.pop("resume", False)
+    return Trainer(config, output, **kwargs).fit(resume=resume)
