@@ -12,7 +12,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def machine() -> dict:
-    from mslm_core.bench.runner import machine as runtime
+    from harness.runner import machine as runtime
 
     try:
         commit = subprocess.run(

@@ -21,12 +21,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def main() -> None:
+    from harness.leaky import evaluate_reference_leaky
     from mslm_core.bundle import load_bundle
     from mslm_core.config import TrainConfig
     from mslm_core.corpus import read_corpus
     from mslm_core.evaluate import evaluate_corpus
     from mslm_core.inference import EntityExtractor
-    from mslm_core.leaky import evaluate_reference_leaky
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bundles", nargs="+")
@@ -54,7 +54,7 @@ def main() -> None:
             "dev_f1_per_epoch": [h["dev_f1"] for h in bundle.manifest["history"]],
             "train_seconds": bundle.manifest["train_seconds"],
         }
-        if config.masking_strategy == "elm_blm":
+        if config.masking_strategy == "mslm":
             leaky = evaluate_reference_leaky(bundle, corpus)
             row["leaky_f1"] = round(leaky["strict"]["f1"], 4)
             row["leaky_em"] = round(leaky["exact_match"], 4)

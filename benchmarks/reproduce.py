@@ -1,4 +1,4 @@
-"""Run a declared benchmark protocol and aggregate it (``mslm bench run`` with this
+"""Run a declared benchmark protocol and aggregate it (``benchmarks/bench.py run`` with this
 repository's defaults: protocols from ``benchmarks/protocols/``, results in
 ``benchmarks/results/<protocol>/``, checkpoints in ``.mslm/bench/``).
 
@@ -29,8 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    from mslm_core.bench.cli import main as bench_main
-    from mslm_core.cli import build_parser
+    from harness.cli import main as bench_main
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("protocol", help="a name in benchmarks/protocols/ or a TOML file")
@@ -45,7 +44,6 @@ def main() -> int:
     if protocol.suffix != ".toml":
         protocol = REPO / "benchmarks" / "protocols" / f"{args.protocol}.toml"
     argv = [
-        "bench",
         "run",
         str(protocol),
         "--data",
@@ -62,7 +60,7 @@ def main() -> int:
     argv += ["--fetch"] * args.fetch + ["--keep-bundles"] * args.keep_bundles
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     shown = ["python", "benchmarks/reproduce.py", *sys.argv[1:]]
-    return bench_main(build_parser().parse_args(argv), " ".join(map(shlex.quote, shown)))
+    return bench_main(argv, " ".join(map(shlex.quote, shown)))
 
 
 if __name__ == "__main__":

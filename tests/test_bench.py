@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from conftest import TOY_CONLL
 
-from mslm_core.bench import Runner, aggregate, load_protocol, parse_protocol
-from mslm_core.bench.aggregate import (
+from harness import Runner, aggregate, load_protocol, parse_protocol
+from harness.aggregate import (
     DECISION_RULE,
     decide,
     paired_t_p,
     render_markdown,
     summarize,
 )
-from mslm_core.bench.protocol import Protocol
-from mslm_core.bench.runner import write_json
-from mslm_core.bench.select import plan, plan_is_done, screen_ranking
+from harness.protocol import Protocol
+from harness.runner import write_json
+from harness.select import plan, plan_is_done, screen_ranking
 from mslm_core.errors import ConfigError
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -125,7 +125,8 @@ def test_tiny_protocol_runs_resumes_and_aggregates(tmp_path, data_root, tiny_enc
     )
     assert again["predictions_sha256"] == first["predictions_sha256"]  # seeded, reproducible
 
-    summary = aggregate(protocol, results, command="mslm bench run tiny.toml --data D")
+    command = "python benchmarks/bench.py run tiny.toml --data D"
+    summary = aggregate(protocol, results, command=command)
     row = summary["datasets"]["toy-a"]["mslm-clean"]
     for key in ("f1_mean", "f1_std", "em_mean", "em_std", "seeds", "epochs_to_vanilla_best"):
         assert key in row
@@ -139,7 +140,7 @@ def test_tiny_protocol_runs_resumes_and_aggregates(tmp_path, data_root, tiny_enc
     assert summary["decision"]["default"] in summary["datasets"]["toy-a"]
     md = (results / "summary.md").read_text()
     assert "test F1 (leaky)" in md and "Default:" in md
-    assert "| `vanilla` |" in md and "mslm bench run tiny.toml" in md
+    assert "| `vanilla` |" in md and "python benchmarks/bench.py run tiny.toml" in md
     for name in summary["plots"]:
         assert (results / name).read_bytes().startswith(PNG)
     assert {"dev_f1_curves.png", "strategies.png", "grid_heatmap.png"} <= set(summary["plots"])
@@ -447,7 +448,7 @@ def test_committed_results_are_what_their_protocols_aggregate_to():
     """Every committed results folder reloads with the protocol its runs followed (its
     protocol.json, also after the TOML has changed) and its summary is what today's
     aggregation makes of its runs: the committed figures come from the committed code."""
-    from mslm_core.bench.aggregate import load_results
+    from harness.aggregate import load_results
 
     root = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
     folders = sorted(p.parent for p in root.rglob("protocol.json"))
@@ -480,7 +481,7 @@ def test_missing_dataset_fails_before_training(tmp_path, tiny_encoder):
 
 
 def test_fetch_verifies_checksums(tmp_path, monkeypatch):
-    from mslm_core.bench import datasets
+    from harness import datasets
 
     served = tmp_path / "served" / "NCBI-disease-IOB"
     served.mkdir(parents=True)
@@ -513,3 +514,121 @@ def test_fetch_verifies_checksums(tmp_path, monkeypatch):
             datasets.fetch(["nope"], tmp_path / "dest", base_url=base)
     finally:
         server.shutdown()
+
+
+def test_textbook_baseline_runs_beside_ours_on_a_sized_dataset(tmp_path, data_root, tiny_encoder):
+    """``strategy = "hf-token-classification"`` trains transformers' own token classifier
+    with the run's budget; a ``NAME@N`` dataset trains on the first N sentences."""
+    path = tmp_path / "baseline.toml"
+    path.write_text(
+        f"""
+name = "tiny-baseline"
+datasets = ["toy-a", "toy-a@4"]
+seeds = [1]
+baseline = "textbook"
+leaky = false
+examples = 1
+
+[train]
+base_model = "{tiny_encoder}"
+epochs = 2
+batch_size = 2
+learning_rate = 1e-3
+patience = 0
+
+[variants.textbook]
+strategy = "hf-token-classification"
+
+[variants.ours]
+strategy = "vanilla"
+""",
+        encoding="utf-8",
+    )
+    protocol = load_protocol(path)
+    results = tmp_path / "results"
+    Runner(protocol, data_root, results, tmp_path / "work", device="cpu").run_all()
+    full = json.loads((results / "runs/toy-a/textbook/seed1.json").read_text())
+    small = json.loads((results / "runs/toy-a@4/textbook/seed1.json").read_text())
+    ours = json.loads((results / "runs/toy-a@4/ours/seed1.json").read_text())
+    for record in (full, small):
+        assert record["settings"]["strategy"] == "hf-token-classification"
+        assert record["settings"]["epochs"] == 2 and record["settings"]["learning_rate"] == 1e-3
+        # our scorer, checked against seqeval on the same tags (they must agree exactly)
+        assert record["test"]["seqeval_f1"] == pytest.approx(record["test"]["strict"]["f1"])
+        assert record["dev"]["seqeval_f1"] == pytest.approx(record["dev"]["strict"]["f1"])
+        assert [h["epoch"] for h in record["history"]] == [1, 2] and record["best_epoch"] == 2
+        assert record["train_cpu_seconds"] > 0 and record["examples"][0]["p_entity"]
+    assert (
+        small["settings"]["max_train_sentences"] == 4
+        and ours["settings"]["max_train_sentences"] == 4
+    )
+    assert full["settings"].get("max_train_sentences") is None
+    assert full["settings"]["train"] == small["settings"]["train"] == "toy-a/train.tsv"
+    summary = aggregate(protocol, results)
+    assert set(summary["datasets"]["toy-a@4"]) == {"textbook", "ours"}
+
+
+def test_a_sized_dataset_name_must_be_a_positive_count(tmp_path, tiny_encoder):
+    text = write_protocol(tmp_path, tiny_encoder, grid=False).read_text()
+    for bad in ('"toy-a@0"', '"toy-a@x"', '"@5"'):
+        with pytest.raises(ConfigError, match="datasets"):
+            parse_protocol(__import__("tomllib").loads(text.replace('"toy-a", "toy-b"', bad)), "p")
+
+
+def test_compare_pairs_are_tested_run_by_run_and_the_decision_can_be_left_out(tmp_path):
+    protocol = Protocol(
+        name="cmp",
+        datasets=["d"],
+        seeds=[1, 2, 3],
+        train={},
+        variants={"base": {}, "a": {}, "b": {}},
+        baseline="base",
+        compare=[("a", "b")],
+        decision=False,
+    )
+
+    def run(label, seed, f1, dev):
+        return {
+            "protocol": "cmp",
+            "dataset": "d",
+            "label": label,
+            "variant": label,
+            "seed": seed,
+            "phase": "variants",
+            "cell": None,
+            "history": [{"epoch": 1, "dev_f1": dev, "seconds": 1.0}],
+            "train_seconds": 10.0,
+            "train_cpu_seconds": 20.0 if label == "a" else 10.0,
+            "dev": {"strict": {"f1": dev}, "perplexity": None},
+            "test": {"strict": {"f1": f1, "precision": f1, "recall": f1}, "exact_match": f1},
+        }
+
+    results = [
+        run(label, seed, f1, f1)
+        for label, scores in {
+            "base": (0.5, 0.5, 0.5),
+            "a": (0.80, 0.82, 0.81),
+            "b": (0.78, 0.79, 0.80),
+        }.items()
+        for seed, f1 in zip((1, 2, 3), scores, strict=True)
+    ]
+    summary = summarize(protocol, results)
+    (pair,) = summary["comparisons"]["d"]
+    assert (pair["a"], pair["b"], pair["seeds"]) == ("a", "b", [1, 2, 3])
+    assert pair["f1_diff_mean"] == pytest.approx(0.02)  # (0.02 + 0.03 + 0.01) / 3
+    assert pair["p_value"] == pytest.approx(paired_t_p([0.80, 0.82, 0.81], [0.78, 0.79, 0.80]))
+    assert pair["train_time_ratio"] == pytest.approx(2.0)
+    assert summary["decision"] is None
+    md = render_markdown(summary)
+    assert "## Paired comparisons" in md and "| d | `a` | `b` | 1,2,3 | 2.00 ± 1.00 |" in md
+    assert "## Decision" not in md
+
+
+def test_compare_must_name_variants(tmp_path, tiny_encoder):
+    import tomllib
+
+    data = tomllib.loads(write_protocol(tmp_path, tiny_encoder, grid=False).read_text())
+    with pytest.raises(ConfigError, match="compare"):
+        parse_protocol({**data, "compare": [["vanilla", "nope"]]}, "p")
+    with pytest.raises(ConfigError, match="decision"):
+        parse_protocol({**data, "decision": "no"}, "p")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..config import TrainConfig
-from ..errors import ConfigError
-from .protocol import Protocol, RunSpec
+from mslm_core.errors import ConfigError
+
+from .protocol import Protocol, RunSpec, train_config
 
 
 def mean_dev_f1(results: list[dict[str, Any]]) -> float:
@@ -60,7 +60,7 @@ def best_variant(
     candidates = [
         v
         for v in (among or protocol.variants)
-        if TrainConfig.from_dict(protocol.settings_for(v)).masking_strategy == "elm_blm"
+        if train_config(protocol.settings_for(v)).masking_strategy == "mslm"
     ]
     if not candidates:
         raise ConfigError("grid.variant = 'best' needs at least one ELM-BLM (mslm) variant")

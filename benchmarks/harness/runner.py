@@ -10,7 +10,6 @@ exact resume). Test scores are honest — the product's prediction path on unmas
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import os
@@ -21,13 +20,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..bundle import verify_bundle
-from ..config import TrainConfig
-from ..corpus import Corpus, Mention, read_corpus, split_paths
-from ..errors import BundleError, ConfigError
-from ..evaluate import predict_mentions, score_predictions
-from .protocol import Protocol, RunSpec
+from mslm_core import __version__
+from mslm_core.bundle import verify_bundle
+from mslm_core.config import TrainConfig
+from mslm_core.corpus import Corpus, read_corpus, split_paths
+from mslm_core.errors import BundleError, ConfigError
+from mslm_core.evaluate import evaluate_bundle, predictions_digest
+
+from . import textbook
+from .protocol import (
+    Protocol,
+    RunSpec,
+    dataset_folder,
+    dataset_settings,
+    is_harness_baseline,
+    train_config,
+)
 from .select import plan, screen_ranking
 
 log = logging.getLogger(__name__)
@@ -76,12 +84,6 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def predictions_digest(predicted: list[list[Mention]]) -> str:
-    """sha256 of the predicted mentions (spans and types): equal digests, equal predictions."""
-    canon = [[[m.start, m.end, m.label] for m in sent] for sent in predicted]
-    return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
-
-
 def example_sentences(corpus: Corpus, k: int) -> list[int]:
     """Indices of ``k`` test sentences for the confidence figure: the first ones with a gold
     mention and 8–25 words (the same sentences for every run on a dataset)."""
@@ -95,25 +97,53 @@ def example_sentences(corpus: Corpus, k: int) -> list[int]:
 
 
 def _examples(predictor: Any, corpus: Corpus, k: int) -> list[dict[str, Any]]:
-    from ..features import O
+    from mslm_core.features import O
 
     chosen = example_sentences(corpus, k)
     if not chosen:
         return []
     words = [corpus.sentences[i].words for i in chosen]
     probs = predictor.tag_probabilities(words)
-    mentions = predictor.predict_words(words)
+    mentions = [
+        [[m.start, m.end, m.label, round(m.confidence, 4)] for m in sent]
+        for sent in predictor.predict_words(words)
+    ]
+    return _example_records(corpus, chosen, [1.0 - p[:, O] for p in probs], mentions)
+
+
+def textbook_examples(tagger: Any, corpus: Corpus, k: int) -> list[dict[str, Any]]:
+    """:func:`_examples` for the textbook baseline: 1 - P(O) per word, and its mentions
+    with the mean probability of their words' tags as a confidence."""
+    from mslm_core.metrics import tags_to_mentions
+
+    chosen = example_sentences(corpus, k)
+    if not chosen:
+        return []
+    probs = tagger.word_probabilities([corpus.sentences[i].words for i in chosen])
+    mentions = []
+    for p in probs:
+        tags = [tagger.labels[j] for j in p.argmax(-1).tolist()]
+        mentions.append(
+            [
+                [m.start, m.end, m.label, round(float(p[m.start : m.end].max(-1).mean()), 4)]
+                for m in tags_to_mentions(tags)[0]
+            ]
+        )
+    return _example_records(corpus, chosen, [1.0 - p[:, 0] for p in probs], mentions)
+
+
+def _example_records(
+    corpus: Corpus, chosen: list[int], p_entity: list[Any], mentions: list[list[list[Any]]]
+) -> list[dict[str, Any]]:
     return [
         {
             "sentence": i,
-            "words": w,
+            "words": corpus.sentences[i].words,
             "gold": [[m.start, m.end, m.label] for m in corpus.sentences[i].mentions],
-            "p_entity": [round(1.0 - float(p[O]), 4) for p in tp],
-            "predicted": [
-                [m.start, m.end, m.label, round(m.confidence, 4)] for m in predicted_mentions
-            ],
+            "p_entity": [round(float(x), 4) for x in p],
+            "predicted": predicted,
         }
-        for i, w, tp, predicted_mentions in zip(chosen, words, probs, mentions, strict=True)
+        for i, p, predicted in zip(chosen, p_entity, mentions, strict=True)
     ]
 
 
@@ -159,11 +189,13 @@ class Runner:
             ) from exc
 
     def dataset_paths(self, dataset: str) -> dict[str, Path]:
-        paths = split_paths(self.data_root / dataset)
+        """The splits of a protocol dataset (``NAME@N`` reads folder ``NAME``)."""
+        folder = self.data_root / dataset_folder(dataset)
+        paths = split_paths(folder)
         missing = [s for s in ("train", "dev", "test") if s not in paths]
         if missing:
             raise ConfigError(
-                f"{self.data_root / dataset}: the benchmark needs train, dev and test splits "
+                f"{folder}: the benchmark needs train, dev and test splits "
                 f"(missing: {', '.join(missing)})"
             )
         return paths
@@ -174,9 +206,10 @@ class Runner:
             self.dataset_paths(ds)
 
     def _test_corpus(self, dataset: str) -> Corpus:
-        if dataset not in self._corpora:
-            self._corpora[dataset] = read_corpus(self.dataset_paths(dataset)["test"])
-        return self._corpora[dataset]
+        folder = dataset_folder(dataset)
+        if folder not in self._corpora:
+            self._corpora[folder] = read_corpus(self.dataset_paths(dataset)["test"])
+        return self._corpora[folder]
 
     # -- one run ----------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> dict[str, Any]:
@@ -193,52 +226,15 @@ class Runner:
             existing = self._reuse_twin(spec)
         if existing is not None:
             return existing, True
-        from ..bundle import load_bundle
-        from ..inference import EntityExtractor
-        from ..train import Trainer
-
         paths = self.dataset_paths(spec.dataset)
-        config = TrainConfig.from_dict(
-            {
-                **spec.settings,
-                "train": str(paths["train"]),
-                "dev": str(paths["dev"]),
-                "seed": spec.seed,
-                "device": self.device,
-            }
-        )
-        bundle_dir = self.work_dir / spec.slug / "bundle"
-        leaky_weights = self.work_dir / spec.slug / "leaky-best.safetensors"
-        with_leaky = self.protocol.leaky and config.masking_strategy == "elm_blm"
+        settings = {**spec.settings, **dataset_settings(spec.dataset)}
         started, cpu_started = time.perf_counter(), time.process_time()
-        if not _complete_bundle(bundle_dir):
-            log.info("run %s: training", spec.slug)
-            callbacks = []
-            if with_leaky:  # the research code's selection, for the labelled column only
-                from ..leaky import LeakyDevSelection
-
-                dev = read_corpus(paths["dev"])
-                callbacks.append(LeakyDevSelection(dev, leaky_weights, spec.seed))
-            Trainer(config, bundle_dir, callbacks=callbacks, overwrite=True).fit(resume=True)
-        trained, cpu_trained = time.perf_counter(), time.process_time()
-        extractor = EntityExtractor.from_bundle(bundle_dir, device=self.device)
-        predictor, manifest = extractor.predictor, extractor.manifest
         test = self._test_corpus(spec.dataset)
-        predicted = predict_mentions(predictor, test)
-        honest = score_predictions(test, predicted)
-        leaky = leaky_selection = None
-        if with_leaky:
-            from safetensors.torch import load_model
-
-            from ..leaky import evaluate_reference_leaky
-
-            device = extractor.info.provider  # the torch device (bench bundles have no ONNX)
-            bundle = load_bundle(bundle_dir, device=device, manifest=manifest)
-            if leaky_weights.exists():  # weights chosen on gold-masked dev, as the research code
-                load_model(bundle.model, str(leaky_weights), strict=False, device=device)
-                leaky_selection = json.loads(leaky_weights.with_suffix(".json").read_text())
-            leaky = evaluate_reference_leaky(bundle, test, seed=spec.seed, device=device)
-            leaky["selection"] = leaky_selection
+        if is_harness_baseline(settings):
+            run = self._textbook(spec, settings, paths, test)
+        else:
+            run = self._product(spec, settings, paths, test)
+        trained, cpu_trained = run.pop("trained_at")
         record = {
             "schema": RESULT_SCHEMA,
             "protocol": self.protocol.name,
@@ -251,22 +247,12 @@ class Runner:
             if spec.cell is None
             else {"elm_rate": spec.cell[0], "blm_rate": spec.cell[1]},
             "settings": {
-                **config.to_dict(),
+                **run.pop("settings"),
                 "train": str(paths["train"].relative_to(self.data_root)),
                 "dev": str(paths["dev"].relative_to(self.data_root)),
                 "test": str(paths["test"].relative_to(self.data_root)),
             },
-            "history": manifest["history"],
-            "best_epoch": manifest["best_epoch"],
-            "train_seconds": manifest["train_seconds"],
-            "train_cpu_seconds": manifest.get("train_cpu_seconds"),
-            "dev": manifest["metrics"]["dev"],
-            "test": honest,
-            "test_leaky": leaky,
-            "predictions_sha256": predictions_digest(predicted),
-            "examples": _examples(predictor, test, self.protocol.examples),
-            "masking": manifest.get("masking", {}),
-            "encoder": manifest.get("encoder", {}),
+            **run,
             "wall_seconds": {
                 "train": round(trained - started, 1),
                 "evaluate": round(time.perf_counter() - trained, 1),
@@ -285,22 +271,117 @@ class Runner:
         write_json(self.result_path(spec), record)
         if not self.keep_bundles:
             shutil.rmtree(self.work_dir / spec.slug, ignore_errors=True)
+        leaky = record["test_leaky"]
         log.info(
             "run %s: test strict F1 %.4f (honest)%s, dev F1 %.4f",
             spec.slug,
-            honest["strict"]["f1"],
+            record["test"]["strict"]["f1"],
             "" if leaky is None else f", {leaky['strict']['f1']:.4f} (reference-leaky)",
             record["dev"]["strict"]["f1"],
         )
         return record, False
 
+    def _product(
+        self, spec: RunSpec, settings: dict[str, Any], paths: dict[str, Path], test: Corpus
+    ) -> dict[str, Any]:
+        """A run of our trainer: train (resuming), then score test through the engine."""
+        from mslm_core.bundle import load_bundle
+        from mslm_core.inference import EntityExtractor
+        from mslm_core.train import Trainer
+
+        config = TrainConfig.from_dict(
+            {
+                **settings,
+                "train": str(paths["train"]),
+                "dev": str(paths["dev"]),
+                "seed": spec.seed,
+                "device": self.device,
+            }
+        )
+        bundle_dir = self.work_dir / spec.slug / "bundle"
+        leaky_weights = self.work_dir / spec.slug / "leaky-best.safetensors"
+        with_leaky = self.protocol.leaky and config.masking_strategy == "mslm"
+        if not _complete_bundle(bundle_dir):
+            log.info("run %s: training", spec.slug)
+            callbacks = []
+            if with_leaky:  # the research code's selection, for the labelled column only
+                from .leaky import LeakyDevSelection
+
+                dev = read_corpus(paths["dev"])
+                callbacks.append(LeakyDevSelection(dev, leaky_weights, spec.seed))
+            Trainer(config, bundle_dir, callbacks=callbacks, overwrite=True).fit(resume=True)
+        trained_at = time.perf_counter(), time.process_time()
+        honest = evaluate_bundle(bundle_dir, test, device=self.device)
+        extractor = EntityExtractor.from_bundle(bundle_dir, device=self.device)
+        predictor, manifest = extractor.predictor, extractor.manifest
+        leaky = leaky_selection = None
+        if with_leaky:
+            from safetensors.torch import load_model
+
+            from .leaky import evaluate_reference_leaky
+
+            device = extractor.info.provider  # the torch device (bench bundles have no ONNX)
+            bundle = load_bundle(bundle_dir, device=device, manifest=manifest)
+            if leaky_weights.exists():  # weights chosen on gold-masked dev, as the research code
+                load_model(bundle.model, str(leaky_weights), strict=False, device=device)
+                leaky_selection = json.loads(leaky_weights.with_suffix(".json").read_text())
+            leaky = evaluate_reference_leaky(bundle, test, seed=spec.seed, device=device)
+            leaky["selection"] = leaky_selection
+        return {
+            # the learning rate the run used (the config's, or the default for its encoder)
+            "settings": {**config.to_dict(), "learning_rate": manifest.get("learning_rate")},
+            "trained_at": trained_at,
+            "predictions_sha256": honest.pop("predictions_sha256"),
+            "history": manifest["history"],
+            "best_epoch": manifest["best_epoch"],
+            "train_seconds": manifest["train_seconds"],
+            "train_cpu_seconds": manifest.get("train_cpu_seconds"),
+            "dev": manifest["metrics"]["dev"],
+            "test": honest,
+            "test_leaky": leaky,
+            "examples": _examples(predictor, test, self.protocol.examples),
+            "masking": manifest.get("masking", {}),
+            "encoder": manifest.get("encoder", {}),
+        }
+
+    def _textbook(
+        self, spec: RunSpec, settings: dict[str, Any], paths: dict[str, Path], test: Corpus
+    ) -> dict[str, Any]:
+        """A run of the textbook ``transformers`` fine-tune (no checkpoints: a run
+        interrupted starts again)."""
+        from .textbook import score, train_textbook
+
+        log.info("run %s: training (%s)", spec.slug, textbook.NAME)
+        work = self.work_dir / spec.slug / "textbook"
+        run = train_textbook(settings, paths, spec.seed, self.device, work)
+        trained_at = time.perf_counter(), time.process_time()
+        tagger = run.pop("tagger")
+        honest, predicted = score(tagger, test)
+        return {
+            "predictions_sha256": predictions_digest(predicted),
+            "settings": {
+                "strategy": textbook.NAME,
+                **run.pop("settings_used"),
+                "seed": spec.seed,
+                "device": self.device,
+            },
+            "trained_at": trained_at,
+            **run,
+            "test": honest,
+            "test_leaky": None,
+            "examples": textbook_examples(tagger, test, self.protocol.examples),
+            "masking": {},
+        }
+
     def _reuse_twin(self, spec: RunSpec) -> dict[str, Any] | None:
         """A grid cell whose settings are exactly a variant's (its own ELM and BLM) is that
         variant's run: same dataset, seed and settings train the same model. Its result is
         copied under the cell's label (``same_run_as`` says so) instead of training again."""
-        same = TrainConfig.from_dict(spec.settings).to_dict()
+        same = train_config(spec.settings).to_dict()
         for variant in self.protocol.variants:
-            if TrainConfig.from_dict(self.protocol.settings_for(variant)).to_dict() != same:
+            if is_harness_baseline(self.protocol.settings_for(variant)):
+                continue
+            if train_config(self.protocol.settings_for(variant)).to_dict() != same:
                 continue
             twin = RunSpec(spec.dataset, variant, variant, spec.seed, spec.settings, "variants")
             record = self.load_result(twin)

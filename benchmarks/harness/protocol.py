@@ -38,8 +38,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..config import TrainConfig
-from ..errors import ConfigError
+from mslm_core.config import TrainConfig
+from mslm_core.errors import ConfigError
 
 # Fields a protocol may not set: the harness fills them in per run.
 _PER_RUN = {"train", "dev", "test", "seed", "device"}
@@ -55,6 +55,8 @@ _TOP_LEVEL = {
     "variants",
     "grid",
     "screen",
+    "compare",
+    "decision",
 }
 _GRID_KEYS = {"variant", "elm_rate", "blm_rate", "seeds", "datasets", "confirm"}
 _SCREEN_KEYS = {"seeds", "keep"}
@@ -114,6 +116,9 @@ class Protocol:
     examples: int = 3  # test sentences whose per-word confidences are kept (Fig. 2)
     grid: GridSpec | None = None
     screen: ScreenSpec | None = None
+    # pairs of variants compared run by run in the summary, beside each against the baseline
+    compare: list[tuple[str, str]] = field(default_factory=list)
+    decision: bool = True  # whether the summary decides the default strategy
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -182,6 +187,36 @@ class Protocol:
         ]
 
 
+# Variants whose "strategy" is a baseline the harness runs itself, not our trainer.
+HARNESS_BASELINES = ("hf-token-classification",)
+_SIZED = re.compile(r"^(?P<folder>[A-Za-z0-9][A-Za-z0-9_.-]*)@(?P<n>[1-9][0-9]*)$")
+
+
+def is_harness_baseline(settings: dict[str, Any]) -> bool:
+    return settings.get("strategy") in HARNESS_BASELINES
+
+
+def dataset_folder(name: str) -> str:
+    """The folder of a protocol dataset: ``NAME``, or ``NAME@N`` (its first ``N`` training
+    sentences; dev and test whole)."""
+    m = _SIZED.match(name)
+    return m["folder"] if m else name
+
+
+def dataset_settings(name: str) -> dict[str, Any]:
+    """The training settings a dataset name implies (``NAME@N``: ``max_train_sentences``)."""
+    m = _SIZED.match(name)
+    return {"max_train_sentences": int(m["n"])} if m else {}
+
+
+def train_config(settings: dict[str, Any]) -> TrainConfig:
+    """The checked :class:`TrainConfig` of a run's settings. A harness baseline reads a few
+    of them (epochs, batch size, learning rate, …), checked as a vanilla run's would be."""
+    if is_harness_baseline(settings):
+        settings = {**settings, "strategy": "vanilla"}
+    return TrainConfig.from_dict(dict(settings))
+
+
 def _fail(where: str, message: str) -> ConfigError:
     return ConfigError(f"{where}: {message}")
 
@@ -200,7 +235,7 @@ def _check_settings(where: str, settings: dict[str, Any]) -> None:
         if key not in known:
             raise _fail(f"{where}.{key}", "unknown training setting")
     try:
-        TrainConfig.from_dict(dict(settings))
+        train_config(settings)
     except ConfigError as exc:
         raise _fail(where, str(exc)) from exc
 
@@ -247,9 +282,13 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
     if (
         not isinstance(datasets, list)
         or not datasets
-        or not all(isinstance(d, str) and _NAME.match(d) for d in datasets)
+        or not all(isinstance(d, str) and (_NAME.match(d) or _SIZED.match(d)) for d in datasets)
     ):
-        raise _fail(f"{where}.datasets", "must be a non-empty list of dataset directory names")
+        raise _fail(
+            f"{where}.datasets",
+            "must be a non-empty list of dataset directory names (NAME@N: its first N "
+            "training sentences)",
+        )
     seeds = _seed_list(f"{where}.seeds", data.get("seeds"))
     train = data.get("train", {})
     if not isinstance(train, dict):
@@ -304,6 +343,15 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise _fail(f"{where}.screen.keep", "must be a positive integer")
         screen = ScreenSpec(seeds=screen_seeds, keep=keep)
+    compare = data.get("compare", [])
+    if not isinstance(compare, list) or not all(
+        isinstance(pair, list) and len(pair) == 2 and all(v in variants for v in pair)
+        for pair in compare
+    ):
+        raise _fail(f"{where}.compare", "must be a list of [variant, variant] pairs")
+    decision = data.get("decision", True)
+    if not isinstance(decision, bool):
+        raise _fail(f"{where}.decision", "must be true or false")
     description = data.get("description", "")
     return Protocol(
         name=name,
@@ -317,6 +365,8 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
         examples=examples,
         grid=grid,
         screen=screen,
+        compare=[(a, b) for a, b in compare],
+        decision=decision,
         raw=data,
     )
 

@@ -85,5 +85,5 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
             }
             for ds, table in summary["datasets"].items()
         },
-        "default": summary["decision"]["default"],
+        "default": (summary["decision"] or {}).get("default"),
     }

@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .collate import MaskingCollator
-from .config import TrainConfig
-from .corpus import Corpus, Mention
-from .features import O, WindowBuilder
-from .masking import build_strategy
-from .metrics import evaluation_report
-from .predict import decode_bio
-from .train import Callback
+from mslm_core.collate import MaskingCollator
+from mslm_core.config import TrainConfig
+from mslm_core.corpus import Corpus, Mention
+from mslm_core.features import O, WindowBuilder
+from mslm_core.masking import build_strategy
+from mslm_core.metrics import evaluation_report
+from mslm_core.predict import decode_bio
+from mslm_core.train import Callback
 
 LABEL = "reference-leaky"
 
@@ -48,7 +48,7 @@ def leaky_report(
     sentences = [s for s in corpus.sentences if all(m.label in type_ids for m in s.mentions)]
     words = [s.words for s in sentences]
     windows = builder.training_windows(words, [s.mentions for s in sentences], type_ids)
-    strategy = build_strategy("elm_blm", elm_rate=config.elm_rate, blm_rate=config.blm_rate)
+    strategy = build_strategy("mslm", elm_rate=config.elm_rate, blm_rate=config.blm_rate)
     collator = MaskingCollator(strategy, tok.mask_token_id, tok.pad_token_id or 0)
     tag_probs = [np.tile(np.eye(3, dtype=np.float32)[O], (len(w), 1)) for w in words]
     feats_by_word: list[list[np.ndarray | None]] = [[None] * len(w) for w in words]
@@ -61,13 +61,14 @@ def leaky_report(
             rngs = [np.random.default_rng([seed, k]) for k in order[i : i + 64]]
             batch = {k: v.to(device) for k, v in collator(chunk, rngs).items()}
             hidden = model.encode(batch["input_ids"], batch["attention_mask"])  # masked input
-            probs = model.detection_logits(hidden, batch["clean_ids"]).softmax(-1).cpu().numpy()
-            feats = model.type_features(hidden, batch["clean_ids"]).cpu().numpy()
+            probs_t, feats_t = model.head_outputs(hidden, batch["clean_ids"])
+            probs, feats = probs_t.float().cpu().numpy(), feats_t.float().cpu().numpy()
             for r, w in enumerate(chunk):
                 for j, pos in w.first_subword().items():
                     tag_probs[w.sentence][j] = probs[r, pos]
+                pooled_at = w.first_subword_mask if model.pools_first_subwords else ~w.special_mask
                 for pos, j in enumerate(w.word_index.tolist()):
-                    if j >= 0:
+                    if pooled_at[pos]:
                         prev = feats_by_word[w.sentence][j]
                         f = feats[r, pos][None]
                         feats_by_word[w.sentence][j] = f if prev is None else np.vstack([prev, f])

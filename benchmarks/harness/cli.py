@@ -1,4 +1,6 @@
-"""``mslm bench``: run, aggregate and fetch (see :mod:`mslm_core.bench`)."""
+"""``python benchmarks/bench.py run|aggregate|fetch`` (see :mod:`harness`). The product's
+``mslm`` command has no benchmark verb: the harness lives with the repository it reads its
+protocols from and writes its results to."""
 
 from __future__ import annotations
 
@@ -8,13 +10,17 @@ import shlex
 import sys
 from pathlib import Path
 
-DEFAULT_RESULTS = "benchmarks/results"
-DEFAULT_WORK = ".mslm/bench"
-PROTOCOL_DIR = Path("benchmarks/protocols")
+BENCHMARKS = Path(__file__).resolve().parents[1]
+REPO = BENCHMARKS.parent
+DEFAULT_RESULTS = BENCHMARKS / "results"
+DEFAULT_WORK = REPO / ".mslm" / "bench"
+PROTOCOL_DIR = BENCHMARKS / "protocols"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmark protocols: run, aggregate, fetch corpora")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchmarks/bench.py", description="benchmark protocols: run, aggregate, fetch"
+    )
     bench = p.add_subparsers(dest="bench_command", required=True)
 
     r = bench.add_parser("run", help="run every training run of a protocol not yet done")
@@ -41,27 +47,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f = bench.add_parser("fetch", help="download BLURB NER corpora (needs internet)")
     f.add_argument("datasets", nargs="+", help="dataset folder names, e.g. NCBI-disease-IOB")
     f.add_argument("--dest", required=True)
+    return p
 
 
 def resolve_protocol(name: str) -> Path:
+    """A TOML file, or a protocol's name in ``benchmarks/protocols/``."""
     path = Path(name)
     if path.suffix != ".toml" and not path.exists():
         path = PROTOCOL_DIR / f"{name}.toml"
     return path
 
 
-def main(args: argparse.Namespace, command: str | None = None) -> int:
-    """``command``: how the run was started, recorded in summary.md (default: ``mslm …``)."""
+def main(argv: list[str] | None = None, command: str | None = None) -> int:
+    """``command``: how the run was started, recorded in summary.md (default: this
+    script's command line)."""
     from . import aggregate, headline, load_protocol, run_protocol
     from .datasets import fetch
 
+    args = build_parser().parse_args(argv)
     if args.bench_command == "fetch":
         for path in fetch(args.datasets, args.dest):
             print(path)
         return 0
     protocol = load_protocol(resolve_protocol(args.protocol))
     results_dir = Path(args.results) / protocol.name
-    command = command or "mslm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = command or "python benchmarks/bench.py " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
+    )
     if args.bench_command == "aggregate":
         summary = aggregate(protocol, results_dir, command=None)
     else:

@@ -9,8 +9,8 @@ import os
 import urllib.request
 from pathlib import Path
 
-from ..bundle import sha256_file
-from ..errors import ConfigError
+from mslm_core.bundle import sha256_file
+from mslm_core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

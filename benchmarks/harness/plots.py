@@ -188,7 +188,7 @@ def write_plots(
     if grid:
         written.append(grid)
     baseline = summary["baseline"]
-    candidate = summary["decision"].get("candidate")
+    candidate = (summary["decision"] or {}).get("candidate")
     for ds, table in summary["datasets"].items():
         others = [lb for lb in table if lb not in (baseline, candidate)]
         labels = [lb for lb in (baseline, candidate, *others) if lb][:4]

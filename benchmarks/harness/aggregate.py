@@ -144,28 +144,53 @@ def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[st
 
     # paired comparison with the baseline over the seeds both have
     if paired:
-        b_runs = [base[r["seed"]] for r in paired]
-        a_f1 = [r["test"]["strict"]["f1"] for r in paired]
-        b_f1 = [r["test"]["strict"]["f1"] for r in b_runs]
-        a_dev = [r["dev"]["strict"]["f1"] for r in paired]
-        b_dev = [r["dev"]["strict"]["f1"] for r in b_runs]
-        diff_mean, diff_std = _mean_std([x - y for x, y in zip(a_f1, b_f1, strict=True)])
-        basis = _cost_basis(paired + b_runs)
-        base_seconds = statistics.mean(_cost(r, basis) for r in b_runs)
-        row["vs_baseline"] = {
-            "n_pairs": len(paired),
-            "f1_diff_mean": diff_mean,
-            "f1_diff_std": diff_std,
-            "p_value": paired_t_p(a_f1, b_f1),
-            "dev_f1_diff_mean": statistics.mean(x - y for x, y in zip(a_dev, b_dev, strict=True)),
-            "dev_p_value": paired_t_p(a_dev, b_dev),
-            "train_time_ratio": (
-                statistics.mean(_cost(r, basis) for r in paired) / base_seconds
-                if base_seconds
-                else None
-            ),
-        }
+        row["vs_baseline"] = paired_comparison(paired, [base[r["seed"]] for r in paired])
     return row
+
+
+def paired_comparison(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]) -> dict:
+    """``a`` against ``b``, run by run on the same seeds: test and dev F1 differences, their
+    paired t-tests, and the training-cost ratio."""
+    a_f1 = [r["test"]["strict"]["f1"] for r in a_runs]
+    b_f1 = [r["test"]["strict"]["f1"] for r in b_runs]
+    a_dev = [r["dev"]["strict"]["f1"] for r in a_runs]
+    b_dev = [r["dev"]["strict"]["f1"] for r in b_runs]
+    diff_mean, diff_std = _mean_std([x - y for x, y in zip(a_f1, b_f1, strict=True)])
+    basis = _cost_basis(a_runs + b_runs)
+    base_seconds = statistics.mean(_cost(r, basis) for r in b_runs)
+    return {
+        "n_pairs": len(a_runs),
+        "f1_diff_mean": diff_mean,
+        "f1_diff_std": diff_std,
+        "p_value": paired_t_p(a_f1, b_f1),
+        "dev_f1_diff_mean": statistics.mean(x - y for x, y in zip(a_dev, b_dev, strict=True)),
+        "dev_p_value": paired_t_p(a_dev, b_dev),
+        "train_time_ratio": (
+            statistics.mean(_cost(r, basis) for r in a_runs) / base_seconds
+            if base_seconds
+            else None
+        ),
+    }
+
+
+def _comparisons(protocol: Protocol, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The protocol's ``compare`` pairs on one dataset, over the seeds both have."""
+    out = []
+    for a, b in protocol.compare:
+        by_seed = {label: {r["seed"]: r for r in runs if r["label"] == label} for label in (a, b)}
+        seeds = sorted(set(by_seed[a]) & set(by_seed[b]))
+        if seeds:
+            out.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "seeds": seeds,
+                    **paired_comparison(
+                        [by_seed[a][s] for s in seeds], [by_seed[b][s] for s in seeds]
+                    ),
+                }
+            )
+    return out
 
 
 def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -175,8 +200,11 @@ def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, An
     labels = [*protocol.variants, *confirm_labels]
     datasets: dict[str, Any] = {}
     grids: dict[str, Any] = {}
+    comparisons: dict[str, Any] = {}
     for ds in protocol.datasets:
         mine = [r for r in results if r["dataset"] == ds]
+        if protocol.compare:
+            comparisons[ds] = _comparisons(protocol, _dedupe_by_label(mine))
         base = {r["seed"]: r for r in mine if r["label"] == protocol.baseline}
         table = {}
         for label in labels:
@@ -198,7 +226,8 @@ def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, An
         "grid": grids or None,
         "screen": _screen(protocol, results),
         "paper": {ds: paper_numbers(ds) for ds in protocol.datasets if paper_numbers(ds)},
-        "decision": decide(protocol, datasets),
+        "comparisons": comparisons or None,
+        "decision": decide(protocol, datasets) if protocol.decision else None,
         "complete": plan_is_done(protocol, results),
         "n_runs": len(results),
         "run_time": _run_time(results),
@@ -233,6 +262,15 @@ def _screen(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any]
         "kept": None if ranking is None else ranking[0],
         "mean_dev_f1": None if ranking is None else ranking[1],
     }
+
+
+def _dedupe_by_label(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One run per (label, seed)."""
+    return [
+        r
+        for label in dict.fromkeys(r["label"] for r in runs)
+        for r in _dedupe([x for x in runs if x["label"] == label])
+    ]
 
 
 def _dedupe(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -338,6 +376,22 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _decision_lines(d: dict[str, Any]) -> list[str]:
+    lines = ["## Decision", "", d["rule"], ""]
+    if d.get("candidate"):
+        beats = ", ".join(
+            f"{ds}: {'yes' if v else 'no'}" for ds, v in d["beats_baseline_on_dev"].items()
+        )
+        lines.append(
+            f"Candidate `{d['candidate']}` (mean dev F1 {_pct(d['candidate_mean_dev_f1'])} vs "
+            f"baseline {_pct(d['baseline_mean_dev_f1'])}); beats the baseline on dev — {beats}. "
+            f"**Default: `{d['default']}`.**"
+        )
+    else:
+        lines.append(f"**Default: `{d['default']}`.**")
+    return lines
+
+
 def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
     lines = [f"# Benchmark `{summary['protocol']}`", ""]
     if summary.get("description"):
@@ -412,19 +466,29 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
                 f"| {_pct(c['f1_mean'])} | {_pct(c['em_mean'])} | {c['seeds']} |"
             )
         lines.append("")
-    d = summary["decision"]
-    lines += ["## Decision", "", d["rule"], ""]
-    if d.get("candidate"):
-        beats = ", ".join(
-            f"{ds}: {'yes' if v else 'no'}" for ds, v in d["beats_baseline_on_dev"].items()
-        )
-        lines.append(
-            f"Candidate `{d['candidate']}` (mean dev F1 {_pct(d['candidate_mean_dev_f1'])} vs "
-            f"baseline {_pct(d['baseline_mean_dev_f1'])}); beats the baseline on dev — {beats}. "
-            f"**Default: `{d['default']}`.**"
-        )
-    else:
-        lines.append(f"**Default: `{d['default']}`.**")
+    comparisons = summary.get("comparisons") or {}
+    if any(comparisons.values()):
+        lines += [
+            "## Paired comparisons",
+            "",
+            "Test F1 difference a − b (points), paired over the seeds both have; two-sided "
+            "paired t-test; training cost a / b.",
+            "",
+            "| dataset | a | b | seeds | Δ test F1 | p | Δ dev F1 | train cost × |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for ds, pairs in comparisons.items():
+            for c in pairs:
+                ratio = c["train_time_ratio"]
+                lines.append(
+                    f"| {ds} | `{c['a']}` | `{c['b']}` | {','.join(map(str, c['seeds']))} "
+                    f"| {_pct(c['f1_diff_mean'], c['f1_diff_std'])} | {_p(c['p_value'])} "
+                    f"| {_pct(c['dev_f1_diff_mean'])} "
+                    f"| {'—' if ratio is None else f'{ratio:.2f}'} |"
+                )
+        lines.append("")
+    if summary["decision"] is not None:
+        lines += _decision_lines(summary["decision"])
     rt = summary.get("run_time")
     if rt and rt["runs"]:
         lines += [
