@@ -22,10 +22,46 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from worker.models import ApiKey, utcnow
-from worker.settings import Settings
+from mslm_core.errors import ConfigError
+from mslm_settings import Settings
+from store.models import ApiKey, utcnow
 
 log = logging.getLogger(__name__)
+
+SCOPES = ("annotate", "train", "admin")
+MIN_KEY_LENGTH = 16
+
+
+def parse_api_keys(value: str) -> list[tuple[str, frozenset[str]]]:
+    """``"SECRET:SCOPE[+SCOPE…],…"`` → [(secret, scopes)]. Raises ValueError naming the
+    entry (by position, never by its secret)."""
+    out = []
+    for n, entry in enumerate(filter(None, (e.strip() for e in value.split(","))), start=1):
+        secret, sep, scopes = entry.rpartition(":")
+        if not sep or not secret or not scopes:
+            raise ValueError(f"entry {n}: expected SECRET:SCOPE[+SCOPE…]")
+        names = frozenset(s.strip() for s in scopes.split("+"))
+        unknown = sorted(names - set(SCOPES))
+        if unknown:
+            raise ValueError(f"entry {n}: unknown scope(s) {unknown}; valid: {', '.join(SCOPES)}")
+        if len(secret) < MIN_KEY_LENGTH:
+            raise ValueError(
+                f"entry {n}: the key is shorter than {MIN_KEY_LENGTH} characters; use a long "
+                "random secret (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        out.append((secret, names))
+    return out
+
+
+def configured_keys(settings: Settings) -> list[tuple[str, frozenset[str]]]:
+    """``MSLM_API_KEYS`` parsed; a bad entry is a :class:`ConfigError` naming the variable and
+    the entry's position (never its secret). The API checks it when it is built."""
+    if settings.api_keys is None or not settings.api_keys.get_secret_value().strip():
+        return []
+    try:
+        return parse_api_keys(settings.api_keys.get_secret_value())
+    except ValueError as exc:
+        raise ConfigError(f"MSLM_API_KEYS: {exc}") from None
 
 
 def hash_key(secret: str) -> str:
@@ -43,7 +79,7 @@ class Principal:
 
 def sync_configured_keys(session: Session, settings: Settings) -> None:
     """Make the store's ``env`` keys equal to ``MSLM_API_KEYS``."""
-    wanted = {hash_key(secret): scopes for secret, scopes in settings.key_entries()}
+    wanted = {hash_key(secret): scopes for secret, scopes in configured_keys(settings)}
     existing = {
         k.key_hash: k for k in session.scalars(select(ApiKey).where(ApiKey.source == "env"))
     }

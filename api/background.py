@@ -8,9 +8,9 @@ import logging
 
 from sqlalchemy import func, select
 
-from worker import store
+from store import transitions
+from store.models import Evaluation, Job
 from worker.celery_app import EVAL_QUEUE, EVAL_TASK, TRAIN_QUEUE, TRAIN_TASK, publish, queue_depth
-from worker.models import Evaluation, Job
 
 from .deps import AppState
 
@@ -32,20 +32,20 @@ def sweep(state: AppState) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"requeued": [], "failed": [], "republished": []}
     for cls, task, queue in ((Job, TRAIN_TASK, TRAIN_QUEUE), (Evaluation, EVAL_TASK, EVAL_QUEUE)):
         with state.factory() as session:
-            reaped = store.reap(session, cls, s.heartbeat_timeout_seconds, s.max_attempts)
+            reaped = transitions.reap(session, cls, s.heartbeat_timeout_seconds, s.max_attempts)
             for row_id in reaped.requeued:
                 publish(state.celery, task, row_id)
             for row_id in reaped.failed:
                 log.error("%s %s failed: its worker was lost too often", cls.__tablename__, row_id)
             out["requeued"] += reaped.requeued
             out["failed"] += reaped.failed
-            waiting = store.unclaimed(session, cls, s.requeue_after_seconds)
+            waiting = transitions.unclaimed(session, cls, s.requeue_after_seconds)
             if waiting and not queue_depth(state.celery, queue):
                 # queued long ago and nothing in the broker: the message was lost (a broker
                 # restart without persistence); a duplicate would be harmless
                 for row_id in waiting:
                     publish(state.celery, task, row_id)
-                store.mark_published(session, cls, waiting)
+                transitions.mark_published(session, cls, waiting)
                 out["republished"] += waiting
     for key in ("requeued", "republished"):
         if out[key]:

@@ -67,11 +67,11 @@ def bootstrap(data_dir: str, epochs: int) -> str | None:
     from sqlalchemy import select
 
     from mslm_core.corpus import split_paths
-    from worker.celery_app import celery_for
-    from worker.db import session_factory
-    from worker.models import Dataset, Model
-    from worker.service import Upload, create_dataset, create_job
-    from worker.settings import get_settings
+    from mslm_settings import get_settings
+    from store.db import session_factory
+    from store.models import Dataset, Model
+    from store.service import Upload, create_dataset, create_job
+    from worker.celery_app import CeleryQueue, celery_for
 
     settings = get_settings()
     with session_factory(settings.sqlalchemy_url)() as session:
@@ -83,7 +83,7 @@ def bootstrap(data_dir: str, epochs: int) -> str | None:
         job, _ = create_job(
             settings,
             session,
-            celery_for(settings),
+            CeleryQueue(celery_for(settings)),
             dataset.id,
             {"epochs": epochs},
             {"onnx": True, "quantize": "int8"},
@@ -148,7 +148,7 @@ class WorkerProcess:
 
 def run_up(args: argparse.Namespace) -> int:
     from api.main import prepare_store
-    from worker.settings import get_settings
+    from mslm_settings import get_settings
 
     settings = get_settings()
     prepare_store(settings)  # schema, keys (prints a new admin key once)

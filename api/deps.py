@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
-from worker.settings import Settings
+from mslm_settings import Settings
 
 from .auth import BadKeyThrottle, KeyCache, Principal
 from .metrics import Metrics

@@ -14,16 +14,17 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from mslm_core import __version__
+from mslm_settings import Settings, get_settings
+from store.db import session_factory
+from store.migrate import current_revision, head_revision, upgrade
 from worker.celery_app import celery_for
-from worker.db import session_factory
-from worker.migrate import current_revision, head_revision, upgrade
-from worker.settings import Settings, get_settings
 
 from . import problems, web
 from .auth import (
     BadKeyThrottle,
     KeyCache,
     announce_admin_key,
+    configured_keys,
     ensure_admin_key,
     sync_configured_keys,
 )
@@ -96,6 +97,7 @@ def _body_limit(settings: Settings) -> int:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    configured_keys(settings)  # a bad MSLM_API_KEYS entry stops the API before it serves
     app = FastAPI(
         title="mslm",
         version=__version__,

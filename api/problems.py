@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError
-from worker.service import Conflict, NotFound
+from store.service import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"

@@ -24,9 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
 from mslm_core.predict import Entity
-from worker.models import Model
-from worker.service import active_model_id
-from worker.settings import Settings
+from mslm_settings import Settings
+from store.models import Model
+from store.service import active_model_id
 
 from .metrics import Metrics
 
@@ -226,7 +226,7 @@ class ModelManager:
     async def activate(self, model_id: str) -> LoadedModel:
         """Load (verifying every checksum) and, only if that worked, make active here and in
         the store; the other replicas follow within ``model_poll_seconds``."""
-        from worker.service import set_active_model
+        from store.service import set_active_model
 
         async with self._lock:
             loaded = await self.load(model_id)

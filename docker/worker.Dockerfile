@@ -33,6 +33,8 @@ COPY pyproject.toml README.md /src/
 COPY mslm_core /src/mslm_core
 COPY api /src/api
 COPY worker /src/worker
+COPY store /src/store
+COPY mslm_settings.py /src/
 RUN pip install --no-deps /src && python -m compileall -q /opt/venv/lib
 
 FROM ${BASE_IMAGE}

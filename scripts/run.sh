@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Set up if needed, then run the main job: the service with its embedded default (`mslm up`:
 # the API and one worker, SQLite and a filesystem broker in MSLM_HOME — no Redis, no
-# PostgreSQL). On a fresh install it uploads NCBI-disease (../shared/data, or MSLM_DATA) and
-# fine-tunes a first model, served as soon as it is ready; the admin API key is printed once.
+# PostgreSQL). On a fresh install it uploads BC5CDR (chemicals and diseases; ../shared/data, or
+# MSLM_DATA) and fine-tunes a first model, served as soon as it is ready; the admin API key is
+# printed once.
 # Any arguments are passed to `mslm up` instead of the defaults below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export MSLM_HOME=${MSLM_HOME:-$PWD/.mslm/home}
-DATA=${MSLM_DATA:-../shared/data}/NCBI-disease-IOB
+DATA=${MSLM_DATA:-../shared/data}/BC5CDR-IOB
 if [ "$#" -eq 0 ]; then
   set -- --host 127.0.0.1 --port "${MSLM_PORT:-8000}" --bootstrap-data "$DATA"
 fi

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from mslm_core.train import Callback
+
+# the benchmark harness lives beside the product, not in it (benchmarks/harness)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

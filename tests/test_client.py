@@ -41,11 +41,11 @@ from mslm_client import (
     ServerError,
     ValidationError,
 )
-from worker.db import session_factory
-from worker.models import Evaluation
-from worker.models import Job as JobRow
+from mslm_settings import Settings
+from store.db import session_factory
+from store.models import Evaluation
+from store.models import Job as JobRow
 from worker.runner import run_evaluation, run_training_job
-from worker.settings import Settings
 
 TEXTS = [
     "Cisplatin caused renal failure in the patient .",

@@ -133,7 +133,7 @@ def test_compose_file_check_list():
     assert "PASSWORD:" not in text.replace("PASSWORD_FILE", "")
     assert "${MSLM_PORT:-8000}" in s["api"]["ports"][0] or "8000" in s["api"]["ports"][0]
     env_example = (REPO / ".env.example").read_text()
-    from worker.settings import Settings
+    from mslm_settings import Settings
 
     missing = [
         f"MSLM_{n.upper()}" for n in Settings.model_fields if f"MSLM_{n.upper()}" not in env_example

@@ -27,10 +27,10 @@ from service_helpers import (
 
 from api.background import sweep
 from api.main import create_app
+from mslm_settings import Settings
+from store.models import Job
 from worker.celery_app import TRAIN_QUEUE, queue_depth
-from worker.models import Job
 from worker.runner import run_evaluation, run_training_job
-from worker.settings import Settings
 
 
 @pytest.fixture()
@@ -121,6 +121,35 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
         assert "mslm_http_request_duration_seconds_bucket" in metrics
         assert f'mslm_annotated_texts_total{{model="{model_id}"}}' in metrics
+
+
+def test_an_evaluation_of_a_masked_lm_bundle_reports_its_perplexity(settings):
+    """POST /v1/evaluations scores with the same evaluate_bundle as `mslm evaluate`: a model
+    trained with masking gets its masked-token perplexity, a vanilla one none."""
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, settings.home / "corpus")
+        job = c.post(
+            "/v1/jobs",
+            headers=auth(TRAIN),
+            json={
+                "dataset_id": dataset["id"],
+                **JOB,
+                "strategy": "mslm_tapt",
+                "epochs": 2,
+                "export": {"onnx": False},
+            },
+        ).json()
+        assert run_training_job(job["id"], settings) == "succeeded"
+        model_id = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
+        ev = c.post(
+            "/v1/evaluations",
+            headers=auth(TRAIN),
+            json={"model_id": model_id, "dataset_id": dataset["id"], "split": "dev"},
+        ).json()
+        assert run_evaluation(ev["id"], settings) == "succeeded"
+        metrics = c.get(f"/v1/evaluations/{ev['id']}", headers=auth(TRAIN)).json()["metrics"]
+        assert metrics["perplexity"] is not None and metrics["perplexity"] > 1.0
+        assert metrics["engine"]["backend"] == "torch" and len(metrics["predictions_sha256"]) == 64
 
 
 @pytest.mark.reliability
@@ -307,7 +336,7 @@ def test_lost_worker_is_requeued_then_failed_never_left_running(client, settings
     while attempts remain, then failed with the reason."""
     import datetime as dt
 
-    from worker.models import utcnow
+    from store.models import utcnow
 
     ds = upload_toy(client, tmp_path / "c")
     job = client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"]}).json()
@@ -452,7 +481,7 @@ def test_a_failed_job_records_the_reason(client, settings, tmp_path):
 def test_import_model_command(trained_service, tmp_path, tiny_encoder, monkeypatch, capsys):
     """A bundle trained elsewhere joins a fresh store, verified, and can be served."""
     from mslm_core import cli
-    from worker.settings import get_settings
+    from mslm_settings import get_settings
 
     settings, _, job_id = trained_service
     with TestClient(create_app(settings)) as c:
@@ -488,10 +517,15 @@ def test_every_setting_is_documented():
 def test_unsafe_settings_are_refused_at_start_with_the_variable_name(tmp_path, tiny_encoder):
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="shorter than 16"):
-        make_settings(tmp_path, tiny_encoder, api_keys="short:admin")
-    with pytest.raises(ValidationError, match="unknown scope"):
-        make_settings(tmp_path, tiny_encoder, api_keys="0123456789abcdefgh:root")
+    from mslm_core.errors import ConfigError
+
+    # keys are the API's: it refuses them when it is built (a worker never reads them)
+    short = make_settings(tmp_path, tiny_encoder, api_keys="short:admin")
+    with pytest.raises(ConfigError, match="MSLM_API_KEYS: entry 1: the key is shorter than 16"):
+        create_app(short)
+    root = make_settings(tmp_path, tiny_encoder, api_keys="x:admin,0123456789abcdefgh:root")
+    with pytest.raises(ConfigError, match=r"MSLM_API_KEYS: entry 1: .*|unknown scope"):
+        create_app(root)
     with pytest.raises(ValidationError, match="MSLM_BASE_MODEL"):
         make_settings(tmp_path, tiny_encoder, base_model="biobert")
     with pytest.raises(ValidationError, match="HEARTBEAT_TIMEOUT"):

@@ -197,8 +197,8 @@ def test_redis_and_postgresql(tmp_path, tiny_encoder, postgres_url, redis_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from worker.db import engine_for
-    from worker.models import Base
+    from store.db import engine_for
+    from store.models import Base
 
     with engine_for(postgres_url).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []

@@ -1,3 +1,3 @@
-"""The worker side of the service: settings shared with the API, the job store
-(SQLAlchemy), the Celery application and its tasks. Depends on ``mslm_core``, never on
-``api``."""
+"""The Celery side of the service: the application (``celery_app``), its tasks (``tasks``:
+thin adapters) and what they run (``runner``: a training job or an evaluation, from a row of
+the store to a bundle or metrics). Depends on ``store`` and ``mslm_core``, never on ``api``."""

@@ -16,7 +16,7 @@ from typing import Any
 from celery import Celery
 from kombu import Queue
 
-from .settings import Settings, get_settings
+from mslm_settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,19 @@ def publish(app: Celery, task: str, row_id: str) -> None:
     """Send a task message carrying only the row id."""
     queue = TRAIN_QUEUE if task == TRAIN_TASK else EVAL_QUEUE
     app.send_task(task, args=[row_id], queue=queue)
+
+
+class CeleryQueue:
+    """The store's :class:`~store.service.TaskQueue` over Celery: a message per new row."""
+
+    def __init__(self, app: Celery):
+        self.app = app
+
+    def train(self, job_id: str) -> None:
+        publish(self.app, TRAIN_TASK, job_id)
+
+    def evaluate(self, evaluation_id: str) -> None:
+        publish(self.app, EVAL_TASK, evaluation_id)
 
 
 def queue_depth(app: Celery, queue: str) -> int | None:

@@ -1,5 +1,5 @@
-"""``mslm worker`` and ``mslm migrate`` (registered with the ``mslm`` command through the
-``mslm.commands`` entry points, so that ``mslm_core`` never imports the service)."""
+"""``mslm worker`` (registered with the ``mslm`` command through the ``mslm.commands`` entry
+points, so that ``mslm_core`` never imports the service)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ def run_worker(args: argparse.Namespace) -> int:
     import os
     import socket
 
+    from mslm_settings import get_settings
+
     from .celery_app import celery_for
-    from .settings import get_settings
 
     settings = get_settings()
     app = celery_for(settings)
@@ -76,52 +77,4 @@ def run_worker(args: argparse.Namespace) -> int:
             "--without-mingle",
         ]
     )
-    return 0
-
-
-def migrate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "migrate", help="upgrade the job store's schema (deployments run it before the API starts)"
-    )
-    p.add_argument("--revision", default="head")
-    p.set_defaults(handler=run_migrate)
-
-
-def run_migrate(args: argparse.Namespace) -> int:
-    from .migrate import current_revision, upgrade
-    from .settings import get_settings
-
-    url = get_settings().sqlalchemy_url
-    upgrade(url, args.revision)
-    log.info("database schema at %s", current_revision(url))
-    return 0
-
-
-def import_model(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import-model", help="copy a model bundle into the store (verified)")
-    p.add_argument(
-        "path",
-        help="bundle directory (mslm train output; mslm export first to "
-        "serve it with ONNX Runtime)",
-    )
-    p.add_argument("--activate", action="store_true", help="serve it (every replica follows)")
-    p.set_defaults(handler=run_import_model)
-
-
-def run_import_model(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .db import session_factory
-    from .migrate import upgrade
-    from .service import import_bundle, set_active_model
-    from .settings import get_settings
-
-    settings = get_settings()
-    if settings.auto_migrate:
-        upgrade(settings.sqlalchemy_url)
-    with session_factory(settings.sqlalchemy_url)() as session:
-        model = import_bundle(settings, session, Path(args.path))
-        if args.activate:
-            set_active_model(session, model.id)
-    print(model.id)
     return 0

@@ -26,12 +26,12 @@ from mslm_core.bundle import read_manifest, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError, MSLMError
 from mslm_core.train import Callback, Trainer, TrainingCancelled
-
-from . import store
-from .db import session_factory
-from .models import CANCELLED, FAILED, SUCCEEDED, Dataset, Evaluation, Job, Model
-from .paths import dataset_dir, evaluation_dir, model_dir, work_dir
-from .settings import Settings
+from mslm_settings import Settings
+from store import transitions
+from store.db import session_factory
+from store.models import CANCELLED, FAILED, SUCCEEDED, Dataset, Evaluation, Job, Model
+from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
+from store.service import allowed_encoder, model_row_from_manifest
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Heartbeat:
     def __init__(
         self,
         factory: sessionmaker[Session],
-        cls: store.TaskRow,
+        cls: transitions.TaskRow,
         row_id: str,
         worker: str,
         interval: float,
@@ -89,7 +89,9 @@ class Heartbeat:
             fields = dict(self.fields)
         try:
             with self.factory() as session:
-                result = store.heartbeat(session, self.cls, self.row_id, self.worker, **fields)
+                result = transitions.heartbeat(
+                    session, self.cls, self.row_id, self.worker, **fields
+                )
         except Exception as exc:
             log.warning("heartbeat of %s failed: %s", self.row_id, type(exc).__name__)
             return
@@ -166,11 +168,9 @@ def train_config(settings: Settings, job: Job, dataset: Dataset) -> TrainConfig:
     files = dataset.files
     folder = dataset_dir(settings, dataset.id)
     params = dict(job.params)
-    encoders = settings.base_model_map()
-    name = params.get("base_model") or settings.base_model
-    if name not in encoders:
-        raise MSLMError(f"base_model {name!r} is not allowed here (MSLM_BASE_MODELS)")
-    params["base_model"] = encoders[name]
+    params["base_model"] = allowed_encoder(
+        settings, params.get("base_model") or settings.base_model
+    )
     return TrainConfig.from_dict(
         {
             **params,
@@ -188,7 +188,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
     factory = session_factory(settings.sqlalchemy_url)
     worker = worker_name()
     with factory() as session:
-        if not store.claim(session, Job, job_id, worker):
+        if not transitions.claim(session, Job, job_id, worker):
             log.info("job %s not claimable (taken, cancelled or finished); skipped", job_id)
             return "skipped"
         job = session.get(Job, job_id)
@@ -200,7 +200,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
 
     def end(state: str, **fields: Any) -> str:
         with factory() as session:
-            store.finish(session, Job, job_id, worker, state, **fields)
+            transitions.finish(session, Job, job_id, worker, state, **fields)
         return state
 
     try:
@@ -236,20 +236,10 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(bundle, target)  # one rename: a half-written bundle is never listed
         with factory() as session:
-            session.add(
-                Model(
-                    id=model_id,
-                    job_id=job_id,
-                    path=str(target.relative_to(settings.artifacts)),
-                    base_model=str(job.params.get("base_model") or settings.base_model),
-                    strategy=manifest["strategy"],
-                    types=manifest["types"],
-                    metrics=manifest.get("metrics", {}),
-                    precisions=sorted((manifest.get("onnx") or {}).get("precisions", {})),
-                )
-            )
+            name = str(job.params.get("base_model") or settings.base_model)
+            session.add(model_row_from_manifest(settings, manifest, target, job_id, name))
             session.commit()
-            if store.activate_if_none(session, model_id):
+            if transitions.activate_if_none(session, model_id):
                 log.info("nothing was served: model %s is now active", model_id)
         state = end(
             SUCCEEDED,
@@ -284,15 +274,14 @@ def run_training_job(job_id: str, settings: Settings) -> str:
 
 def run_evaluation(evaluation_id: str, settings: Settings) -> str:
     """Score a model on a dataset split (honest: the engine on unmasked text)."""
-    from mslm_core.calibration import CALIBRATION_PNG, reliability_diagram
+    from mslm_core.calibration import CALIBRATION_PNG
     from mslm_core.corpus import read_corpus
-    from mslm_core.evaluate import evaluate_calibrated
-    from mslm_core.inference import EntityExtractor
+    from mslm_core.evaluate import evaluate_bundle
 
     factory = session_factory(settings.sqlalchemy_url)
     worker = worker_name()
     with factory() as session:
-        if not store.claim(session, Evaluation, evaluation_id, worker):
+        if not transitions.claim(session, Evaluation, evaluation_id, worker):
             return "skipped"
         ev = session.get(Evaluation, evaluation_id)
         assert ev is not None
@@ -302,7 +291,7 @@ def run_evaluation(evaluation_id: str, settings: Settings) -> str:
 
     def end(state: str, **fields: Any) -> str:
         with factory() as session:
-            store.finish(session, Evaluation, evaluation_id, worker, state, **fields)
+            transitions.finish(session, Evaluation, evaluation_id, worker, state, **fields)
         return state
 
     try:
@@ -311,26 +300,18 @@ def run_evaluation(evaluation_id: str, settings: Settings) -> str:
         if ev.split not in dataset.files:
             raise MSLMError(f"dataset {dataset.id} has no {ev.split} split")
         with heartbeat:
-            extractor = EntityExtractor.from_bundle(
-                settings.artifacts / model.path,
-                device=settings.device,
-                precision=settings.precision,
-            )
             folder = dataset_dir(settings, dataset.id)
             corpus = read_corpus(folder / dataset.files[ev.split]["file"])
-            metrics = evaluate_calibrated(extractor.predictor, corpus)
             out_dir = evaluation_dir(settings, evaluation_id)
             out_dir.mkdir(parents=True, exist_ok=True)
-            reliability_diagram(
-                metrics["calibration"],
-                extractor.predictor.temperatures,
-                f"{dataset.name} {ev.split}",
-                out_dir / CALIBRATION_PNG,
+            metrics = evaluate_bundle(
+                settings.artifacts / model.path,
+                corpus,
+                device=settings.device,
+                precision=settings.precision,
+                diagram=out_dir / CALIBRATION_PNG,
+                label=f"{dataset.name} {ev.split}",
             )
-            metrics["engine"] = {
-                "backend": extractor.info.backend,
-                "precision": extractor.info.precision,
-            }
         return end(SUCCEEDED, metrics=metrics)
     except MSLMError as exc:
         return end(FAILED, error=str(exc))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from mslm_settings import get_settings
+
 from .celery_app import EVAL_TASK, TRAIN_TASK
 from .runner import run_evaluation, run_training_job
-from .settings import get_settings
 
 
 @shared_task(name=TRAIN_TASK, acks_late=True, reject_on_worker_lost=True)

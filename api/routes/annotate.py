@@ -8,7 +8,7 @@ from collections import Counter
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from mslm_core.corpus import render_predictions
+from mslm_core.render import annotation_json, render_predictions
 
 from ..deps import AnnotateKey, StateDep
 from ..problems import Problem
@@ -93,5 +93,4 @@ async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> 
     if body.format != "json":
         return JSONResponse(render_predictions(body.format, body.texts, kept, loaded.id))
     # built once, in the documented shape (AnnotateResponse); not validated a second time
-    out = [{"entities": [e.to_dict() for e in entities]} for entities in kept]
-    return JSONResponse({"model": loaded.describe(), "results": out})
+    return JSONResponse(annotation_json(loaded.describe(), kept))

@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Query, UploadFile, status
 from sqlalchemy import func, select
 
-from worker.models import Dataset
-from worker.service import NotFound, Upload, create_dataset, delete_dataset
+from store.models import Dataset
+from store.service import NotFound, Upload, create_dataset, delete_dataset
 
 from ..deps import AppState, SessionDep, StateDep, TrainKey
 from ..schemas import DatasetList, DatasetOut, SplitFile

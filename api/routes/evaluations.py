@@ -6,9 +6,10 @@ from fastapi import APIRouter, status
 from fastapi.responses import FileResponse
 
 from mslm_core.calibration import CALIBRATION_PNG
-from worker.models import Evaluation
-from worker.paths import evaluation_dir
-from worker.service import NotFound, create_evaluation
+from store.models import Evaluation
+from store.paths import evaluation_dir
+from store.service import NotFound, create_evaluation
+from worker.celery_app import CeleryQueue
 
 from ..deps import SessionDep, StateDep, TrainKey
 from ..schemas import EvaluationCreate, EvaluationOut
@@ -24,7 +25,7 @@ def submit(
     honest, on unmasked text, with the engine that serves the model — and the expected
     calibration error of its confidences before and after the model's temperature scaling."""
     ev = create_evaluation(
-        session, state.celery, body.model_id, body.dataset_id, body.split, key.key_id
+        session, CeleryQueue(state.celery), body.model_id, body.dataset_id, body.split, key.key_id
     )
     return EvaluationOut.model_validate(ev)
 

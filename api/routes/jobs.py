@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response, status
 from sqlalchemy import func, select
 
-from worker.models import STATES, Job
-from worker.service import Conflict, NotFound, create_job
-from worker.store import request_cancel
+from store.models import STATES, Job
+from store.service import Conflict, NotFound, create_job
+from store.transitions import request_cancel
+from worker.celery_app import CeleryQueue
 
 from ..deps import SessionDep, StateDep, TrainKey
 from ..schemas import JobCreate, JobList, JobOut
@@ -38,7 +39,7 @@ def submit(
     job, created = create_job(
         state.settings,
         session,
-        state.celery,
+        CeleryQueue(state.celery),
         body.dataset_id,
         body.params(),
         body.export.model_dump(),

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 
 from mslm_core.calibration import CALIBRATION_PNG
 from mslm_core.errors import MSLMError
-from worker.models import Model
-from worker.service import NotFound, active_model_id, delete_model
+from store.models import Model
+from store.service import NotFound, active_model_id, delete_model
 
 from ..deps import AdminKey, AnnotateKey, SessionDep, StateDep
 from ..problems import Problem

@@ -1,7 +1,8 @@
-"""One typed settings object for the API and the worker: the ``MSLM_`` environment (or files
-in ``MSLM_SECRETS_DIR``, default ``/run/secrets``, named like the variable in lower case — how
-docker-compose mounts secrets), validated at start-up. Unsafe values are refused there, with
-the variable's name."""
+"""One typed settings object for the API, the worker and the store: the ``MSLM_`` environment
+(or files in ``MSLM_SECRETS_DIR``, default ``/run/secrets``, named like the variable in lower
+case — how docker-compose mounts secrets), validated at start-up. Unsafe values are refused
+there, with the variable's name (``MSLM_API_KEYS`` by the API, which alone reads keys:
+``api/auth.py``)."""
 
 from __future__ import annotations
 
@@ -13,30 +14,6 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-SCOPES = ("annotate", "train", "admin")
-MIN_KEY_LENGTH = 16
-
-
-def parse_api_keys(value: str) -> list[tuple[str, frozenset[str]]]:
-    """``"SECRET:SCOPE[+SCOPE…],…"`` → [(secret, scopes)]. Raises ValueError naming the
-    entry (by position, never by its secret)."""
-    out = []
-    for n, entry in enumerate(filter(None, (e.strip() for e in value.split(","))), start=1):
-        secret, sep, scopes = entry.rpartition(":")
-        if not sep or not secret or not scopes:
-            raise ValueError(f"entry {n}: expected SECRET:SCOPE[+SCOPE…]")
-        names = frozenset(s.strip() for s in scopes.split("+"))
-        unknown = sorted(names - set(SCOPES))
-        if unknown:
-            raise ValueError(f"entry {n}: unknown scope(s) {unknown}; valid: {', '.join(SCOPES)}")
-        if len(secret) < MIN_KEY_LENGTH:
-            raise ValueError(
-                f"entry {n}: the key is shorter than {MIN_KEY_LENGTH} characters; use a long "
-                "random secret (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-            )
-        out.append((secret, names))
-    return out
 
 
 class Settings(BaseSettings):
@@ -98,13 +75,6 @@ class Settings(BaseSettings):
         """``MSLM_BROKER_URL=`` (as compose files write it) means: not set."""
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("api_keys")
-    @classmethod
-    def _check_keys(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and value.get_secret_value().strip():
-            parse_api_keys(value.get_secret_value())
-        return value
-
     @model_validator(mode="after")
     def _defaults(self) -> Settings:
         self.home = self.home.expanduser()
@@ -155,11 +125,6 @@ class Settings(BaseSettings):
         if not out:
             raise ValueError("MSLM_BASE_MODELS lists no encoder")
         return out
-
-    def key_entries(self) -> list[tuple[str, frozenset[str]]]:
-        if self.api_keys is None:
-            return []
-        return parse_api_keys(self.api_keys.get_secret_value())
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -3,25 +3,24 @@ first-start bootstrap of ``mslm up``. No web framework here."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from celery import Celery
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from mslm_core.bundle import sha256_file, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import SUFFIXES, detect_format, read_corpus
 from mslm_core.errors import ConfigError, CorpusError, MSLMError
+from mslm_settings import Settings
 
-from .celery_app import EVAL_TASK, TRAIN_TASK, publish
 from .models import (
     QUEUED,
     Dataset,
@@ -33,7 +32,6 @@ from .models import (
     utcnow,
 )
 from .paths import dataset_dir, model_dir
-from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +49,14 @@ JOB_FIELDS = (
     "seed",
     "patience",
 )
+
+
+class TaskQueue(Protocol):
+    """Where new work is announced (a message carrying only the row id; the row is the
+    truth): ``worker.celery_app.CeleryQueue`` in the service."""
+
+    def train(self, job_id: str) -> None: ...
+    def evaluate(self, evaluation_id: str) -> None: ...
 
 
 class Conflict(MSLMError):
@@ -72,14 +78,6 @@ class Upload:
     split: str
     filename: str  # as the client named it: shown, never used as a path
     path: Path
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _format_of(upload: Upload) -> str:
@@ -126,7 +124,7 @@ def create_dataset(
                 "filename": upload.filename[:200],
                 "format": fmt,
                 "bytes": stored.stat().st_size,
-                "sha256": _sha256(stored),
+                "sha256": sha256_file(stored),
             }
             stats[split] = corpus.stats()
             types.update(corpus.types)
@@ -171,6 +169,18 @@ def delete_dataset(settings: Settings, session: Session, dataset_id: str) -> Non
     shutil.rmtree(dataset_dir(settings, dataset_id), ignore_errors=True)
 
 
+def allowed_encoder(settings: Settings, name: str) -> str:
+    """The encoder (alias, path or hub id) that ``MSLM_BASE_MODELS`` allows under ``name``;
+    a name it does not list is a ConfigError naming the field and the allowed ones."""
+    encoders = settings.base_model_map()
+    if name not in encoders:
+        raise ConfigError(
+            f"base_model: {name!r} is not allowed here (MSLM_BASE_MODELS allows: "
+            f"{', '.join(encoders)})"
+        )
+    return encoders[name]
+
+
 def job_config(settings: Settings, params: dict[str, Any]) -> dict[str, Any]:
     """Validated job parameters (raises ConfigError naming the field)."""
     unknown = sorted(set(params) - set(JOB_FIELDS))
@@ -178,9 +188,7 @@ def job_config(settings: Settings, params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"unknown job field(s): {', '.join(unknown)}")
     clean = {k: v for k, v in params.items() if v is not None}
     name = clean.get("base_model", settings.base_model)
-    if name not in settings.base_model_map():
-        allowed = ", ".join(settings.base_model_map())
-        raise ConfigError(f"base_model: {name!r} is not allowed here (allowed: {allowed})")
+    allowed_encoder(settings, name)
     clean["base_model"] = name
     TrainConfig.from_dict({k: v for k, v in clean.items() if k != "base_model"})  # validates
     return clean
@@ -189,7 +197,7 @@ def job_config(settings: Settings, params: dict[str, Any]) -> dict[str, Any]:
 def create_job(
     settings: Settings,
     session: Session,
-    celery: Celery,
+    queue: TaskQueue,
     dataset_id: str,
     params: dict[str, Any],
     export: dict[str, Any],
@@ -223,7 +231,7 @@ def create_job(
         if existing is None:
             raise
         return _same_request(existing, dataset_id, clean, export), False
-    publish(celery, TRAIN_TASK, job.id)
+    queue.train(job.id)
     return job, True
 
 
@@ -235,7 +243,7 @@ def _same_request(job: Job, dataset_id: str, params: dict[str, Any], export: dic
 
 def create_evaluation(
     session: Session,
-    celery: Celery,
+    queue: TaskQueue,
     model_id: str,
     dataset_id: str,
     split: str,
@@ -260,7 +268,7 @@ def create_evaluation(
     )
     session.add(ev)
     session.commit()
-    publish(celery, EVAL_TASK, ev.id)
+    queue.evaluate(ev.id)
     return ev
 
 
@@ -289,11 +297,31 @@ def delete_model(settings: Settings, session: Session, model_id: str) -> None:
     shutil.rmtree(settings.artifacts / model.path, ignore_errors=True)
 
 
+def model_row_from_manifest(
+    settings: Settings,
+    manifest: dict[str, Any],
+    path: Path,
+    job_id: str | None = None,
+    base_model: str | None = None,
+) -> Model:
+    """The store's row for the bundle at ``path`` (inside the artifact store), from its
+    manifest: one definition for a job's model and an imported one. ``base_model``: the
+    name the job asked for (MSLM_BASE_MODELS), else the manifest's encoder."""
+    return Model(
+        id=manifest["id"],
+        job_id=job_id,
+        path=str(path.relative_to(settings.artifacts)),
+        base_model=base_model or str(manifest.get("base_model", "")),
+        strategy=str(manifest.get("strategy", "")),
+        types=manifest["types"],
+        metrics=manifest.get("metrics", {}),
+        precisions=sorted((manifest.get("onnx") or {}).get("precisions", {})),
+    )
+
+
 def import_bundle(settings: Settings, session: Session, source: Path) -> Model:
     """Copy a bundle (``mslm train`` output, exported or not) into the model store and
     record it; every checksum is verified first. A bundle already imported is a Conflict."""
-    from mslm_core.bundle import verify_bundle
-
     manifest = verify_bundle(source)
     model_id = manifest["id"]
     if session.get(Model, model_id) is not None:
@@ -307,15 +335,7 @@ def import_bundle(settings: Settings, session: Session, source: Path) -> Model:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    model = Model(
-        id=model_id,
-        path=str(target.relative_to(settings.artifacts)),
-        base_model=str(manifest.get("base_model", "")),
-        strategy=str(manifest.get("strategy", "")),
-        types=manifest["types"],
-        metrics=manifest.get("metrics", {}),
-        precisions=sorted((manifest.get("onnx") or {}).get("precisions", {})),
-    )
+    model = model_row_from_manifest(settings, manifest, target)
     session.add(model)
     session.commit()
     return model

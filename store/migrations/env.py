@@ -1,11 +1,11 @@
-"""Alembic environment: the URL comes from the config the caller built (worker.migrate)."""
+"""Alembic environment: the URL comes from the config the caller built (store.migrate)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from worker.db import engine_for
-from worker.models import Base
+from store.db import engine_for
+from store.models import Base
 
 config = context.config
 

@@ -42,7 +42,7 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError("naive datetime: use worker.models.utcnow()")
+            raise ValueError("naive datetime: use store.models.utcnow()")
         value = value.astimezone(dt.UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .settings import Settings
+from mslm_settings import Settings
 
 
 def dataset_dir(settings: Settings, dataset_id: str) -> Path:
