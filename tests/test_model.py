@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mslm_core.model import load_pretrained, pool_spans, typed_tags
+from mslm_core.model import LossSpec, load_pretrained, pool_spans, typed_tags
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _batch():
 def test_vocabulary_logits_only_at_masked_positions(model):
     seen = []
     handle = model.mlm_head.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
-    out = model(**_batch(), mask_weights=(0.4, 0.6))
+    out = model(**_batch(), spec=LossSpec(mask_weights=(0.4, 0.6)))
     handle.remove()
     vocab = model.mlm_model.config.vocab_size
     assert seen == [torch.Size([4, vocab])]  # 4 masked positions, not 2 × 6
@@ -61,8 +61,8 @@ def test_detect_on_clean_runs_a_second_unmasked_pass(model):
         with_kwargs=True,
     )
     batch = _batch()
-    masked_out = model(**batch, detect_on="masked")
-    clean_out = model(**batch, detect_on="clean")
+    masked_out = model(**batch, spec=LossSpec(detect_on="masked"))
+    clean_out = model(**batch, spec=LossSpec(detect_on="clean"))
     handle.remove()
     assert len(calls) == 3
     assert torch.equal(calls[0], batch["input_ids"]) and torch.equal(calls[2], batch["clean_ids"])
@@ -77,7 +77,7 @@ def test_detection_loss_can_ignore_masked_positions(model):
     model.eval()
     batch = _batch()
     # only labelled positions that are not masked: (0,3)=O, (1,1)=O
-    out = model(**batch, detect_ignore_masked=True)
+    out = model(**batch, spec=LossSpec(detect_ignore_masked=True))
     logits = out.detection_logits
     expected = torch.nn.functional.cross_entropy(
         torch.stack([logits[0, 3], logits[1, 1]]), torch.tensor([2, 2])

@@ -18,7 +18,7 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from ..device import keep_large_blocks, resolve_device
 from ..errors import ConfigError
 from ..features import WindowBuilder
 from ..masking import plan_masking
-from ..model import MSLMOutput, load_pretrained
+from ..model import LossSpec, MSLMOutput, load_pretrained
 from ..predict import Predictor, TorchBackend
 from .callbacks import Callback, Checkpointing, DevEvaluation, EarlyStopping, KeepWeights
 from .checkpoint import load_checkpoint
@@ -126,6 +126,13 @@ class Trainer:
         )
         plan = plan_masking(cfg, self.windows, words)
         self.mask_weights, self.masking_info = plan.weights, plan.info
+        self.loss_spec = LossSpec(
+            mask_weights=plan.weights,
+            detect_on=cfg.detect_on,
+            mlm_weight=cfg.mlm_weight,
+            detect_ignore_masked=cfg.detect_ignore_masked,
+        )
+        self.mlm_loss_spec = replace(self.loss_spec, heads=False)
         self.collator = MaskingCollator(plan.strategy, **collator_kw)
         self.clean_collator = MaskingCollator(None, **collator_kw)
         self.dev_windows = self.builder.training_windows(*self._runs(self.corpora["dev"]), type_ids)
@@ -307,14 +314,7 @@ class Trainer:
         batch = collator([self.windows[i] for i in batch_idx], self._rngs(epoch, step, batch_idx))
         batch = {k: v.to(self.device) for k, v in batch.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
-            out = self.model(
-                **batch,
-                mask_weights=self.mask_weights,
-                detect_on=cfg.detect_on,
-                mlm_weight=cfg.mlm_weight,
-                detect_ignore_masked=cfg.detect_ignore_masked,
-                heads=not mlm_stage,
-            )
+            out = self.model(**batch, spec=self.mlm_loss_spec if mlm_stage else self.loss_spec)
         if out.loss.requires_grad:
             out.loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
