@@ -14,12 +14,11 @@ variables. Install with ``pip install "mslm[client]"`` (httpx and tqdm; pandas o
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from ._async import AsyncClient
 from ._core import FileInput, RetryPolicy
 from ._endpoints import AnnotateOptions, JobParams
 from ._sync import Client
+from ._version import __version__
 from .errors import (
     APIConnectionError,
     APIError,

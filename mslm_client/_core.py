@@ -22,6 +22,7 @@ from typing import IO, Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
+from ._version import __version__
 from .errors import APIConnectionError, APIError, MSLMError
 
 log = logging.getLogger("mslm_client")
@@ -224,6 +225,4 @@ def _open_files(
 
 
 def _user_agent() -> str:
-    from . import __version__
-
     return f"mslm-client/{__version__} httpx/{httpx.__version__}"

@@ -1,0 +1,183 @@
+"""The rooms and their one-way doors (docs/architecture.md), checked by walking the imports.
+
+Every ``import`` counts, the ones inside functions too (a lazy import still ties two modules
+together); only imports under ``if TYPE_CHECKING:`` are left out (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("mslm_core", "api", "worker", "store", "mslm_client")
+MODULES = ("mslm_settings",)
+
+# room → the rooms it may import (everything else is a door the wrong way)
+DOORS = {
+    "mslm_core": set(),
+    "mslm_settings": set(),
+    "store": {"mslm_core", "mslm_settings"},
+    "worker": {"mslm_core", "mslm_settings", "store"},
+    "api": {"mslm_core", "mslm_settings", "store", "worker"},
+    "mslm_client": set(),
+}
+# the API reaches the worker through its queue only
+API_INTO_WORKER = {"worker.celery_app"}
+# nothing in the product fetches from the network (models and corpora come from disk)
+DOWNLOADERS = ("urllib.request", "requests", "huggingface_hub", "harness", "benchmarks")
+
+
+def _product_modules() -> dict[str, tuple[Path, bool]]:
+    """Module name → (file, is a package)."""
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" in path.parts:  # Alembic loads these by path, nobody imports them
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    for module in MODULES:
+        found[module] = (ROOT / f"{module}.py", False)
+    return found
+
+
+def _under_type_checking(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skipped |= {id(n) for n in ast.walk(child)}
+    return skipped
+
+
+def _imports(name: str, path: Path, is_package: bool) -> dict[str, int]:
+    """Every absolute module name ``name`` imports → the line of its first import."""
+    package = name if is_package else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _under_type_checking(tree)
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out.setdefault(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for alias in node.names:  # `from . import submodule` imports the submodule
+                out.setdefault(f"{base}.{alias.name}", node.lineno)
+    return out
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    """Product module → the product modules it imports (a name resolves to the longest
+    product module it starts with: ``from .x import f`` → ``pkg.x``)."""
+    modules = _product_modules()
+    graph: dict[str, dict[str, int]] = {}
+    for name, (path, is_package) in modules.items():
+        edges: dict[str, int] = {}
+        for target, line in _imports(name, path, is_package).items():
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.setdefault(target, line)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, dict[str, int]]:
+    return _graph()
+
+
+def test_the_walk_sees_the_product(graph):
+    # a walk that found nothing would pass everything below
+    assert {"mslm_core.train.loop", "store.transitions", "api.routes.annotate"} <= set(graph)
+    assert "mslm_core.masking" in graph["mslm_core.train.loop"]
+    assert "mslm_core.types" in graph["mslm_core.predict"]
+    assert "worker.celery_app" in graph["api.main"]
+
+
+def test_no_import_circle(graph):
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_one():
+    assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [
+        ["a", "b", "c"]
+    ]
+
+
+def test_doors_open_one_way(graph):
+    wrong = [
+        f"{module} imports {target} (line {line})"
+        for module, edges in graph.items()
+        for target, line in edges.items()
+        if (room := module.split(".")[0]) != (other := target.split(".")[0])
+        and (
+            other not in DOORS[room]
+            or (room == "api" and other == "worker" and target not in API_INTO_WORKER)
+        )
+    ]
+    assert wrong == []
+
+
+def test_nothing_in_the_product_downloads_or_runs_the_harness():
+    wrong = [
+        f"{name} imports {target} (line {line})"
+        for name, (path, is_package) in _product_modules().items()
+        for target, line in _imports(name, path, is_package).items()
+        if any(target == d or target.startswith(d + ".") for d in DOWNLOADERS)
+    ]
+    assert wrong == []
