@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from celery import Celery
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -18,7 +18,11 @@ from mslm_settings import Settings
 from .auth import BadKeyThrottle, KeyCache, Principal
 from .metrics import Metrics
 from .problems import Problem
+from .schemas import NO_CONTROL
 from .serving import ModelManager
+
+# an id in a path: what the bodies' ids allow (schemas.Identifier), else 422 before any query
+IdPath = Annotated[str, Path(min_length=1, max_length=200, pattern=NO_CONTROL)]
 
 
 @dataclass

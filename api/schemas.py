@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+# Text that reaches the database as an id, a key or a name: no control characters (PostgreSQL
+# refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
+NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL)]
+# a per-type threshold: finite, not negative; above 1 it drops the type
+Threshold = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):
@@ -15,10 +22,11 @@ class Strict(BaseModel):
 # -- annotate ---------------------------------------------------------------------------------
 class AnnotateRequest(Strict):
     texts: list[str] = Field(min_length=1, description="raw texts; any length, any Unicode")
-    model: str | None = Field(None, description="a model id; default: the active model")
+    model: Identifier | None = Field(None, description="a model id; default: the active model")
     min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
-    min_confidence_per_type: dict[str, float] = Field(
-        default_factory=dict, description="per-type thresholds, over min_confidence"
+    min_confidence_per_type: dict[str, Threshold] = Field(
+        default_factory=dict,
+        description="per-type thresholds, over min_confidence (above 1: drop the type)",
     )
     format: Literal["json", "bioc", "pubtator", "labelstudio"] = Field(
         "json",
@@ -83,7 +91,7 @@ class ExportOptions(Strict):
 
 
 class JobCreate(Strict):
-    dataset_id: str
+    dataset_id: Identifier
     base_model: str | None = Field(None, description="an encoder allowed by MSLM_BASE_MODELS")
     strategy: str | None = Field(
         None,
@@ -96,10 +104,10 @@ class JobCreate(Strict):
     batch_size: int | None = Field(None, ge=1, le=1024)
     learning_rate: float | None = Field(None, gt=0.0, le=1.0)
     max_length: int | None = Field(None, ge=16, le=8192)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)
     patience: int | None = Field(None, ge=0, description="early stopping (0: never)")
     export: ExportOptions = Field(default_factory=ExportOptions)
-    idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+    idempotency_key: Identifier | None = None
 
     def params(self) -> dict[str, Any]:
         return self.model_dump(
@@ -158,8 +166,8 @@ class ModelList(BaseModel):
 
 # -- evaluations ------------------------------------------------------------------------------
 class EvaluationCreate(Strict):
-    model_id: str
-    dataset_id: str
+    model_id: Identifier
+    dataset_id: Identifier
     split: Literal["train", "dev", "test"] = "test"
 
 

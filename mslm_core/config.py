@@ -180,6 +180,8 @@ class TrainConfig:
             raise bad("patience", "must be at least 0 (0 or None: no early stopping)")
         if self.max_train_sentences is not None and self.max_train_sentences < 1:
             raise bad("max_train_sentences", "must be at least 1")
+        if not 0 <= self.seed < 2**32:  # numpy's and torch's seeds are unsigned 32-bit
+            raise bad("seed", f"must be in [0, 2**32), got {self.seed}")
         joint = STRATEGIES[self.strategy]
         masked_detection = joint.masking == "mslm" and not joint.two_stage
         if self.detect_ignore_masked and masked_detection and self.elm_rate >= 1.0:

@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 from store.models import Dataset
 from store.service import NotFound, Upload, create_dataset, delete_dataset
 
-from ..deps import AppState, SessionDep, StateDep, TrainKey
-from ..schemas import DatasetList, DatasetOut, SplitFile
+from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
+from ..schemas import NO_CONTROL, DatasetList, DatasetOut, SplitFile
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -42,7 +42,7 @@ def upload(
     ],
     dev: Annotated[UploadFile | None, File()] = None,
     test: Annotated[UploadFile | None, File()] = None,
-    name: Annotated[str | None, Form(max_length=200)] = None,
+    name: Annotated[str | None, Form(max_length=200, pattern=NO_CONTROL)] = None,
 ) -> DatasetOut:
     """Upload a corpus: a ``train`` file and optional ``dev`` and ``test`` files. Each is
     validated; a bad file is refused with the file and line of its first errors, and nothing
@@ -81,7 +81,7 @@ def list_datasets(
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut)
-def get_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> DatasetOut:
+def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> DatasetOut:
     dataset = session.get(Dataset, dataset_id)
     if dataset is None:
         raise NotFound(f"dataset {dataset_id}")
@@ -89,6 +89,6 @@ def get_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> DatasetO
 
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove(dataset_id: str, state: StateDep, session: SessionDep, key: TrainKey) -> None:
+def remove(dataset_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey) -> None:
     """Delete a dataset no queued or running job uses (finished jobs keep their records)."""
     delete_dataset(state.settings, session, dataset_id)

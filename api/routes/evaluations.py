@@ -11,7 +11,7 @@ from store.paths import evaluation_dir
 from store.service import NotFound, create_evaluation
 from worker.celery_app import CeleryQueue
 
-from ..deps import SessionDep, StateDep, TrainKey
+from ..deps import IdPath, SessionDep, StateDep, TrainKey
 from ..schemas import EvaluationCreate, EvaluationOut
 
 router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"])
@@ -31,7 +31,7 @@ def submit(
 
 
 @router.get("/{evaluation_id}", response_model=EvaluationOut)
-def get_evaluation(evaluation_id: str, session: SessionDep, key: TrainKey) -> EvaluationOut:
+def get_evaluation(evaluation_id: IdPath, session: SessionDep, key: TrainKey) -> EvaluationOut:
     ev = session.get(Evaluation, evaluation_id)
     if ev is None:
         raise NotFound(f"evaluation {evaluation_id}")
@@ -44,7 +44,7 @@ def get_evaluation(evaluation_id: str, session: SessionDep, key: TrainKey) -> Ev
     responses={200: {"content": {"image/png": {}}, "description": "reliability diagram"}},
 )
 def calibration_diagram(
-    evaluation_id: str, state: StateDep, session: SessionDep, key: TrainKey
+    evaluation_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey
 ) -> FileResponse:
     """The evaluation's reliability diagram (figures in its ``metrics.calibration``)."""
     ev = session.get(Evaluation, evaluation_id)

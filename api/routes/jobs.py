@@ -12,8 +12,8 @@ from store.service import Conflict, NotFound, create_job
 from store.transitions import request_cancel
 from worker.celery_app import CeleryQueue
 
-from ..deps import SessionDep, StateDep, TrainKey
-from ..schemas import JobCreate, JobList, JobOut
+from ..deps import IdPath, SessionDep, StateDep, TrainKey
+from ..schemas import NO_CONTROL, JobCreate, JobList, JobOut
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -56,7 +56,10 @@ def submit(
 def list_jobs(
     session: SessionDep,
     key: TrainKey,
-    state: Annotated[str | None, Query(description="queued, running, succeeded, …")] = None,
+    state: Annotated[
+        str | None,
+        Query(max_length=20, pattern=NO_CONTROL, description="queued, running, succeeded, …"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> JobList:
@@ -71,7 +74,7 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: str, session: SessionDep, key: TrainKey) -> JobOut:
+def get_job(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound(f"job {job_id}")
@@ -79,7 +82,7 @@ def get_job(job_id: str, session: SessionDep, key: TrainKey) -> JobOut:
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel(job_id: str, session: SessionDep, key: TrainKey) -> JobOut:
+def cancel(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     """A queued job is cancelled at once; a running one stops at its next training step
     (its state turns ``cancelled`` then). A finished job cannot be cancelled (409)."""
     after = request_cancel(session, job_id)

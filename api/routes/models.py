@@ -14,7 +14,7 @@ from mslm_core.errors import MSLMError
 from store.models import Model
 from store.service import NotFound, active_model_id, delete_model
 
-from ..deps import AdminKey, AnnotateKey, SessionDep, StateDep
+from ..deps import AdminKey, AnnotateKey, IdPath, SessionDep, StateDep
 from ..problems import Problem
 from ..schemas import ModelDetail, ModelList, ModelOut
 
@@ -37,7 +37,9 @@ def list_models(
 
 
 @router.get("/{model_id}", response_model=ModelDetail)
-def get_model(model_id: str, state: StateDep, session: SessionDep, key: AnnotateKey) -> ModelDetail:
+def get_model(
+    model_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
+) -> ModelDetail:
     """The model and its bundle manifest (configuration, metrics, per-epoch history)."""
     model = session.get(Model, model_id)
     if model is None:
@@ -58,7 +60,7 @@ def get_model(model_id: str, state: StateDep, session: SessionDep, key: Annotate
     responses={200: {"content": {"image/png": {}}, "description": "reliability diagram"}},
 )
 def calibration_diagram(
-    model_id: str, state: StateDep, session: SessionDep, key: AnnotateKey
+    model_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
 ) -> FileResponse:
     """The model's reliability diagram: share of entities exactly right against their
     confidence, before and after the temperature scaling fitted on dev (figures in the
@@ -73,7 +75,7 @@ def calibration_diagram(
 
 
 @router.post("/{model_id}/activate", response_model=ModelOut)
-async def activate(model_id: str, state: StateDep, key: AdminKey) -> ModelOut:
+async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut:
     """Serve this model: it is loaded (every checksum verified) before the swap, so a bad
     bundle is refused and the current model keeps serving; other replicas follow."""
     try:
@@ -91,6 +93,6 @@ async def activate(model_id: str, state: StateDep, key: AdminKey) -> ModelOut:
 
 
 @router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove(model_id: str, state: StateDep, session: SessionDep, key: AdminKey) -> None:
+def remove(model_id: IdPath, state: StateDep, session: SessionDep, key: AdminKey) -> None:
     """Delete a model that is not being served."""
     delete_model(state.settings, session, model_id)

@@ -1,0 +1,118 @@
+"""Issue 18's reproductions that are about input the API must refuse, run on PostgreSQL (where
+they broke: SQLite answered 404 to what PostgreSQL turned into a 500)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from fastapi.testclient import TestClient
+from service_helpers import ADMIN, ANNOTATE, TRAIN, auth, make_settings
+from test_service_e2e import postgres_url
+
+from api.main import create_app
+from mslm_core.config import TrainConfig
+from mslm_core.errors import ConfigError
+
+__all__ = ["postgres_url"]
+
+NUL = "%00"
+PATHS = [  # every route with an id in its path, with the scope it needs
+    ("GET", f"/v1/jobs/j{NUL}x", TRAIN),
+    ("POST", f"/v1/jobs/j{NUL}x/cancel", TRAIN),
+    ("GET", f"/v1/datasets/d{NUL}x", TRAIN),
+    ("DELETE", f"/v1/datasets/d{NUL}x", TRAIN),
+    ("GET", f"/v1/evaluations/e{NUL}x", TRAIN),
+    ("GET", f"/v1/evaluations/e{NUL}x/calibration.png", TRAIN),
+    ("GET", f"/v1/models/m{NUL}x", ANNOTATE),
+    ("GET", f"/v1/models/m{NUL}x/calibration.png", ANNOTATE),
+    ("POST", f"/v1/models/m{NUL}x/activate", ADMIN),
+    ("DELETE", f"/v1/models/m{NUL}x", ADMIN),
+    ("GET", f"/v1/jobs?state=run{NUL}ning", TRAIN),
+]
+BODIES = [  # every body field that reaches the database as an id, a key or a name
+    ("/v1/annotate", ANNOTATE, {"texts": ["aspirin"], "model": "m\x00x"}, "model"),
+    ("/v1/jobs", TRAIN, {"dataset_id": "d\x00x"}, "dataset_id"),
+    ("/v1/jobs", TRAIN, {"dataset_id": "d", "idempotency_key": "k\x00"}, "idempotency_key"),
+    ("/v1/evaluations", TRAIN, {"model_id": "m\x00", "dataset_id": "d"}, "model_id"),
+    ("/v1/evaluations", TRAIN, {"model_id": "m", "dataset_id": "d\x00"}, "dataset_id"),
+]
+
+
+@pytest.fixture()
+def pg_client(tmp_path, tiny_encoder, postgres_url):
+    settings = make_settings(tmp_path, tiny_encoder, database_url=postgres_url)
+    assert settings.sqlalchemy_url.startswith("postgresql")
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+def _problem(response) -> dict:
+    assert response.headers["content-type"].startswith("application/problem+json")
+    return response.json()
+
+
+def _fields(response) -> list[str]:
+    return [e["field"] for e in _problem(response)["errors"]]
+
+
+def test_nul_in_a_path_id_is_422_not_500_on_postgresql(pg_client, caplog):
+    caplog.set_level(logging.DEBUG)
+    for method, path, key in PATHS:
+        response = pg_client.request(method, path, headers=auth(key))
+        assert response.status_code == 422, (method, path, response.status_code, response.text)
+        fields = [e["field"] for e in _problem(response)["errors"]]
+        assert any(f.startswith(("path.", "query.")) for f in fields), fields
+        # the connection and the pool are fine: the next request answers
+        assert pg_client.get("/v1/jobs", headers=auth(TRAIN)).status_code == 200
+    assert "Traceback" not in caplog.text
+
+
+@pytest.mark.parametrize(("route", "key", "body", "field"), BODIES)
+def test_nul_in_a_body_id_is_422_naming_the_field(pg_client, route, key, body, field):
+    response = pg_client.post(route, headers=auth(key), json=body)
+    assert response.status_code == 422, response.text
+    assert _fields(response) == [f"body.{field}"]
+
+
+def test_nul_in_a_dataset_name_is_422(pg_client, tmp_path):
+    corpus = tmp_path / "train.tsv"
+    corpus.write_text("Aspirin\tB-Chemical\nhelps\tO\n\n", encoding="utf-8")
+    with corpus.open("rb") as f:
+        response = pg_client.post(
+            "/v1/datasets",
+            headers=auth(TRAIN),
+            data={"name": "ward\x00 7"},
+            files={"train": ("train.tsv", f), "dev": ("dev.tsv", corpus.read_bytes())},
+        )
+    assert response.status_code == 422, response.text
+    assert _fields(response) == ["body.name"]
+
+
+@pytest.mark.parametrize("threshold", ["NaN", "-5", "Infinity", "-Infinity"])
+def test_per_type_thresholds_are_finite_and_not_negative(pg_client, threshold):
+    body = '{"texts": ["aspirin"], "min_confidence_per_type": {"Chemical": THRESHOLD}}'
+    body = body.replace("THRESHOLD", threshold)
+    response = pg_client.post(
+        "/v1/annotate",
+        headers={**auth(ANNOTATE), "content-type": "application/json"},
+        content=body,
+    )
+    assert response.status_code == 422, response.text
+    assert _fields(response) == ["body.min_confidence_per_type.Chemical"]
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64])
+def test_a_seed_out_of_range_is_refused_at_submission(pg_client, seed):
+    response = pg_client.post(
+        "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": "d", "seed": seed}
+    )
+    assert response.status_code == 422, response.text
+    assert _fields(response) == ["body.seed"]
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_train_config_refuses_a_seed_numpy_cannot_take(seed):
+    with pytest.raises(ConfigError, match="seed"):
+        TrainConfig(train="t", dev="d", seed=seed)
+    TrainConfig(train="t", dev="d", seed=2**32 - 1)
