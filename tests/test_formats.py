@@ -202,6 +202,18 @@ def test_read_labelstudio_export_latest_completed_annotation(tmp_path, caplog):
     assert "1 choices, 1 relation" in caplog.text
 
 
+def test_labelstudio_result_types_are_never_echoed_into_the_log(tmp_path, caplog):
+    # issue 18: a 5,000,189-character result type went verbatim into one log line
+    task = json.loads(json.dumps(LS_EXPORT[0]))
+    odd = "patient text " * 1000
+    task["annotations"][-1]["result"].append({"type": odd, "value": {}})
+    path = _write(tmp_path, "export.json", json.dumps([task]))
+    with caplog.at_level(logging.WARNING):
+        read_corpus(path)
+    assert "patient text" not in caplog.text and "1 other" in caplog.text
+    assert max(len(r.getMessage()) for r in caplog.records) < 300
+
+
 def test_read_labelstudio_json_min_and_a_custom_text_key(tmp_path):
     rows = [
         {

@@ -39,6 +39,31 @@ if TYPE_CHECKING:
     from ..types import Entity
 
 log = logging.getLogger(__name__)
+# Label Studio's result types: named in the log when skipped; any other value is counted as
+# "other" and never echoed (it is uploaded content, of any length)
+RESULT_TYPES = frozenset(
+    [
+        "labels",
+        "choices",
+        "textarea",
+        "rating",
+        "relation",
+        "taxonomy",
+        "number",
+        "datetime",
+        "pairwise",
+        "ranker",
+        "hypertextlabels",
+        "paragraphlabels",
+        "rectanglelabels",
+        "polygonlabels",
+        "keypointlabels",
+        "brushlabels",
+        "ellipselabels",
+        "timeserieslabels",
+        "videorectangle",
+    ]
+)
 
 #: Keys that mark a flat (JSON-MIN) task as annotated.
 _MIN_MARKERS = ("annotator", "annotation_id")
@@ -148,8 +173,9 @@ def _task_spans(
         if not isinstance(item, dict):
             report(where, f"result must be an object, found {_type_name(item)}")
             continue
-        if item.get("type") != "labels":
-            ignored[str(item.get("type"))] += 1
+        kind = item.get("type")
+        if kind != "labels":
+            ignored[kind if isinstance(kind, str) and kind in RESULT_TYPES else "other"] += 1
             continue
         span = _region(text, item.get("value"), (*where, "value"), report)
         if span is not None:
