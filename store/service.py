@@ -152,7 +152,7 @@ def create_dataset(
 
 
 def delete_dataset(settings: Settings, session: Session, dataset_id: str) -> None:
-    dataset = session.get(Dataset, dataset_id)
+    dataset = session.get(Dataset, dataset_id, with_for_update=True)  # see create_job
     if dataset is None:
         raise NotFound(f"dataset {dataset_id}")
     busy = session.scalar(
@@ -207,7 +207,9 @@ def create_job(
     """A queued job and its message; returns (job, created). The same idempotency key with
     the same request returns the first job; with another request it is a Conflict."""
     clean = job_config(settings, params)
-    if session.get(Dataset, dataset_id) is None:
+    # the dataset's row stays locked until the job is committed: a concurrent delete either
+    # went first (NotFound here) or waits and then sees this job (Conflict there)
+    if session.get(Dataset, dataset_id, with_for_update=True) is None:
         raise NotFound(f"dataset {dataset_id}")
     if idempotency_key:
         existing = session.scalar(select(Job).where(Job.idempotency_key == idempotency_key))

@@ -66,16 +66,29 @@ def heartbeat(session: Session, cls: TaskRow, row_id: str, worker: str, **fields
 
 
 def finish(
-    session: Session, cls: TaskRow, row_id: str, worker: str, state: str, **fields: Any
+    session: Session,
+    cls: TaskRow,
+    row_id: str,
+    worker: str,
+    state: str,
+    unless_cancelled: bool = False,
+    **fields: Any,
 ) -> bool:
-    """running → ``state`` (final) for the worker that owns the row."""
+    """running → ``state`` (final) for the worker that owns the row; with
+    ``unless_cancelled``, only while no cancel was asked for. Commits what the session holds
+    with it (a job's model row and its success are one transaction) or, when the row is not
+    this worker's to finish, rolls it all back."""
+    where = [cls.id == row_id, cls.state == RUNNING, cls.worker == worker]
+    if unless_cancelled and cls is Job:
+        where.append(Job.cancel_requested.is_(False))
     result = session.execute(
-        update(cls)
-        .where(cls.id == row_id, cls.state == RUNNING, cls.worker == worker)
-        .values(state=state, finished_at=utcnow(), **fields)
+        update(cls).where(*where).values(state=state, finished_at=utcnow(), **fields)
     )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        return False
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return True
 
 
 def request_cancel(session: Session, job_id: str) -> str | None:

@@ -3,11 +3,14 @@ they broke: SQLite answered 404 to what PostgreSQL turned into a 500)."""
 
 from __future__ import annotations
 
+import collections
 import logging
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import ADMIN, ANNOTATE, TRAIN, auth, make_settings
+from sqlalchemy import select
 from test_service_e2e import postgres_url
 
 from api.main import create_app
@@ -116,3 +119,65 @@ def test_train_config_refuses_a_seed_numpy_cannot_take(seed):
     with pytest.raises(ConfigError, match="seed"):
         TrainConfig(train="t", dev="d", seed=seed)
     TrainConfig(train="t", dev="d", seed=2**32 - 1)
+
+
+class _Queue:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def train(self, job_id: str) -> None:
+        self.sent.append(job_id)
+
+    def evaluate(self, evaluation_id: str) -> None:
+        self.sent.append(evaluation_id)
+
+
+def test_a_job_and_the_deletion_of_its_dataset_never_both_succeed(
+    tmp_path, tiny_encoder, postgres_url
+):
+    """Issue 18 item 9: 3 races in 25 let both succeed and the job failed with "dataset
+    None". Each round submits a job and deletes its dataset at the same moment."""
+    from store.db import session_factory
+    from store.migrate import upgrade
+    from store.models import Dataset, Job
+    from store.service import Conflict, NotFound, create_job, delete_dataset
+
+    settings = make_settings(tmp_path, tiny_encoder, database_url=postgres_url)
+    upgrade(settings.sqlalchemy_url)
+    factory = session_factory(settings.sqlalchemy_url)
+    queue, outcomes = _Queue(), collections.Counter()
+    for i in range(25):
+        with factory() as session:
+            session.add(Dataset(id=f"ds-race{i}", name="race", files={}, stats={}, types=[]))
+            session.commit()
+        start = threading.Barrier(2)
+        result: dict[str, str] = {}
+
+        def submit(i=i, start=start, result=result):
+            with factory() as session:
+                start.wait()
+                try:
+                    create_job(settings, session, queue, f"ds-race{i}", {}, {"onnx": False})
+                    result["job"] = "created"
+                except NotFound:
+                    result["job"] = "not found"
+
+        def delete(i=i, start=start, result=result):
+            with factory() as session:
+                start.wait()
+                try:
+                    delete_dataset(settings, session, f"ds-race{i}")
+                    result["delete"] = "deleted"
+                except Conflict:
+                    result["delete"] = "conflict"
+
+        threads = [threading.Thread(target=submit), threading.Thread(target=delete)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        outcomes[(result["job"], result["delete"])] += 1
+        with factory() as session:
+            jobs = session.scalars(select(Job).where(Job.id.in_(queue.sent))).all()
+            assert all(job.dataset_id is not None for job in jobs), (i, result)
+    assert set(outcomes) <= {("created", "conflict"), ("not found", "deleted")}, outcomes

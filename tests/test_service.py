@@ -331,6 +331,33 @@ def test_cancel_queued_and_running_jobs(client, settings, tmp_path):
     assert done.status_code == 200  # cancelling a cancelled job is a no-op
 
 
+def test_a_cancel_during_the_export_is_honoured(client, settings, tmp_path, monkeypatch):
+    """Issue 18 item 9: a cancel asked for while the bundle was being exported ended as
+    'succeeded' with cancel_requested true, and its model was listed."""
+    import mslm_core.export
+
+    ds = upload_toy(client, tmp_path / "c")
+    job = client.post(
+        "/v1/jobs",
+        headers=auth(TRAIN),
+        json={"dataset_id": ds["id"], **JOB, "export": {"onnx": True}},
+    ).json()
+    real_export = mslm_core.export.export_bundle
+
+    def export_then_cancel(*args, **kwargs):
+        out = real_export(*args, **kwargs)
+        asked = client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth(TRAIN)).json()
+        assert asked["state"] == "running" and asked["cancel_requested"] is True
+        return out
+
+    monkeypatch.setattr(mslm_core.export, "export_bundle", export_then_cancel)
+    assert run_training_job(job["id"], settings) == "cancelled"
+    final = client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+    assert final["state"] == "cancelled" and final["model_id"] is None
+    assert client.get("/v1/models", headers=auth(ANNOTATE)).json()["count"] == 0
+    assert not list((settings.artifacts / "models").glob("*"))
+
+
 def test_lost_worker_is_requeued_then_failed_never_left_running(client, settings, tmp_path):
     """The reaper: a running job whose heartbeat stopped is re-queued (and re-published)
     while attempts remain, then failed with the reason."""

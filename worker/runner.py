@@ -145,6 +145,16 @@ class JobProgress(Callback):
         self.heartbeat.beat()  # an epoch's dev F1 shows at once
 
 
+def _check_in(heartbeat: Heartbeat) -> None:
+    """Beat now; raise LostClaim when the row is no longer this worker's, TrainingCancelled
+    when a cancel was asked for."""
+    heartbeat.beat()
+    if heartbeat.lost:
+        raise LostClaim()
+    if heartbeat.cancel_requested:
+        raise TrainingCancelled("cancelled")
+
+
 def _disk_full(exc: BaseException) -> bool:
     """ENOSPC, also when a library re-raised it as another error (safetensors, torch)."""
     while exc is not None:
@@ -227,9 +237,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                 from mslm_core.export import export_bundle
 
                 export_bundle(bundle, quantize=export.get("quantize"))
-            heartbeat.beat()
-            if heartbeat.lost:
-                raise LostClaim()
+            _check_in(heartbeat)  # a cancel asked for during the export is honoured
             manifest = read_manifest(bundle)
             model_id = manifest["id"]
             target = model_dir(settings, model_id)
@@ -238,18 +246,28 @@ def run_training_job(job_id: str, settings: Settings) -> str:
         with factory() as session:
             name = str(job.params.get("base_model") or settings.base_model)
             session.add(model_row_from_manifest(settings, manifest, target, job_id, name))
-            session.commit()
-            if transitions.activate_if_none(session, model_id):
+            # the model row and the job's success in one transaction, unless a cancel came
+            # in after the last check: then neither
+            succeeded = transitions.finish(
+                session,
+                Job,
+                job_id,
+                worker,
+                SUCCEEDED,
+                unless_cancelled=True,
+                model_id=model_id,
+                metrics=manifest.get("metrics", {}),
+                history=manifest.get("history", []),
+                progress={**heartbeat.fields.get("progress", {}), "done": True},
+            )
+            if succeeded and transitions.activate_if_none(session, model_id):
                 log.info("nothing was served: model %s is now active", model_id)
-        state = end(
-            SUCCEEDED,
-            model_id=model_id,
-            metrics=manifest.get("metrics", {}),
-            history=manifest.get("history", []),
-            progress={**heartbeat.fields.get("progress", {}), "done": True},
-        )
+        if not succeeded:
+            shutil.rmtree(target, ignore_errors=True)
+            _check_in(heartbeat)
+            raise LostClaim()  # neither cancelled nor ours: another attempt owns the row
         shutil.rmtree(work, ignore_errors=True)
-        return state
+        return SUCCEEDED
     except LostClaim:
         log.warning("job %s was taken from this worker (no heartbeat in time); stopping", job_id)
         return "lost"
