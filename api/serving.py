@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core.errors import InferenceError, MSLMError
@@ -191,9 +192,27 @@ class ModelManager:
             old = self._models.pop(victim)
             await old.batcher.close()
 
+    async def drop(self, model_id: str) -> None:
+        """Forget a model this replica holds (it was deleted)."""
+        old = self._models.pop(model_id, None)
+        if old is not None:
+            await old.batcher.close()
+            log.info("dropped deleted model %s", model_id)
+
+    def _existing(self, model_ids: list[str]) -> set[str]:
+        with self.factory() as session:
+            return set(session.scalars(select(Model.id).where(Model.id.in_(model_ids))))
+
     # -- the active model -------------------------------------------------------------------
     async def refresh(self) -> None:
-        """Follow the store's active model id (every replica calls this periodically)."""
+        """Follow the store's active model id, and drop models deleted since they were loaded
+        (every replica calls this periodically)."""
+        held = list(self._models)
+        if held:
+            existing = await asyncio.to_thread(self._existing, held)
+            for model_id in held:
+                if model_id not in existing and model_id != self.active_id:
+                    await self.drop(model_id)
         wanted = await asyncio.to_thread(self._read_active)
         if wanted == self.active_id:
             return

@@ -279,20 +279,42 @@ def active_model_id(session: Session) -> str | None:
     return state.active_model_id if state else None
 
 
+def _lock_serving(
+    session: Session, model_id: str | None
+) -> tuple[ServingState | None, Model | None]:
+    """Lock the serving state's row, then the model's (always in this order, so activating
+    and deleting the same model run one after the other and never deadlock)."""
+    state = session.get(ServingState, 1, with_for_update=True)
+    if state is None:  # a fresh store: the row to lock is created first (once, whoever wins)
+        try:
+            with session.begin_nested():
+                session.add(ServingState(id=1, active_model_id=None, updated_at=utcnow()))
+        except IntegrityError:
+            pass
+        state = session.get(ServingState, 1, with_for_update=True, populate_existing=True)
+    model = session.get(Model, model_id, with_for_update=True) if model_id else None
+    return state, model
+
+
 def set_active_model(session: Session, model_id: str | None) -> None:
-    state = session.get(ServingState, 1)
-    if state is None:
-        session.add(ServingState(id=1, active_model_id=model_id, updated_at=utcnow()))
-    else:
-        state.active_model_id, state.updated_at = model_id, utcnow()
+    """Make ``model_id`` the served model (None: none). A model deleted meanwhile is
+    NotFound: the store never points at a model that is gone."""
+    state, model = _lock_serving(session, model_id)
+    if model_id is not None and model is None:
+        session.rollback()
+        raise NotFound(f"model {model_id}")
+    assert state is not None
+    state.active_model_id, state.updated_at = model_id, utcnow()
     session.commit()
 
 
 def delete_model(settings: Settings, session: Session, model_id: str) -> None:
-    model = session.get(Model, model_id)
+    """Delete a model that is not being served (checked under the lock that activation
+    takes: a concurrent activation either went first — Conflict — or finds it gone)."""
+    state, model = _lock_serving(session, model_id)
     if model is None:
         raise NotFound(f"model {model_id}")
-    if active_model_id(session) == model_id:
+    if state is not None and state.active_model_id == model_id:
         raise Conflict(f"model {model_id} is being served; activate another one first")
     session.delete(model)
     session.commit()

@@ -181,3 +181,57 @@ def test_a_job_and_the_deletion_of_its_dataset_never_both_succeed(
             jobs = session.scalars(select(Job).where(Job.id.in_(queue.sent))).all()
             assert all(job.dataset_id is not None for job in jobs), (i, result)
     assert set(outcomes) <= {("created", "conflict"), ("not found", "deleted")}, outcomes
+
+
+def test_activating_and_deleting_one_model_at_once_never_leave_it_served_and_gone(
+    tmp_path, tiny_encoder, postgres_url
+):
+    """Issue 18 item 2: activate answered 500, delete 204, and the store served a deleted
+    model (every annotate 503 after a restart). Each round activates and deletes one model at
+    the same moment; one of them must lose."""
+    from store.db import session_factory
+    from store.migrate import upgrade
+    from store.models import Model
+    from store.service import Conflict, NotFound, active_model_id, delete_model, set_active_model
+
+    settings = make_settings(tmp_path, tiny_encoder, database_url=postgres_url)
+    upgrade(settings.sqlalchemy_url)
+    factory = session_factory(settings.sqlalchemy_url)
+    outcomes = collections.Counter()
+    for i in range(25):
+        with factory() as session:
+            session.add(
+                Model(id=f"m-race{i}", path=f"models/m-race{i}", base_model="x", strategy="v")
+            )
+            session.commit()
+        start = threading.Barrier(2)
+        result: dict[str, str] = {}
+
+        def activate(i=i, start=start, result=result):
+            with factory() as session:
+                start.wait()
+                try:
+                    set_active_model(session, f"m-race{i}")
+                    result["activate"] = "activated"
+                except NotFound:
+                    result["activate"] = "not found"
+
+        def delete(i=i, start=start, result=result):
+            with factory() as session:
+                start.wait()
+                try:
+                    delete_model(settings, session, f"m-race{i}")
+                    result["delete"] = "deleted"
+                except Conflict:
+                    result["delete"] = "conflict"
+
+        threads = [threading.Thread(target=activate), threading.Thread(target=delete)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        outcomes[(result["activate"], result["delete"])] += 1
+        with factory() as session:
+            active = active_model_id(session)
+            assert active is None or session.get(Model, active) is not None, (i, result)
+    assert set(outcomes) <= {("activated", "conflict"), ("not found", "deleted")}, outcomes

@@ -591,3 +591,13 @@ def test_activation_reaches_every_replica(trained_service):
         wait_for(served_by_b, lambda m: m == second, timeout=10, every=0.1)
         assert time.monotonic() - started < settings.model_poll_seconds + 3
         assert b.get("/readyz").json()["model"]["id"] == second
+
+        # issue 18 item 2: a deleted model that a replica still held answered with 200
+        def annotate_with(client, model_id):
+            body = {"texts": ["cancer"], "model": model_id}
+            return client.post("/v1/annotate", headers=auth(ANNOTATE), json=body).status_code
+
+        assert annotate_with(b, first) == 200  # b holds it (not served, still cached)
+        assert a.delete(f"/v1/models/{first}", headers=auth(ADMIN)).status_code == 204
+        assert annotate_with(a, first) == 404  # at once where it was deleted
+        wait_for(lambda: annotate_with(b, first), lambda code: code == 404, timeout=10)

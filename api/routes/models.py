@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated
 
@@ -80,7 +81,8 @@ async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut
     bundle is refused and the current model keeps serving; other replicas follow."""
     try:
         await state.models.activate(model_id)
-    except KeyError:
+    except (KeyError, NotFound):  # unknown, or deleted while it was being loaded
+        await state.models.drop(model_id)
         raise NotFound(f"model {model_id}") from None
     except MSLMError as exc:
         raise Problem(
@@ -93,6 +95,13 @@ async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut
 
 
 @router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove(model_id: IdPath, state: StateDep, session: SessionDep, key: AdminKey) -> None:
-    """Delete a model that is not being served."""
-    delete_model(state.settings, session, model_id)
+async def remove(model_id: IdPath, state: StateDep, key: AdminKey) -> None:
+    """Delete a model that is not being served (this replica forgets it at once, the others
+    at their next refresh)."""
+
+    def delete() -> None:
+        with state.factory() as session:
+            delete_model(state.settings, session, model_id)
+
+    await asyncio.to_thread(delete)
+    await state.models.drop(model_id)
