@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         0, ge=0, description="ONNX Runtime threads per run (0: the runtime's default)"
     )
     inter_op_threads: int = Field(0, ge=0, description="ONNX Runtime inter-op threads")
+    forwarded_allow_ips: str = Field(
+        "",
+        description="proxies trusted to set X-Forwarded-For (comma-separated addresses; empty: "
+        "none, the connecting address is the client)",
+    )
 
     @field_validator("database_url", "broker_url", "artifacts_dir", mode="before")
     @classmethod

@@ -13,6 +13,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mslm_settings import Settings
 
 log = logging.getLogger("mslm.api")
 
@@ -41,8 +45,23 @@ def up(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_up)
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """How uvicorn runs the API. X-Forwarded-For is believed only from the proxies that
+    MSLM_FORWARDED_ALLOW_IPS names (by default none: a client rotating the header would
+    otherwise pick its own address, and the bad-key throttle with it)."""
+    trusted = settings.forwarded_allow_ips.strip()
+    return {
+        "access_log": False,  # our middleware logs requests without bodies or query values
+        "log_config": None,  # keep the mslm logging set-up
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or None,
+    }
+
+
 def _uvicorn(host: str, port: int, workers: int = 1) -> None:
     import uvicorn
+
+    from mslm_settings import get_settings
 
     uvicorn.run(
         "api.main:create_app",
@@ -50,9 +69,7 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
         host=host,
         port=port,
         workers=workers,
-        access_log=False,  # our middleware logs requests without bodies or query values
-        log_config=None,  # keep the mslm logging set-up
-        proxy_headers=True,
+        **uvicorn_options(get_settings()),
     )
 
 

@@ -59,9 +59,6 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
     async def check(request: Request, state: StateDep, creds: Credentials) -> Principal:
         client = request.client.host if request.client else "-"
-        delay = state.throttle.delay(client)
-        if delay:
-            await asyncio.sleep(delay)
         challenge = {"WWW-Authenticate": "Bearer"}
         if creds is None or not creds.credentials:
             state.metrics.auth_failures.labels("missing").inc()
@@ -73,6 +70,11 @@ def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
             )
         principal = await state.keys.lookup(creds.credentials)
         if principal is None:
+            # only wrong keys wait: a client's valid requests are never slowed by its typos
+            # (or by someone else's guesses from the same address)
+            delay = state.throttle.delay(client)
+            if delay:
+                await asyncio.sleep(delay)
             state.throttle.failed(client)
             state.metrics.auth_failures.labels("invalid").inc()
             raise Problem(401, "the API key is not valid", slug="unauthorized", headers=challenge)

@@ -97,11 +97,13 @@ def make_settings(tmp_path: Path, encoder: Path, **extra: Any) -> Any:
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """``app`` in uvicorn on a free localhost port, in a thread; yields its base URL."""
+def serving(app: Any, **options: Any) -> Iterator[str]:
+    """``app`` in uvicorn on a free localhost port, in a thread; yields its base URL.
+    ``options``: more uvicorn settings (``api.cli.uvicorn_options``)."""
     import uvicorn
 
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    options = {"log_level": "warning", "lifespan": "on", **options}
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True, name="uvicorn")
     thread.start()

@@ -21,6 +21,7 @@ from service_helpers import (
     auth,
     make_settings,
     service_env,
+    serving,
     upload_toy,
     wait_for,
 )
@@ -199,6 +200,40 @@ def test_bad_keys_are_slowed_down(client):
     slow = time.perf_counter() - started
     assert slow >= 0.25 + 0.5 + 1.0 - 0.05 and fast < 1.0
     assert client.get("/v1/jobs", headers=auth(TRAIN)).status_code == 200  # slowed, not locked
+
+
+def test_a_valid_key_is_never_slowed_by_bad_ones(client):
+    """Issue 18 item 6: after 8 bad keys from an address, its valid requests took 2 s each."""
+    for _ in range(8):
+        client.get("/v1/jobs", headers=auth("wrong-key-0000000000000000"))
+    started = time.perf_counter()
+    for _ in range(3):
+        assert client.get("/v1/jobs", headers=auth(TRAIN)).status_code == 200
+    assert time.perf_counter() - started < 1.0  # the 9th bad key alone would wait 2 s
+    started = time.perf_counter()
+    client.get("/v1/jobs", headers=auth("wrong-key-0000000000000000"))
+    assert time.perf_counter() - started >= 2.0 - 0.05  # bad keys still wait
+
+
+@pytest.mark.parametrize("trusted", ["", "127.0.0.1"])
+def test_x_forwarded_for_is_believed_only_from_named_proxies(settings, trusted):
+    """Issue 18 item 6: rotating X-Forwarded-For from loopback escaped the bad-key throttle."""
+    import httpx
+
+    from api.cli import uvicorn_options
+
+    settings = settings.model_copy(update={"forwarded_allow_ips": trusted})
+    options = {k: v for k, v in uvicorn_options(settings).items() if k != "log_config"}
+    app = create_app(settings)
+    with serving(app, **options) as url, httpx.Client(base_url=url) as c:
+        for i in range(8):
+            forged = {"X-Forwarded-For": f"203.0.113.{i}"}
+            c.get("/v1/jobs", headers={**auth("wrong-key-0000000000000000"), **forged})
+        throttle = app.state.mslm.throttle
+        if trusted:  # a named proxy: each forwarded address is its own client
+            assert throttle.delay("127.0.0.1") == 0 and throttle.delay("203.0.113.7") == 0
+        else:  # nobody is believed: it is all one client, throttled
+            assert throttle.delay("127.0.0.1") >= 1.0
 
 
 def test_limits_answer_413_and_422_with_clear_messages(tmp_path, tiny_encoder):
