@@ -34,6 +34,14 @@ from .metrics import Metrics
 log = logging.getLogger(__name__)
 
 
+class BatcherClosed(Exception):
+    """The model was unloaded (evicted or deleted) before this request reached it; the
+    caller asks the manager again."""
+
+
+_STOP = None  # the queue's last item: finish what came before it, then stop
+
+
 class MicroBatcher:
     """Batches concurrent ``annotate`` calls for one extractor."""
 
@@ -42,13 +50,16 @@ class MicroBatcher:
         self.wait_s = wait_s
         self.max_texts = max_texts
         self.metrics = metrics
-        self.queue: asyncio.Queue[tuple[list[str], asyncio.Future[list[list[Entity]]]]] = (
+        self.queue: asyncio.Queue[tuple[list[str], asyncio.Future[list[list[Entity]]]] | None] = (
             asyncio.Queue()
         )
+        self.closed = False
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"infer-{extractor.id}")
         self.task = asyncio.get_running_loop().create_task(self._loop())
 
     async def annotate(self, texts: list[str]) -> list[list[Entity]]:
+        if self.closed:
+            raise BatcherClosed()
         future: asyncio.Future[list[list[Entity]]] = asyncio.get_running_loop().create_future()
         await self.queue.put((texts, future))
         return await future
@@ -56,12 +67,16 @@ class MicroBatcher:
     async def _loop(self) -> None:
         """One batch at a time. Whatever queued while the previous batch ran goes next, all
         together; the time budget is spent only under load (the previous batch held several
-        requests), so a lone request is never delayed."""
+        requests), so a lone request is never delayed. Returns after the batch that reached
+        the stop marker: every request queued before :meth:`close` gets its answer."""
         loop = asyncio.get_running_loop()
-        under_load = False
-        while True:
-            batch = [await self.queue.get()]
-            n = len(batch[0][0])
+        under_load = stopping = False
+        while not stopping:
+            first = await self.queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            n = len(first[0])
             deadline = loop.time() + (self.wait_s if under_load else 0.0)
             while n < self.max_texts:
                 if not self.queue.empty():
@@ -74,32 +89,44 @@ class MicroBatcher:
                         item = await asyncio.wait_for(self.queue.get(), remaining)
                     except TimeoutError:
                         break
+                if item is _STOP:
+                    stopping = True
+                    break
                 batch.append(item)
                 n += len(item[0])
             under_load = len(batch) > 1
-            texts = [t for chunk, _ in batch for t in chunk]
-            started = time.perf_counter()
-            try:
-                results = await loop.run_in_executor(self.executor, self.extractor.annotate, texts)
-            except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            self.metrics.batch_texts.observe(len(texts))
-            self.metrics.inference_seconds.observe(time.perf_counter() - started)
-            pos = 0
-            for chunk, future in batch:
-                if not future.done():  # a client may have gone away
-                    future.set_result(results[pos : pos + len(chunk)])
-                pos += len(chunk)
+            await self._run(batch)
+
+    async def _run(self, batch: list[tuple[list[str], asyncio.Future[list[list[Entity]]]]]) -> None:
+        loop = asyncio.get_running_loop()
+        texts = [t for chunk, _ in batch for t in chunk]
+        started = time.perf_counter()
+        try:
+            results = await loop.run_in_executor(self.executor, self.extractor.annotate, texts)
+        except Exception as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self.metrics.batch_texts.observe(len(texts))
+        self.metrics.inference_seconds.observe(time.perf_counter() - started)
+        pos = 0
+        for chunk, future in batch:
+            if not future.done():  # a client may have gone away
+                future.set_result(results[pos : pos + len(chunk)])
+            pos += len(chunk)
 
     async def close(self) -> None:
-        """Finish what is queued, then stop."""
-        while not self.queue.empty():
-            await asyncio.sleep(0.01)
-        self.task.cancel()
-        self.executor.shutdown(wait=True)
+        """Take no new request, answer every one already queued or running, then stop —
+        without blocking the event loop (the inference thread is idle by then). Before:
+        cancelling the loop mid-batch left that batch's requests waiting forever, and the
+        executor's shutdown blocked the event loop until the batch ended."""
+        if self.closed:
+            return
+        self.closed = True
+        await self.queue.put(_STOP)
+        await asyncio.shield(self.task)
+        self.executor.shutdown(wait=False)
 
 
 @dataclass
@@ -180,13 +207,16 @@ class ModelManager:
             MicroBatcher(extractor, s.batch_wait_ms / 1000, s.max_batch_texts, self.metrics),
         )
         self._models[model_id] = loaded
-        await self._evict()
+        await self._evict(keep=model_id)
         log.info("loaded model %s (%s)", model_id, loaded.describe())
         return loaded
 
-    async def _evict(self) -> None:
+    async def _evict(self, keep: str) -> None:
+        """Unload the least recently used models beyond the cache size, never the active one
+        nor ``keep`` (the one just loaded for a request: with a cache of 1, it was unloaded
+        before its request could use it)."""
         while len(self._models) > self.settings.model_cache_size:
-            victim = next((k for k in self._models if k != self.active_id), None)
+            victim = next((k for k in self._models if k not in (self.active_id, keep)), None)
             if victim is None:
                 return
             old = self._models.pop(victim)
@@ -264,6 +294,20 @@ class ModelManager:
         if wanted is None:
             raise InferenceError("no model is active yet (train one, then activate it)")
         return await self.load(wanted)
+
+    async def annotate(
+        self, model_id: str | None, texts: list[str]
+    ) -> tuple[LoadedModel, list[list[Entity]]]:
+        """Entities of ``texts`` with ``model_id`` (or the active model) → (the model that
+        answered, its entities). A model unloaded between lookup and queueing (evicted by
+        another request's model, or deleted) is looked up again: loaded anew, or KeyError."""
+        for _ in range(3):
+            loaded = await self.get(model_id)
+            try:
+                return loaded, await loaded.batcher.annotate(texts)
+            except BatcherClosed:
+                continue
+        raise InferenceError("the model was unloaded three times while this request waited")
 
     @property
     def active(self) -> LoadedModel | None:

@@ -601,6 +601,36 @@ def test_unsafe_settings_are_refused_at_start_with_the_variable_name(tmp_path, t
     assert ok.sqlalchemy_url == "postgresql+psycopg://u:p%40ss%2Fword@db/x"
 
 
+def test_a_cache_of_one_serves_a_model_that_is_not_active(trained_service):
+    """Issue 18 item 1: the model loaded for a request was evicted before the request could
+    use it (the active one is never evicted), and that request never answered."""
+    settings, dataset, _ = trained_service
+    settings = settings.model_copy(update={"model_cache_size": 1})
+    with TestClient(create_app(settings)) as c:
+        active = c.get("/readyz").json()["model"]["id"]
+        job = c.post(
+            "/v1/jobs",
+            headers=auth(TRAIN),
+            json={"dataset_id": dataset["id"], **JOB, "epochs": 1, "seed": 12},
+        ).json()
+        assert run_training_job(job["id"], settings) == "succeeded"
+        other = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
+        answers: list = []
+        for model in (other, active, other):
+            body = {"texts": ["cancer"], "model": model}
+            thread = threading.Thread(
+                target=lambda body=body: answers.append(
+                    c.post("/v1/annotate", headers=auth(ANNOTATE), json=body)
+                ),
+                daemon=True,
+            )
+            thread.start()
+            thread.join(timeout=30)
+            assert not thread.is_alive(), f"annotate with model {model} never answered"
+        assert [r.status_code for r in answers] == [200, 200, 200]
+        assert [r.json()["model"]["id"] for r in answers] == [other, active, other]
+
+
 def test_activation_reaches_every_replica(trained_service):
     """Two API replicas on one store: a model activated through one is served by the other
     within MSLM_MODEL_POLL_SECONDS, with no restart."""

@@ -63,13 +63,12 @@ async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> 
                 for i in too_long[:20]
             ],
         )
-    try:
-        loaded = await state.models.get(body.model)
-    except KeyError:
-        raise Problem(404, f"model {body.model} not found", slug="not-found") from None
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
-    results = await loaded.batcher.annotate(body.texts)
+    try:
+        loaded, results = await state.models.annotate(body.model, body.texts)
+    except KeyError:
+        raise Problem(404, f"model {body.model} not found", slug="not-found") from None
     thresholds = body.min_confidence_per_type
     kept = [
         [
