@@ -56,28 +56,38 @@ bearer = HTTPBearer(auto_error=False, description="an API key: Authorization: Be
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
+# longer than any key we issue (48 hex characters) by far; longer is refused unlooked-up
+MAX_KEY_CHARS = 512
+
+
+async def authenticate(state: AppState, client: str, secret: str | None) -> Principal:
+    """The key's principal, or a 401 Problem. Only wrong keys wait (the bad-key throttle):
+    a client's valid requests are never slowed by its typos or by someone else's guesses
+    from the same address."""
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if not secret:
+        state.metrics.auth_failures.labels("missing").inc()
+        raise Problem(
+            401,
+            "an API key is required: Authorization: Bearer <key>",
+            slug="unauthorized",
+            headers=challenge,
+        )
+    principal = await state.keys.lookup(secret) if len(secret) <= MAX_KEY_CHARS else None
+    if principal is None:
+        delay = state.throttle.delay(client)
+        if delay:
+            await asyncio.sleep(delay)
+        state.throttle.failed(client)
+        state.metrics.auth_failures.labels("invalid").inc()
+        raise Problem(401, "the API key is not valid", slug="unauthorized", headers=challenge)
+    return principal
+
+
 def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
     async def check(request: Request, state: StateDep, creds: Credentials) -> Principal:
         client = request.client.host if request.client else "-"
-        challenge = {"WWW-Authenticate": "Bearer"}
-        if creds is None or not creds.credentials:
-            state.metrics.auth_failures.labels("missing").inc()
-            raise Problem(
-                401,
-                "an API key is required: Authorization: Bearer <key>",
-                slug="unauthorized",
-                headers=challenge,
-            )
-        principal = await state.keys.lookup(creds.credentials)
-        if principal is None:
-            # only wrong keys wait: a client's valid requests are never slowed by its typos
-            # (or by someone else's guesses from the same address)
-            delay = state.throttle.delay(client)
-            if delay:
-                await asyncio.sleep(delay)
-            state.throttle.failed(client)
-            state.metrics.auth_failures.labels("invalid").inc()
-            raise Problem(401, "the API key is not valid", slug="unauthorized", headers=challenge)
+        principal = await authenticate(state, client, creds.credentials if creds else None)
         if not principal.allows(scope):
             state.metrics.auth_failures.labels("scope").inc()
             raise Problem(403, f"this API key lacks the {scope!r} scope", slug="forbidden")

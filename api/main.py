@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -29,9 +30,10 @@ from .auth import (
     sync_configured_keys,
 )
 from .background import counts, follow_active_model, reaper
-from .deps import AppState
+from .deps import AppState, authenticate
 from .metrics import Metrics
 from .middleware import ServiceMiddleware
+from .problems import Problem
 from .routes import annotate, datasets, evaluations, health, jobs, models
 from .serving import ModelManager
 
@@ -122,9 +124,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     web.install(app)
     upload_limit = int(settings.max_upload_mb * (1 << 20))
     json_limit = _body_limit(settings)
+
+    async def key_check(scope: Any) -> tuple[int, str, str, dict[str, str]] | None:
+        """The key of a request with a body, checked before the body is read."""
+        headers = dict(scope.get("headers") or [])
+        scheme, _, secret = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        client = scope["client"][0] if scope.get("client") else "-"
+        given = secret.strip() if scheme.lower() == "bearer" else None
+        try:
+            await authenticate(app.state.mslm, client, given)
+        except Problem as refusal:
+            return (
+                refusal.status,
+                refusal.detail,
+                refusal.slug or "unauthorized",
+                dict(refusal.headers or {}),
+            )
+        return None
+
     app.add_middleware(
         ServiceMiddleware,
         metrics=metrics,
         body_limit=lambda path: upload_limit if path.startswith("/v1/datasets") else json_limit,
+        key_check=key_check,
     )
     return app
