@@ -18,6 +18,7 @@ from mslm_core import __version__
 from mslm_settings import Settings, get_settings
 from store.db import session_factory
 from store.migrate import current_revision, head_revision, upgrade
+from store.paths import sweep_orphans
 from worker.celery_app import celery_for
 
 from . import problems, web
@@ -53,6 +54,7 @@ def prepare_store(settings: Settings) -> None:
             raise RuntimeError(
                 f"the database schema is at {have}, this version needs {want}: run mslm migrate"
             )
+    sweep_orphans(settings)
     with session_factory(url)() as session:
         sync_configured_keys(session, settings)
         secret = ensure_admin_key(session)

@@ -3,6 +3,7 @@ access log that never holds a request body (submitted text is patient data)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -121,21 +122,12 @@ class ServiceMiddleware:
             await send(message)
 
         async def reply_413() -> None:
-            body = _problem_413(request_id, path, limit)
-            await send_wrapper(
-                {
-                    "type": "http.response.start",
-                    "status": 413,
-                    "headers": [
-                        (b"content-type", b"application/problem+json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await answer(413, _problem_413(request_id, path, limit), {})
 
         async def refuse(status: int, detail: str, slug: str, extra: dict[str, str]) -> None:
-            body = _problem(request_id, path, status, detail, slug)
+            await answer(status, _problem(request_id, path, status, detail, slug), extra)
+
+        async def answer(status: int, body: bytes, extra: dict[str, str]) -> None:
             await send_wrapper(
                 {
                     "type": "http.response.start",
@@ -167,21 +159,28 @@ class ServiceMiddleware:
                 await reply_413()
                 return
             received = 0
+            exceeded = False
 
             async def receive_limited() -> Message:
-                nonlocal received
+                nonlocal received, exceeded
                 message = await receive()
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
                     if received > limit:
+                        exceeded = True
                         raise BodyTooLarge()
                 return message
 
-            try:
-                await self.app(scope, receive_limited, send_wrapper)
-            except BodyTooLarge:
-                if not response_started:
-                    await reply_413()
+            async def app_send(message: Message) -> None:
+                # the app's answer to a body cut short (a form parser turns the cut into a
+                # 400) is replaced by the 413 below
+                if not exceeded:
+                    await send_wrapper(message)
+
+            with contextlib.suppress(BodyTooLarge):
+                await self.app(scope, receive_limited, app_send)
+            if exceeded and not response_started:
+                await reply_413()
         finally:
             elapsed = time.perf_counter() - started
             route = _route_template(scope)

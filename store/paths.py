@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
+import time
 from pathlib import Path
 
 from mslm_settings import Settings
+
+log = logging.getLogger(__name__)
+
+# What an upload or an import leaves while it runs (renamed or removed when it ends); a
+# process killed mid-way leaves it behind for good.
+IN_PROGRESS = ("uploads/tmp*", "datasets/.staging-*", "models/.staging-*")
 
 
 def dataset_dir(settings: Settings, dataset_id: str) -> Path:
@@ -23,3 +32,33 @@ def work_dir(settings: Settings, job_id: str) -> Path:
 def evaluation_dir(settings: Settings, evaluation_id: str) -> Path:
     """An evaluation's reliability diagram."""
     return settings.artifacts / "evaluations" / evaluation_id
+
+
+def sweep_orphans(settings: Settings, older_than_s: float = 3600.0) -> dict[str, int]:
+    """Remove what an upload or an import killed mid-way left in the artifact store: entries
+    of ``IN_PROGRESS`` last touched more than ``older_than_s`` ago (a younger one may belong
+    to another replica's upload, now). Logs counts only, never names or contents."""
+    cutoff = time.time() - older_than_s
+    removed: dict[str, int] = {}
+    for pattern in IN_PROGRESS:
+        n = 0
+        for path in settings.artifacts.glob(pattern):
+            try:
+                if path.lstat().st_mtime >= cutoff:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                n += 1
+            except FileNotFoundError:  # another replica swept it first
+                continue
+        if n:
+            removed[pattern] = n
+    if removed:
+        log.info(
+            "swept %d orphaned upload/staging entries (%s)",
+            sum(removed.values()),
+            ", ".join(f"{k}: {v}" for k, v in removed.items()),
+        )
+    return removed

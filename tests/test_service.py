@@ -254,6 +254,56 @@ def test_limits_answer_413_and_422_with_clear_messages(tmp_path, tiny_encoder):
             content=b'{"texts": ["' + b"y" * 1_200_000 + b'"]}',
         )
         assert r.status_code == 413
+        # chunked (no Content-Length): counted as it streams, still 413 (it was a 400, the
+        # form parser's answer to the cut)
+        boundary = "b0undary"
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="train"; '
+            f'filename="t.tsv"\r\nContent-Type: text/plain\r\n\r\n'
+        ).encode()
+
+        def chunks():
+            yield head
+            for _ in range(10):
+                yield b"x\tO\n" * 100
+            yield f"\r\n--{boundary}--\r\n".encode()
+
+        r = c.post(
+            "/v1/datasets",
+            headers={
+                **auth(TRAIN),
+                "content-type": f"multipart/form-data; boundary={boundary}",
+            },
+            content=chunks(),
+        )
+        assert r.status_code == 413, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+
+
+def test_orphaned_uploads_and_stagings_are_swept_at_start(tmp_path, tiny_encoder, caplog):
+    """Issue 18 item 7: an API killed mid-upload left its spooled copy and its staging
+    directory in the artifact store for good."""
+    import os
+
+    settings = make_settings(tmp_path, tiny_encoder)
+    old = time.time() - 2 * 3600
+    made = {}
+    for where in ("uploads/tmpab12", "datasets/.staging-1f", "models/.staging-2e"):
+        for age, suffix in ((old, "-old"), (None, "-new")):
+            path = settings.artifacts / f"{where}{suffix}"
+            path.mkdir(parents=True)
+            (path / "train").write_text("Aspirin\tB-Chemical\n", encoding="utf-8")
+            if age:
+                os.utime(path, (age, age))
+            made[path] = age is None
+    kept = settings.artifacts / "datasets" / "ds-real"
+    kept.mkdir(parents=True)
+    os.utime(kept, (old, old))
+    with caplog.at_level(logging.INFO), TestClient(create_app(settings)):
+        pass
+    assert {p: p.exists() for p in made} == made  # the old ones went, the fresh ones stayed
+    assert kept.exists()
+    assert "swept 3 orphaned" in caplog.text and "Aspirin" not in caplog.text
 
 
 @pytest.mark.parametrize(
