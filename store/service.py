@@ -303,7 +303,8 @@ def set_active_model(session: Session, model_id: str | None) -> None:
     if model_id is not None and model is None:
         session.rollback()
         raise NotFound(f"model {model_id}")
-    assert state is not None
+    if state is None:  # _lock_serving creates it; a store that refuses that is broken
+        raise RuntimeError("the serving state's row could not be created")
     state.active_model_id, state.updated_at = model_id, utcnow()
     session.commit()
 
