@@ -185,13 +185,18 @@ class ServiceMiddleware:
             elapsed = time.perf_counter() - started
             route = _route_template(scope)
             self.metrics.observe_request(scope.get("method", ""), route, status, elapsed)
+            # who: the id of the request's API key (set by the key check; never the secret),
+            # and the connecting address
+            client = scope.get("client")
             log.info(
-                "%s %s %d %.1fms id=%s",
+                "%s %s %d %.1fms id=%s key=%s client=%s",
                 scope.get("method", ""),
                 route,
                 status,
                 1000 * elapsed,
                 request_id,
+                scope.get("state", {}).get("key_id", "-"),
+                client[0] if client else "-",
             )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import threading
 import time
@@ -574,6 +575,9 @@ def test_submitted_text_never_reaches_the_logs(trained_service, caplog):
     assert "Zyxqvorin" not in caplog.text and "Examplename" not in caplog.text
     assert ANNOTATE not in caplog.text  # nor keys
     assert "/v1/annotate" in caplog.text  # the requests were logged
+    # with who made them: the key's id (issue 18 item 10), never the key
+    access = [r.getMessage() for r in caplog.records if r.name == "mslm.access"]
+    assert access and all(re.search(r" key=key-[0-9a-f]{10} client=", m) for m in access), access
     on = Settings(**{**settings.model_dump(), "log_text": True})
     caplog.clear()
     with caplog.at_level(logging.INFO), TestClient(create_app(on)) as c:
