@@ -115,6 +115,10 @@ class JobCreate(Strict):
         )
 
 
+# store.models.STATES (a test keeps them equal); an unknown state is a 422 naming the field
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
 class JobOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 

@@ -287,3 +287,16 @@ def test_a_body_is_never_read_before_its_key_is_checked(pg_client, authorization
     # a good key gets through to the route (which then reads the body and judges it)
     ok = pg_client.post("/v1/annotate", headers=auth(ANNOTATE), content=b"{}")
     assert ok.status_code == 422
+
+
+def test_an_unknown_job_state_filter_is_422_naming_the_field(pg_client):
+    """Issue 19: GET /v1/jobs?state=null answered 404."""
+    from typing import get_args
+
+    from api.schemas import JobState
+    from store.models import STATES
+
+    assert get_args(JobState) == STATES
+    response = pg_client.get("/v1/jobs?state=null", headers=auth(TRAIN))
+    assert response.status_code == 422 and _fields(response) == ["query.state"]
+    assert pg_client.get("/v1/jobs?state=queued", headers=auth(TRAIN)).json()["count"] == 0
