@@ -420,11 +420,31 @@ def test_write_pubtator_flattens_line_breaks_and_keeps_offsets(tmp_path):
     write_corpus(corpus, path)
     assert path.read_text(encoding="utf-8") == (
         "0|t|Cisplatin caused renal failure .\n0|a|\n"
-        "0\t0\t9\tCisplatin\tChemical\n0\t17\t30\trenal failure\tDisease\n\n"
+        "0\t0\t9\tCisplatin\tChemical\t-\n0\t17\t30\trenal failure\tDisease\t-\n\n"
         "1|t|Fever and skin rash\n1|a|\n"
-        "1\t0\t5\tFever\tDisease\n1\t10\t19\tskin rash\tDisease\n\n"
+        "1\t0\t5\tFever\tDisease\t-\n1\t10\t19\tskin rash\tDisease\t-\n\n"
     )
     assert _pairs(read_pubtator(path)) == _pairs(corpus)
+
+
+def test_pubtator_we_write_is_read_by_bioc_pubtator(tmp_path):
+    """Issue 19: bioc.pubtator (PyPI bioc 2.1) read our 5-column mention lines as relations
+    (0 annotations, no error). The third-party reader itself checks the round trip."""
+    from bioc import pubtator
+
+    corpus = _small_corpus()
+    path = tmp_path / "out.pubtator"
+    write_corpus(corpus, path)
+    with open(path, encoding="utf-8") as f:
+        docs = pubtator.load(f)
+    assert [d.pmid for d in docs] == ["0", "1"]
+    assert [d.relations for d in docs] == [[], []]
+    read = [[(a.start, a.end, a.text, a.type, a.id) for a in d.annotations] for d in docs]
+    assert read == [
+        [(0, 9, "Cisplatin", "Chemical", "-"), (17, 30, "renal failure", "Disease", "-")],
+        [(0, 5, "Fever", "Disease", "-"), (10, 19, "skin rash", "Disease", "-")],
+    ]
+    assert all(d.title[a.start : a.end] == a.text for d in docs for a in d.annotations)
 
 
 def test_write_pubtator_refuses_a_type_with_whitespace(tmp_path):
@@ -818,7 +838,7 @@ def test_predictions_to_pubtator_read_back(tmp_path):
     text = predictions_to_pubtator(TEXTS, _entities())
     assert text.startswith(
         "0|t|Cisplatin caused renal failure .\n0|a|\n"
-        "0\t0\t9\tCisplatin\tChemical\n0\t17\t30\trenal failure\tDisease\n\n"
+        "0\t0\t9\tCisplatin\tChemical\t-\n0\t17\t30\trenal failure\tDisease\t-\n\n"
         "1|t|Fever and rash.\n"
     )
     corpus = read_pubtator(_write(tmp_path, "p.pubtator", text))
@@ -871,7 +891,7 @@ def test_cli_annotate_format(monkeypatch, capsys, fmt):
     out = capsys.readouterr().out
     if fmt == "pubtator":
         assert out == (
-            "0|t|Cisplatin caused renal failure .\n0|a|\n0\t0\t9\tCisplatin\tChemical\n\n"
+            "0|t|Cisplatin caused renal failure .\n0|a|\n0\t0\t9\tCisplatin\tChemical\t-\n\n"
             "1|t|Fever and rash.\n1|a|\n\n"
         )
         return
@@ -988,7 +1008,7 @@ def test_service_reads_uploads_in_every_format_and_annotates_in_each(formats_ser
         assert pub.status_code == 200
         assert pub.headers["content-type"] == "text/plain; charset=utf-8"
         lines = [line.split("\t") for line in pub.text.splitlines() if "\t" in line]
-        assert sorted((int(p), int(s), int(e), t) for p, s, e, _, t in lines) == sorted(
+        assert sorted((int(p), int(s), int(e), t) for p, s, e, _, t, _ in lines) == sorted(
             (i, s, e, t) for i, ents in enumerate(expected) for s, e, t in ents
         )
         assert pub.text.startswith(f"0|t|{text}\n0|a|\n")

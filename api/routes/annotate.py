@@ -25,7 +25,7 @@ _FORMATS_DOC = (
     "`pubtator` PubTator text (`text/plain`), one document per text, the text as its title."
 )
 _PUBTATOR_EXAMPLE = (
-    "0|t|Cisplatin caused renal failure .\n0|a|\n0\t17\t30\trenal failure\tDisease\n\n"
+    "0|t|Cisplatin caused renal failure .\n0|a|\n0\t17\t30\trenal failure\tDisease\t-\n\n"
 )
 
 

@@ -156,14 +156,19 @@ def read_pubtator(path: StrPath) -> Corpus:
     return Corpus(sentences, path=name, stripped=stripped)
 
 
+NO_CONCEPT = "-"  # the concept id column of a mention that is not linked
+
+
 def _document_lines(
     doc_id: str, text: str, mentions: Iterable[tuple[int, int, str]]
 ) -> Iterator[str]:
-    """One document: the text as its title, an empty abstract, its mention lines."""
+    """One document: the text as its title, an empty abstract, its mention lines — six
+    columns, the last the concept id, ``-`` while mentions are not linked (PubTator's readers,
+    ``bioc.pubtator`` among them, take a 5-column line for a relation)."""
     flat = text.translate(_BREAKS)
     yield f"{doc_id}|t|{flat}\n{doc_id}|a|\n"
     for start, end, label in mentions:
-        yield f"{doc_id}\t{start}\t{end}\t{flat[start:end]}\t{label}\n"
+        yield f"{doc_id}\t{start}\t{end}\t{flat[start:end]}\t{label}\t{NO_CONCEPT}\n"
     yield "\n"
 
 
