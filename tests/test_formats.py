@@ -802,10 +802,22 @@ def test_predictions_to_bioc_read_back(tmp_path):
     ann = collection["documents"][0]["passages"][0]["annotations"][1]
     assert ann == {
         "id": "1",
-        "infons": {"type": "Disease", "confidence": 0.8},
+        "infons": {"type": "Disease", "confidence": "0.8"},  # BioC infons are strings
         "text": "renal failure",
         "locations": [{"offset": 17, "length": 13}],
     }
+    # bioc-py (PyPI bioc 2.1) reads it as it is
+    from bioc import biocjson
+
+    read = biocjson.loads(json.dumps(collection))
+    first = read.documents[0].passages[0]
+    assert first.text == TEXTS[0] and read.infons == {"model": "m-1"}
+    assert [
+        (a.text, a.infons, a.locations[0].offset, a.locations[0].length) for a in first.annotations
+    ] == [
+        ("Cisplatin", {"type": "Chemical", "confidence": "0.9"}, 0, 9),
+        ("renal failure", {"type": "Disease", "confidence": "0.8"}, 17, 13),
+    ]
     path = _write(tmp_path, "p.json", json.dumps(collection))
     assert [s.char_mentions() for s in read_bioc(path)] == [
         [(0, 9, "Chemical"), (17, 30, "Disease")],

@@ -261,13 +261,16 @@ def predictions_to_bioc(
 ) -> dict[str, Any]:
     """Predictions as a BioC JSON collection: one document per text (``id``: its index in
     ``texts``), one passage at offset 0 holding the text, one annotation per entity with
-    ``infons: {type, confidence}``; the collection's ``infons.model`` names the model."""
+    ``infons: {type, confidence}`` — strings, as BioC infons are (the confidence to 6
+    significant digits); the collection's ``infons.model`` names the model."""
     documents = [
         _document(
             str(i),
             text,
             [
-                _annotation(k, text, e.start, e.end, {"type": e.type, "confidence": e.confidence})
+                _annotation(
+                    k, text, e.start, e.end, {"type": e.type, "confidence": f"{e.confidence:.6g}"}
+                )
                 for k, e in enumerate(ents)
             ],
         )
