@@ -825,6 +825,45 @@ def test_predictions_to_bioc_read_back(tmp_path):
     ]
 
 
+def test_bioc_written_by_bioc_py_with_sentence_level_annotations(tmp_path):
+    """Issue 19: bioc-py writes "text": "" on a passage whose sentences carry the text and
+    the annotations; that was refused ("annotate the passage or its sentences, not both")."""
+    from bioc import (
+        BioCAnnotation,
+        BioCCollection,
+        BioCDocument,
+        BioCLocation,
+        BioCPassage,
+        BioCSentence,
+        biocjson,
+    )
+
+    collection, document, passage = BioCCollection(), BioCDocument(), BioCPassage()
+    document.id, passage.offset = "d1", 0
+    for offset, text, spans in (
+        (0, "Cisplatin caused renal failure .", [(0, 9, "Chemical"), (17, 30, "Disease")]),
+        (33, "Fever resolved .", [(33, 38, "Disease")]),
+    ):
+        sentence = BioCSentence()
+        sentence.offset, sentence.text = offset, text
+        for k, (start, end, label) in enumerate(spans):
+            ann = BioCAnnotation()
+            ann.id, ann.infons["type"] = f"{offset}-{k}", label
+            ann.text = text[start - offset : end - offset]
+            ann.add_location(BioCLocation(start, end - start))
+            sentence.add_annotation(ann)
+        passage.add_sentence(sentence)
+    document.add_passage(passage)
+    collection.add_document(document)
+    written = biocjson.dumps(collection)
+    assert '"text": ""' in written.replace('"text":""', '"text": ""')  # as bioc-py writes it
+    corpus = read_bioc(_write(tmp_path, "biocpy.json", written))
+    assert [s.char_mentions() for s in corpus] == [
+        [(0, 9, "Chemical"), (17, 30, "Disease")],
+        [(0, 5, "Disease")],
+    ]
+
+
 def test_predictions_to_labelstudio_are_pre_annotations(tmp_path):
     tasks = predictions_to_labelstudio(TEXTS, _entities(), model_version="m-1")
     assert [t["data"]["text"] for t in tasks] == TEXTS
