@@ -864,6 +864,16 @@ def test_bioc_written_by_bioc_py_with_sentence_level_annotations(tmp_path):
     ]
 
 
+def test_bioc_document_level_annotations_are_refused_never_dropped(tmp_path):
+    collection = predictions_to_bioc(TEXTS[:1], _entities()[:1], model="m")
+    doc = collection["documents"][0]
+    doc["annotations"] = [doc["passages"][0]["annotations"].pop()]
+    with pytest.raises(CorpusError) as caught:
+        read_bioc(_write(tmp_path, "doclevel.json", json.dumps(collection)))
+    assert "documents[0].annotations" in str(caught.value)
+    assert "1 document-level annotations" in str(caught.value)
+
+
 def test_predictions_to_labelstudio_are_pre_annotations(tmp_path):
     tasks = predictions_to_labelstudio(TEXTS, _entities(), model_version="m-1")
     assert [t["data"]["text"] for t in tasks] == TEXTS

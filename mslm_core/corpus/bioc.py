@@ -132,6 +132,12 @@ def _read_document(doc: Any, report: Report) -> tuple[list[tuple[str, list[CharS
         report(("passages",), f"'passages' must be a list, found {_type_name(passages)}")
         return units, 0
     relations = _count(doc.get("relations"))
+    if _count(doc.get("annotations")):  # refused, never dropped (they were, silently)
+        report(
+            ("annotations",),
+            f"{_count(doc.get('annotations'))} document-level annotations: a mention must sit "
+            "in the passage (or sentence) whose text holds it; move them there",
+        )
     for p, passage in enumerate(passages):
         pw: JsonPath = ("passages", p)
         if not isinstance(passage, dict):
