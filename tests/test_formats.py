@@ -874,6 +874,19 @@ def test_bioc_document_level_annotations_are_refused_never_dropped(tmp_path):
     assert "1 document-level annotations" in str(caught.value)
 
 
+@pytest.mark.parametrize("name", ["collection.xml", "collection.txt", "noext"])
+def test_bioc_xml_is_named_not_read_as_conll(tmp_path, name):
+    xml = '<?xml version="1.0" encoding="UTF-8"?>\n<collection><source>x</source></collection>\n'
+    with pytest.raises(CorpusError, match=r"XML file.*BioC is read as JSON") as caught:
+        read_corpus(_write(tmp_path, name, xml))
+    assert f"{name}:1" in str(caught.value)
+    # a CoNLL file whose first token is "<" is still CoNLL
+    assert read_corpus(_write(tmp_path, "lt.txt", "<\tO\n5\tO\n\n")).sentences[0].words == [
+        "<",
+        "5",
+    ]
+
+
 def test_predictions_to_labelstudio_are_pre_annotations(tmp_path):
     tasks = predictions_to_labelstudio(TEXTS, _entities(), model_version="m-1")
     assert [t["data"]["text"] for t in tasks] == TEXTS

@@ -131,15 +131,24 @@ def _sniff(path: str) -> str:
     """The format the content of ``path`` looks like (see :func:`detect_format`)."""
     try:
         with open(path, "rb") as handle:
-            return _sniff_handle(handle)
+            found = _sniff_handle(handle)
     except FileNotFoundError:
         raise CorpusError.single(path, None, "file not found") from None
     except IsADirectoryError:
         raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
     except OSError as e:
         raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
+    if found == _XML:  # it was read as CoNLL, with confusing errors
+        raise CorpusError.single(
+            path,
+            1,
+            "an XML file (BioC XML?): BioC is read as JSON; convert it first, e.g. with "
+            "bioc-py: biocjson.dump(biocxml.load(f), out)",
+        )
+    return found
 
 
+_XML = "xml"
 _SNIFF_BYTES = 1 << 20
 
 
@@ -154,6 +163,8 @@ def _sniff_handle(handle: IO[bytes]) -> str:
             continue
         if stripped.startswith(b"["):
             return "labelstudio"
+        if stripped.startswith((b"<?xml", b"<!DOCTYPE", b"<collection")):
+            return _XML
         head = stripped + handle.read(_SNIFF_BYTES - len(stripped))
         if stripped.startswith(b"{"):
             return "bioc" if _has_documents_key(head.decode("utf-8", "replace")) else "jsonl"
