@@ -20,6 +20,11 @@ class Strict(BaseModel):
 
 
 # -- annotate ---------------------------------------------------------------------------------
+class LabelStudioNames(Strict):
+    from_name: Identifier = Field(default="label", description="the Labels control's name")
+    to_name: Identifier = Field(default="text", description="the Text object's name")
+
+
 class AnnotateRequest(Strict):
     texts: list[str] = Field(min_length=1, description="raw texts; any length, any Unicode")
     model: Identifier | None = Field(None, description="a model id; default: the active model")
@@ -27,6 +32,10 @@ class AnnotateRequest(Strict):
     min_confidence_per_type: dict[str, Threshold] = Field(
         default_factory=dict,
         description="per-type thresholds, over min_confidence (above 1: drop the type)",
+    )
+    labelstudio: LabelStudioNames = Field(
+        default_factory=LabelStudioNames,
+        description="for format labelstudio: the names in the project's labelling config",
     )
     format: Literal["json", "bioc", "pubtator", "labelstudio"] = Field(
         "json",

@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="json: entities with scores; bioc: a BioC JSON collection; pubtator: PubTator "
         "text; labelstudio: Label Studio tasks with pre-annotations (default: json)",
     )
+    p.add_argument("--from-name", default="label", help="labelstudio: the Labels control")
+    p.add_argument("--to-name", default="text", help="labelstudio: the Text object")
     _engine_flags(p)
 
     p = sub.add_parser("convert", help="convert an annotated corpus to another format")
@@ -221,7 +223,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from .render import annotation_json, render_predictions
 
     if args.format != "json":
-        rendered = render_predictions(args.format, texts, kept, extractor.id)
+        rendered = render_predictions(
+            args.format, texts, kept, extractor.id, args.from_name, args.to_name
+        )
         if isinstance(rendered, str):
             sys.stdout.write(rendered)
         else:

@@ -30,14 +30,19 @@ def render_predictions(
     texts: Sequence[str],
     entities: Sequence[Sequence[Entity]],
     model: str,
+    from_name: str = "label",
+    to_name: str = "text",
 ) -> str | dict[str, Any] | list[dict[str, Any]]:
     """Predictions (one list of entities per text) in ``format``: ``"bioc"`` (a BioC
-    collection), ``"labelstudio"`` (tasks with pre-annotations) or ``"pubtator"`` (text);
-    ``model`` names the model that made them. ``"json"``: :func:`annotation_json`."""
+    collection), ``"labelstudio"`` (tasks with pre-annotations; ``from_name``/``to_name``:
+    the control and object names of the project's labelling config) or ``"pubtator"``
+    (text); ``model`` names the model that made them. ``"json"``: :func:`annotation_json`."""
     if format == "bioc":
         return predictions_to_bioc(texts, entities, model)
     if format == "labelstudio":
-        return predictions_to_labelstudio(texts, entities, model_version=model)
+        return predictions_to_labelstudio(
+            texts, entities, model_version=model, from_name=from_name, to_name=to_name
+        )
     if format == "pubtator":
         return predictions_to_pubtator(texts, entities)
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")

@@ -1077,6 +1077,15 @@ def test_service_reads_uploads_in_every_format_and_annotates_in_each(formats_ser
             for t in ls
         ] == expected
         assert ls[0]["predictions"][0]["model_version"] == model_id
+        regions = [r for t in ls for r in t["predictions"][0]["result"]]
+        assert {(r["from_name"], r["to_name"]) for r in regions} == {("label", "text")}
+        # the names of the project's own labelling config (issue 19)
+        names = {"from_name": "ner", "to_name": "note"}
+        named = post(format="labelstudio", labelstudio=names).json()
+        regions = [r for t in named for r in t["predictions"][0]["result"]]
+        assert regions and {(r["from_name"], r["to_name"]) for r in regions} == {("ner", "note")}
+        bad = post(format="labelstudio", labelstudio={"from_name": ""})
+        assert bad.status_code == 422
 
         pub = post(format="pubtator")
         assert pub.status_code == 200

@@ -90,6 +90,11 @@ async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> 
             media_type="text/plain; charset=utf-8",
         )
     if body.format != "json":
-        return JSONResponse(render_predictions(body.format, body.texts, kept, loaded.id))
+        names = body.labelstudio
+        return JSONResponse(
+            render_predictions(
+                body.format, body.texts, kept, loaded.id, names.from_name, names.to_name
+            )
+        )
     # built once, in the documented shape (AnnotateResponse); not validated a second time
     return JSONResponse(annotation_json(loaded.describe(), kept))
