@@ -234,6 +234,39 @@ def test_read_labelstudio_json_min_and_a_custom_text_key(tmp_path):
     ]
 
 
+def test_json_min_keeps_the_latest_annotation_of_a_task(tmp_path, caplog):
+    """Issue 19: JSON-MIN has one row per annotation; a task annotated twice gave the same
+    sentence twice with contradictory labels."""
+    text = "Renal failure after cisplatin."
+    rows = [
+        {
+            "id": 7,
+            "text": text,
+            "label": [{"start": 0, "end": 13, "text": "Renal failure", "labels": ["Chemical"]}],
+            "annotator": 1,
+            "annotation_id": 3,
+            "updated_at": "2026-01-02T10:00:00.000000Z",
+        },
+        {"id": 8, "text": "Nothing to see.", "label": [], "annotator": 1, "annotation_id": 4},
+        {
+            "id": 7,
+            "text": text,
+            "label": [{"start": 0, "end": 13, "text": "Renal failure", "labels": ["Disease"]}],
+            "annotator": 2,
+            "annotation_id": 5,
+            "updated_at": "2026-01-03T09:00:00.000000Z",
+        },
+    ]
+    for order in (rows, rows[::-1]):  # the latest wins wherever its row is
+        path = _write(tmp_path, "min.json", json.dumps(order))
+        with caplog.at_level(logging.WARNING):
+            corpus = read_labelstudio(path)
+        by_text = {s.text: s.mentions for s in corpus.sentences}
+        assert len(corpus.sentences) == 2
+        assert by_text[text] == [Mention(0, 2, "Disease")]
+    assert "1 older annotations" in caplog.text
+
+
 def test_write_labelstudio_import_file_one_task_per_line(tmp_path):
     corpus = _small_corpus()
     path = tmp_path / "tasks.json"

@@ -194,8 +194,9 @@ def read_labelstudio(path: StrPath, text_key: str = "text", label_key: str = "la
     name = os.fspath(path)
     issues = IssueCollector(name)
     sentences: list[Sentence] = []
-    stripped = unannotated = tasks = 0
+    stripped = unannotated = tasks = superseded = 0
     ignored: Counter[str] = Counter()
+    latest_row: dict[str, tuple[tuple[str, int], int]] = {}  # JSON-MIN task id → rank, slot
     with open_binary(name) as handle:
         stream = JsonStream(name, handle, issues)
         first = stream.peek()
@@ -215,12 +216,36 @@ def read_labelstudio(path: StrPath, text_key: str = "text", label_key: str = "la
                 continue
             sentence, n_stripped = sentence_from_spans(*found, report)
             stripped += n_stripped
-            if sentence is not None:
+            if sentence is None:
+                continue
+            task_id = task.get("id") if "data" not in task else None
+            if task_id is None or isinstance(task_id, (dict, list)):
                 sentences.append(sentence)
+                continue
+            # JSON-MIN has one row per annotation: a task annotated twice is two rows, and
+            # only its latest annotation counts (as in a full export)
+            rank = (str(task.get("updated_at") or task.get("created_at") or ""), i)
+            key = repr(task_id)
+            if key not in latest_row:
+                latest_row[key] = (rank, len(sentences))
+                sentences.append(sentence)
+            else:
+                superseded += 1
+                best, slot = latest_row[key]
+                if rank > best:
+                    latest_row[key] = (rank, slot)
+                    sentences[slot] = sentence
         stream.end()
     issues.raise_if_any()
     if unannotated:
         log.warning("%s: %d of %d tasks have no completed annotation", name, unannotated, tasks)
+    if superseded:
+        log.warning(
+            "%s: %d older annotations of tasks annotated more than once not kept (the latest "
+            "by updated_at is)",
+            name,
+            superseded,
+        )
     if ignored:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ignored.items()))
         log.warning("%s: results other than labels not kept: %s", name, kinds)
