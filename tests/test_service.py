@@ -720,3 +720,11 @@ def test_activation_reaches_every_replica(trained_service):
         assert a.delete(f"/v1/models/{first}", headers=auth(ADMIN)).status_code == 204
         assert annotate_with(a, first) == 404  # at once where it was deleted
         wait_for(lambda: annotate_with(b, first), lambda code: code == 404, timeout=10)
+
+
+def test_openapi_declares_metrics_as_text(client):
+    """Issue 19: /metrics was declared application/json; it is Prometheus text."""
+    declared = client.get("/openapi.json").json()["paths"]["/metrics"]["get"]["responses"]
+    assert list(declared["200"]["content"]) == ["text/plain; version=0.0.4"]
+    served = client.get("/metrics")
+    assert served.headers["content-type"].startswith("text/plain; version=0.0.4")

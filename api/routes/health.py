@@ -52,7 +52,16 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse(body, status_code=200 if not problems else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def metrics(state: StateDep) -> Response:
     """Prometheus text format."""
     body = await asyncio.to_thread(state.metrics.render)
