@@ -114,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     problems.install(app)
+    problems.install_openapi(app)
     for router in (
         health.router,
         annotate.router,

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError
@@ -19,6 +20,73 @@ from store.service import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
+
+
+class FieldError(BaseModel):
+    field: str | None = Field(default=None, description="body.texts.0, query.state, …")
+    message: str
+    file: str | None = Field(default=None, description="a corpus file (uploads)")
+    line: int | None = Field(default=None, description="its line (uploads)")
+
+
+class ProblemDetails(BaseModel):
+    """Every error this API answers (RFC 9457, ``application/problem+json``)."""
+
+    type: str = Field(description="urn:mslm:problem:SLUG, or about:blank")
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    request_id: str | None = None
+    errors: list[FieldError] | None = None
+
+
+_MEANING = {
+    401: "no API key, or not a valid one",
+    403: "the key lacks the scope",
+    404: "no such resource",
+    409: "conflicts with the resource's state",
+    413: "the body is over the limit",
+    422: "invalid input; errors name each field (or file and line)",
+    500: "internal error (the server log has it)",
+    503: "no model can answer now",
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` declaring ``statuses`` as problem details."""
+    ref = {"$ref": "#/components/schemas/ProblemDetails"}
+    return {
+        status: {"description": _MEANING[status], "content": {PROBLEM_JSON: {"schema": ref}}}
+        for status in statuses
+    }
+
+
+# what every route under /v1 may answer (the key, its scope, the input, a fault)
+V1_PROBLEMS = problem_responses(401, 403, 422, 500)
+
+
+def install_openapi(app: FastAPI) -> None:
+    """The OpenAPI document with the problem-details schemas it refers to, and without
+    FastAPI's own validation-error schema (this API never answers with it)."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+            for model in (ProblemDetails, FieldError):
+                schemas[model.__name__] = model.model_json_schema(
+                    ref_template="#/components/schemas/{model}"
+                )
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(unused, None)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 class Problem(Exception):

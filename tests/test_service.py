@@ -728,3 +728,20 @@ def test_openapi_declares_metrics_as_text(client):
     assert list(declared["200"]["content"]) == ["text/plain; version=0.0.4"]
     served = client.get("/metrics")
     assert served.headers["content-type"].startswith("text/plain; version=0.0.4")
+
+
+def test_openapi_declares_every_error_as_problem_details(client):
+    """Issue 19: the document declared FastAPI's validation error, and no 401/403/404/409/413."""
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas and "ProblemDetails" in schemas
+    for path, operations in doc["paths"].items():
+        if not path.startswith("/v1/"):
+            continue
+        for method, op in operations.items():
+            for status in ("401", "403", "422"):
+                content = op["responses"][status]["content"]
+                assert list(content) == ["application/problem+json"], (method, path, status)
+    annotate = doc["paths"]["/v1/annotate"]["post"]["responses"]
+    assert {"404", "413", "503"} <= set(annotate)
+    assert {"404", "409"} <= set(doc["paths"]["/v1/models/{model_id}"]["delete"]["responses"])

@@ -11,10 +11,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from mslm_core.render import annotation_json, render_predictions
 
 from ..deps import AnnotateKey, StateDep
-from ..problems import Problem
+from ..problems import V1_PROBLEMS, Problem, problem_responses
 from ..schemas import AnnotateRequest, AnnotateResponse
 
-router = APIRouter(prefix="/v1", tags=["annotate"])
+router = APIRouter(prefix="/v1", tags=["annotate"], responses=V1_PROBLEMS)
 log = logging.getLogger(__name__)
 
 _FORMATS_DOC = (
@@ -33,10 +33,11 @@ _PUBTATOR_EXAMPLE = (
     "/annotate",
     response_model=AnnotateResponse,
     responses={
+        **problem_responses(404, 413, 503),
         200: {
             "description": _FORMATS_DOC,
             "content": {"text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE}},
-        }
+        },
     },
 )
 async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> Response:

@@ -15,9 +15,10 @@ from store.models import Dataset
 from store.service import NotFound, Upload, create_dataset, delete_dataset
 
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
+from ..problems import V1_PROBLEMS, problem_responses
 from ..schemas import NO_CONTROL, DatasetList, DatasetOut, SplitFile
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], responses=V1_PROBLEMS)
 
 
 def _out(d: Dataset) -> DatasetOut:
@@ -32,7 +33,12 @@ def _out(d: Dataset) -> DatasetOut:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=DatasetOut)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DatasetOut,
+    responses=problem_responses(413),
+)
 def upload(
     state: StateDep,
     session: SessionDep,
@@ -80,7 +86,7 @@ def list_datasets(
     return DatasetList(data=[_out(d) for d in rows], count=count)
 
 
-@router.get("/{dataset_id}", response_model=DatasetOut)
+@router.get("/{dataset_id}", response_model=DatasetOut, responses=problem_responses(404))
 def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> DatasetOut:
     dataset = session.get(Dataset, dataset_id)
     if dataset is None:
@@ -88,7 +94,11 @@ def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> Datas
     return _out(dataset)
 
 
-@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{dataset_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409),
+)
 def remove(dataset_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey) -> None:
     """Delete a dataset no queued or running job uses (finished jobs keep their records)."""
     delete_dataset(state.settings, session, dataset_id)

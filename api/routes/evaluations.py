@@ -12,12 +12,18 @@ from store.service import NotFound, create_evaluation
 from worker.celery_app import CeleryQueue
 
 from ..deps import IdPath, SessionDep, StateDep, TrainKey
+from ..problems import V1_PROBLEMS, problem_responses
 from ..schemas import EvaluationCreate, EvaluationOut
 
-router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"])
+router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], responses=V1_PROBLEMS)
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=EvaluationOut)
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=EvaluationOut,
+    responses=problem_responses(404),
+)
 def submit(
     body: EvaluationCreate, state: StateDep, session: SessionDep, key: TrainKey
 ) -> EvaluationOut:
@@ -30,7 +36,7 @@ def submit(
     return EvaluationOut.model_validate(ev)
 
 
-@router.get("/{evaluation_id}", response_model=EvaluationOut)
+@router.get("/{evaluation_id}", response_model=EvaluationOut, responses=problem_responses(404))
 def get_evaluation(evaluation_id: IdPath, session: SessionDep, key: TrainKey) -> EvaluationOut:
     ev = session.get(Evaluation, evaluation_id)
     if ev is None:
@@ -41,7 +47,10 @@ def get_evaluation(evaluation_id: IdPath, session: SessionDep, key: TrainKey) ->
 @router.get(
     "/{evaluation_id}/calibration.png",
     response_class=FileResponse,
-    responses={200: {"content": {"image/png": {}}, "description": "reliability diagram"}},
+    responses={
+        200: {"content": {"image/png": {}}, "description": "reliability diagram"},
+        **problem_responses(404),
+    },
 )
 def calibration_diagram(
     evaluation_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey

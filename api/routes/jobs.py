@@ -13,16 +13,20 @@ from store.transitions import request_cancel
 from worker.celery_app import CeleryQueue
 
 from ..deps import IdPath, SessionDep, StateDep, TrainKey
+from ..problems import V1_PROBLEMS, problem_responses
 from ..schemas import JobCreate, JobList, JobOut, JobState
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=V1_PROBLEMS)
 
 
 @router.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobOut,
-    responses={200: {"description": "the job this idempotency key already created"}},
+    responses={
+        200: {"description": "the job this idempotency key already created"},
+        **problem_responses(404, 409),
+    },
 )
 def submit(
     body: JobCreate,
@@ -68,7 +72,7 @@ def list_jobs(
     return JobList(data=[JobOut.model_validate(j) for j in rows], count=session.scalar(count) or 0)
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses=problem_responses(404))
 def get_job(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     job = session.get(Job, job_id)
     if job is None:
@@ -76,7 +80,7 @@ def get_job(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     return JobOut.model_validate(job)
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=problem_responses(404, 409))
 def cancel(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     """A queued job is cancelled at once; a running one stops at its next training step
     (its state turns ``cancelled`` then). A finished job cannot be cancelled (409)."""

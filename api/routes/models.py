@@ -16,10 +16,10 @@ from store.models import Model
 from store.service import NotFound, active_model_id, delete_model
 
 from ..deps import AdminKey, AnnotateKey, IdPath, SessionDep, StateDep
-from ..problems import Problem
+from ..problems import V1_PROBLEMS, Problem, problem_responses
 from ..schemas import ModelDetail, ModelList, ModelOut
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], responses=V1_PROBLEMS)
 
 
 @router.get("", response_model=ModelList)
@@ -37,7 +37,7 @@ def list_models(
     return ModelList(data=data, count=session.scalar(select(func.count()).select_from(Model)) or 0)
 
 
-@router.get("/{model_id}", response_model=ModelDetail)
+@router.get("/{model_id}", response_model=ModelDetail, responses=problem_responses(404))
 def get_model(
     model_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
 ) -> ModelDetail:
@@ -58,7 +58,10 @@ def get_model(
 @router.get(
     "/{model_id}/calibration.png",
     response_class=FileResponse,
-    responses={200: {"content": {"image/png": {}}, "description": "reliability diagram"}},
+    responses={
+        200: {"content": {"image/png": {}}, "description": "reliability diagram"},
+        **problem_responses(404),
+    },
 )
 def calibration_diagram(
     model_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
@@ -75,7 +78,7 @@ def calibration_diagram(
     return FileResponse(path, media_type="image/png")
 
 
-@router.post("/{model_id}/activate", response_model=ModelOut)
+@router.post("/{model_id}/activate", response_model=ModelOut, responses=problem_responses(404, 409))
 async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut:
     """Serve this model: it is loaded (every checksum verified) before the swap, so a bad
     bundle is refused and the current model keeps serving; other replicas follow."""
@@ -94,7 +97,11 @@ async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut
         return ModelOut.model_validate(model).model_copy(update={"active": True})
 
 
-@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{model_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409),
+)
 async def remove(model_id: IdPath, state: StateDep, key: AdminKey) -> None:
     """Delete a model that is not being served (this replica forgets it at once, the others
     at their next refresh)."""
