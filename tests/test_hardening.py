@@ -133,6 +133,25 @@ class _Queue:
         self.sent.append(evaluation_id)
 
 
+def _at_once(factory, first, second) -> tuple[str, str]:
+    """Run ``first(session)`` and ``second(session)`` at the same moment, each in its own
+    thread and session; each returns what it saw (an outcome's name)."""
+    start = threading.Barrier(2)
+    seen: list[str] = ["", ""]
+
+    def run(k, call):
+        with factory() as session:
+            start.wait()
+            seen[k] = call(session)
+
+    threads = [threading.Thread(target=run, args=(k, c)) for k, c in enumerate((first, second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return seen[0], seen[1]
+
+
 def test_a_job_and_the_deletion_of_its_dataset_never_both_succeed(
     tmp_path, tiny_encoder, postgres_url
 ):
@@ -151,33 +170,23 @@ def test_a_job_and_the_deletion_of_its_dataset_never_both_succeed(
         with factory() as session:
             session.add(Dataset(id=f"ds-race{i}", name="race", files={}, stats={}, types=[]))
             session.commit()
-        start = threading.Barrier(2)
-        result: dict[str, str] = {}
 
-        def submit(i=i, start=start, result=result):
-            with factory() as session:
-                start.wait()
-                try:
-                    create_job(settings, session, queue, f"ds-race{i}", {}, {"onnx": False})
-                    result["job"] = "created"
-                except NotFound:
-                    result["job"] = "not found"
+        def submit(session, i=i):
+            try:
+                create_job(settings, session, queue, f"ds-race{i}", {}, {"onnx": False})
+                return "created"
+            except NotFound:
+                return "not found"
 
-        def delete(i=i, start=start, result=result):
-            with factory() as session:
-                start.wait()
-                try:
-                    delete_dataset(settings, session, f"ds-race{i}")
-                    result["delete"] = "deleted"
-                except Conflict:
-                    result["delete"] = "conflict"
+        def delete(session, i=i):
+            try:
+                delete_dataset(settings, session, f"ds-race{i}")
+                return "deleted"
+            except Conflict:
+                return "conflict"
 
-        threads = [threading.Thread(target=submit), threading.Thread(target=delete)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=30)
-        outcomes[(result["job"], result["delete"])] += 1
+        result = _at_once(factory, submit, delete)
+        outcomes[result] += 1
         with factory() as session:
             jobs = session.scalars(select(Job).where(Job.id.in_(queue.sent))).all()
             assert all(job.dataset_id is not None for job in jobs), (i, result)
@@ -205,33 +214,23 @@ def test_activating_and_deleting_one_model_at_once_never_leave_it_served_and_gon
                 Model(id=f"m-race{i}", path=f"models/m-race{i}", base_model="x", strategy="v")
             )
             session.commit()
-        start = threading.Barrier(2)
-        result: dict[str, str] = {}
 
-        def activate(i=i, start=start, result=result):
-            with factory() as session:
-                start.wait()
-                try:
-                    set_active_model(session, f"m-race{i}")
-                    result["activate"] = "activated"
-                except NotFound:
-                    result["activate"] = "not found"
+        def activate(session, i=i):
+            try:
+                set_active_model(session, f"m-race{i}")
+                return "activated"
+            except NotFound:
+                return "not found"
 
-        def delete(i=i, start=start, result=result):
-            with factory() as session:
-                start.wait()
-                try:
-                    delete_model(settings, session, f"m-race{i}")
-                    result["delete"] = "deleted"
-                except Conflict:
-                    result["delete"] = "conflict"
+        def delete(session, i=i):
+            try:
+                delete_model(settings, session, f"m-race{i}")
+                return "deleted"
+            except Conflict:
+                return "conflict"
 
-        threads = [threading.Thread(target=activate), threading.Thread(target=delete)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=30)
-        outcomes[(result["activate"], result["delete"])] += 1
+        result = _at_once(factory, activate, delete)
+        outcomes[result] += 1
         with factory() as session:
             active = active_model_id(session)
             assert active is None or session.get(Model, active) is not None, (i, result)
