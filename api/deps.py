@@ -86,8 +86,11 @@ async def authenticate(state: AppState, client: str, secret: str | None) -> Prin
 
 def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
     async def check(request: Request, state: StateDep, creds: Credentials) -> Principal:
-        client = request.client.host if request.client else "-"
-        principal = await authenticate(state, client, creds.credentials if creds else None)
+        # a request with a body was authenticated before its body was read (api.main)
+        principal = getattr(request.state, "principal", None)
+        if principal is None:
+            client = request.client.host if request.client else "-"
+            principal = await authenticate(state, client, creds.credentials if creds else None)
         if not principal.allows(scope):
             state.metrics.auth_failures.labels("scope").inc()
             raise Problem(403, f"this API key lacks the {scope!r} scope", slug="forbidden")

@@ -135,7 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = scope["client"][0] if scope.get("client") else "-"
         given = secret.strip() if scheme.lower() == "bearer" else None
         try:
-            await authenticate(app.state.mslm, client, given)
+            principal = await authenticate(app.state.mslm, client, given)
         except Problem as refusal:
             return (
                 refusal.status,
@@ -143,6 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 refusal.slug or "unauthorized",
                 dict(refusal.headers or {}),
             )
+        scope.setdefault("state", {})["principal"] = principal  # the route's check reuses it
         return None
 
     app.add_middleware(
