@@ -30,6 +30,36 @@ class ScoredMention:
 
 
 @dataclass(frozen=True)
+class Cue:
+    """The words that set an assertion attribute: ``text == input[start:end]``."""
+
+    attribute: str  # negated, possible, hypothetical, historical or family
+    text: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """Is the finding present, and whose? Each attribute is True when a ConText trigger of its
+    kind reaches the entity; ``cues`` are those triggers, nearest first."""
+
+    negated: bool = False
+    possible: bool = False
+    hypothetical: bool = False
+    historical: bool = False
+    family: bool = False
+    cues: tuple[Cue, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        """The finding is asserted for the patient, now: none of the attributes is set."""
+        return not (
+            self.negated or self.possible or self.hypothetical or self.historical or self.family
+        )
+
+
+@dataclass(frozen=True)
 class Entity:
     """A predicted entity in raw text: ``text == input[start:end]`` (code points)."""
 
@@ -40,6 +70,10 @@ class Entity:
     confidence: float
     detection_score: float
     type_score: float
+    assertion: Assertion | None = None  # set by the ConText step (mslm_core.context)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.assertion is None:
+            del out["assertion"]
+        return out

@@ -1,0 +1,274 @@
+"""ConText rules: what a rule is, how a rules file reads, and how a site's file joins ours.
+
+A rules file is JSON: ``{"max_scope": N, "rules": [RULE, …]}`` — ``max_scope``: the words
+(punctuation not counted) a trigger reaches when its rule sets none (absent or null: the rest of
+the sentence); other top-level keys (``name``, ``sources``, ``notes``) are documentation. A
+RULE::
+
+    {"literal": "no evidence of",          # the phrase (case-insensitive, cut into words)
+     "category": "NEGATED_EXISTENCE",      # see CATEGORIES, or "ALL" for a terminator
+     "direction": "FORWARD",               # see DIRECTIONS
+     "pattern": null,                      # optional: words, each {"LOWER": "w"} or
+                                           #   {"LOWER": {"IN": ["w1", "w2 w3"]}}, "OP": "?"
+     "max_scope": null,                    # optional: at most this many words of scope
+     "allowed_types": null,                # optional: only entities of these types
+     "excluded_types": null,               # optional: never entities of these types
+     "terminated_by": null,                # optional: triggers of these categories end it
+     "source": "medspacy"}                 # optional: where the rule comes from
+
+The pattern form is the subset of spaCy's token patterns that medspaCy's ``context_rules.json``
+uses (``LOWER`` with a word or ``IN`` a list, ``OP: "?"``), so those rules read unchanged; each
+pattern is expanded here into the literal word sequences it matches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..text import word_spans
+
+# Category → the attribute an entity carries when a trigger of that category reaches it.
+CATEGORIES: dict[str, str] = {
+    "NEGATED_EXISTENCE": "negated",
+    "POSSIBLE_EXISTENCE": "possible",
+    "HYPOTHETICAL": "hypothetical",
+    "HISTORICAL": "historical",
+    "FAMILY": "family",
+}
+ATTRIBUTES: tuple[str, ...] = tuple(CATEGORIES.values())
+ALL = "ALL"  # a terminator's category: it ends the scope of every category
+# FORWARD/BACKWARD/BIDIRECTIONAL: a trigger and where its scope runs. TERMINATE: ends the scope
+# of triggers of its category. PSEUDO: a phrase that contains a trigger but is not one
+# ("no increase", "not only"); it only takes the words away from shorter matches.
+DIRECTIONS = ("FORWARD", "BACKWARD", "BIDIRECTIONAL", "TERMINATE", "PSEUDO")
+_FIELDS = {
+    "literal",
+    "category",
+    "direction",
+    "pattern",
+    "max_scope",
+    "allowed_types",
+    "excluded_types",
+    "terminated_by",
+    "source",
+    "comment",
+}
+MAX_EXPANSIONS = 10_000  # phrases one pattern may expand to
+
+
+@dataclass(frozen=True)
+class Rule:
+    literal: str
+    category: str
+    direction: str
+    phrases: tuple[tuple[str, ...], ...]  # lower-cased word sequences the rule matches
+    max_scope: int | None = None
+    allowed_types: frozenset[str] | None = None
+    excluded_types: frozenset[str] = frozenset()
+    terminated_by: frozenset[str] = frozenset()
+    source: str = ""
+
+    @property
+    def is_trigger(self) -> bool:
+        return self.direction in ("FORWARD", "BACKWARD", "BIDIRECTIONAL")
+
+    def applies_to(self, entity_type: str) -> bool:
+        if entity_type in self.excluded_types:
+            return False
+        return self.allowed_types is None or entity_type in self.allowed_types
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    origin: str = ""
+    sources: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    max_scope: int | None = None  # words a trigger reaches when its rule sets no max_scope
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def only(self, categories: Iterable[str], directions: Iterable[str]) -> RuleSet:
+        """The rules of these categories and directions (e.g. the NegEx-only baseline)."""
+        cats, dirs = set(categories), set(directions)
+        kept = tuple(r for r in self.rules if r.category in cats and r.direction in dirs)
+        origin = f"{self.origin} ({'/'.join(sorted(cats))}, {'/'.join(sorted(dirs))})"
+        return RuleSet(kept, origin, self.sources, self.max_scope)
+
+    def extended_by(self, site: RuleSet) -> RuleSet:
+        """``site``'s rules added to these; a site rule matching the same words as one of
+        ours in the same role replaces ours — roles: trigger or pseudo-trigger (a site can turn
+        our trigger into a pseudo-trigger and back), terminator of a category."""
+
+        def keys(r: Rule) -> set[tuple]:
+            role = ("TERMINATE", r.category) if r.direction == "TERMINATE" else "trigger"
+            return {(role, p) for p in r.phrases}
+
+        taken = set().union(*(keys(r) for r in site.rules)) if site.rules else set()
+        kept = tuple(r for r in self.rules if not keys(r) & taken)
+        max_scope = site.max_scope if site.max_scope is not None else self.max_scope
+        return RuleSet(kept + site.rules, f"{self.origin} + {site.origin}", self.sources, max_scope)
+
+
+def words(phrase: str) -> tuple[str, ...]:
+    """A phrase cut into lower-cased words the way notes are (``mslm_core.text``)."""
+    return tuple(phrase[a:b].lower() for a, b in word_spans(phrase))
+
+
+def _fail(where: str, field_name: str, message: str) -> ConfigError:
+    return ConfigError(f"{where}: field {field_name!r}: {message}")
+
+
+def _expand(pattern: Any, where: str) -> tuple[tuple[str, ...], ...]:
+    if not isinstance(pattern, list) or not pattern:
+        raise _fail(where, "pattern", "must be a non-empty list of word patterns or null")
+    options: list[list[tuple[str, ...]]] = []
+    for i, token in enumerate(pattern):
+        at = f"pattern[{i}]"
+        if not isinstance(token, dict) or "LOWER" not in token:
+            raise _fail(where, at, 'must be an object with "LOWER"')
+        extra = set(token) - {"LOWER", "OP"}
+        if extra:
+            raise _fail(where, at, f"unsupported key(s) {sorted(extra)}; supported: LOWER, OP")
+        value = token["LOWER"]
+        if isinstance(value, dict):
+            if set(value) != {"IN"} or not isinstance(value["IN"], list) or not value["IN"]:
+                raise _fail(where, f"{at}.LOWER", 'must be a word or {"IN": [words…]}')
+            choices = value["IN"]
+        else:
+            choices = [value]
+        if not all(isinstance(c, str) and words(c) for c in choices):
+            raise _fail(where, f"{at}.LOWER", "every choice must be a string holding a word")
+        alts = [words(c) for c in choices]
+        op = token.get("OP")
+        if op == "?":
+            alts.append(())
+        elif op is not None:
+            raise _fail(where, f"{at}.OP", f'only "?" is supported, got {op!r}')
+        options.append(alts)
+    count = 1
+    for alts in options:
+        count *= len(alts)
+    if count > MAX_EXPANSIONS:
+        raise _fail(where, "pattern", f"expands to {count} phrases (at most {MAX_EXPANSIONS})")
+    phrases = {tuple(itertools.chain.from_iterable(combo)) for combo in itertools.product(*options)}
+    phrases.discard(())
+    return tuple(sorted(phrases))
+
+
+def _scope(value: Any, where: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise _fail(
+            where, "max_scope", f"must be a positive whole number of words or null, got {value!r}"
+        )
+    return value
+
+
+def _types(value: Any, where: str, name: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(where, name, "must be a list of entity type names or null")
+    return frozenset(value)
+
+
+def parse_rule(raw: Any, where: str) -> Rule:
+    """One rule from its JSON object; errors name ``where`` and the field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: a rule must be an object, got {type(raw).__name__}")
+    unknown = set(raw) - _FIELDS
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(_FIELDS)}")
+    literal = raw.get("literal")
+    if not isinstance(literal, str) or not words(literal):
+        raise _fail(where, "literal", "must be a string holding at least one word")
+    where = f"{where} ({literal!r})"
+    direction = raw.get("direction")
+    if direction not in DIRECTIONS:
+        raise _fail(
+            where, "direction", f"must be one of {', '.join(DIRECTIONS)}, got {direction!r}"
+        )
+    category = raw.get("category")
+    allowed_cats = (*CATEGORIES, ALL) if direction == "TERMINATE" else tuple(CATEGORIES)
+    if category not in allowed_cats:
+        raise _fail(
+            where, "category", f"must be one of {', '.join(allowed_cats)}, got {category!r}"
+        )
+    pattern = raw.get("pattern")
+    phrases = _expand(pattern, where) if pattern is not None else (words(literal),)
+    max_scope = _scope(raw.get("max_scope"), where)
+    terminated_by = raw.get("terminated_by") or []
+    if not isinstance(terminated_by, list) or any(c not in CATEGORIES for c in terminated_by):
+        raise _fail(where, "terminated_by", f"must be a list of {', '.join(CATEGORIES)}")
+    source = raw.get("source", "")
+    if not isinstance(source, str):
+        raise _fail(where, "source", "must be a string")
+    return Rule(
+        literal=literal,
+        category=category,
+        direction=direction,
+        phrases=phrases,
+        max_scope=max_scope,
+        allowed_types=_types(raw.get("allowed_types"), where, "allowed_types"),
+        excluded_types=_types(raw.get("excluded_types"), where, "excluded_types") or frozenset(),
+        terminated_by=frozenset(terminated_by),
+        source=source,
+    )
+
+
+def parse_rules(document: Any, origin: str) -> RuleSet:
+    if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
+        raise ConfigError(f'{origin}: a rules file is a JSON object with a "rules" list')
+    rules = tuple(
+        parse_rule(raw, f"{origin}: rules[{i}]") for i, raw in enumerate(document["rules"])
+    )
+    sources = document.get("sources") or ()
+    max_scope = _scope(document.get("max_scope"), origin)
+    return RuleSet(rules, origin, tuple(sources) if isinstance(sources, list) else (), max_scope)
+
+
+def load_rules(path: str | Path) -> RuleSet:
+    """A rules file (see the module docstring); errors say file, rule and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the context rules file: {exc.strerror}") from exc
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg} (column {exc.colno})") from exc
+    return parse_rules(document, str(path))
+
+
+def default_rules() -> RuleSet:
+    """The rules this package ships (``rules.json``: medspaCy, negspacy and pyConTextNLP rules
+    and our own, each with its source; origins and licences in the file's ``sources``)."""
+    text = resources.files(__package__).joinpath("rules.json").read_text(encoding="utf-8")
+    return parse_rules(json.loads(text), "mslm_core/context/rules.json")
+
+
+def rules_for(site_file: str | Path | None, mode: str = "extend") -> RuleSet:
+    """The rules a service runs: ours, ``extend``-ed by a site's file or ``replace``-d by it."""
+    if mode not in ("extend", "replace"):
+        raise ConfigError(f"context rules mode must be extend or replace, got {mode!r}")
+    if not site_file:
+        return default_rules()
+    site = load_rules(site_file)
+    return site if mode == "replace" else default_rules().extended_by(site)
+
+
+def describe(rules: Sequence[Rule]) -> dict[str, int]:
+    """Counts by category/direction, for logs and docs."""
+    out: dict[str, int] = {}
+    for r in rules:
+        key = f"{r.category}/{r.direction}"
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))

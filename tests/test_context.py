@@ -1,0 +1,388 @@
+"""The ConText engine (mslm_core.context): trigger directions, scopes, terminators,
+pseudo-triggers, sentence and line limits, exact offsets, rules files and the renderers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mslm_core.context import ContextEngine, default_rules, load_rules, rules_for
+from mslm_core.context.rules import parse_rules
+from mslm_core.corpus.bioc import predictions_to_bioc
+from mslm_core.corpus.labelstudio import predictions_to_labelstudio
+from mslm_core.errors import ConfigError
+from mslm_core.types import Entity
+
+DEFAULT = ContextEngine.default()
+
+
+def ents(text: str, *spans: str | tuple[str, int] | tuple[str, int, str]) -> list[Entity]:
+    """Entities at the first (or ``nth``) occurrence of each span; type Disease unless given."""
+    out = []
+    for span in spans:
+        word, nth, etype = (span, 0, "Disease") if isinstance(span, str) else (*span, "Disease")[:3]
+        at = -1
+        for _ in range(nth + 1):
+            at = text.index(word, at + 1)
+        out.append(Entity(at, at + len(word), word, etype, 0.9, 0.95, 0.95))
+    return out
+
+
+def context(text: str, *spans, engine: ContextEngine = DEFAULT) -> dict[str, set[str]]:
+    """entity text → the attributes set on it (``{"present"}`` when none)."""
+    out = {}
+    for e in engine.apply(text, ents(text, *spans)):
+        a = e.assertion
+        found = {
+            k
+            for k in ("negated", "possible", "hypothetical", "historical", "family")
+            if getattr(a, k)
+        }
+        out[e.text] = found or {"present"}
+    return out
+
+
+def engine_of(*rules: dict, max_scope: int | None = None) -> ContextEngine:
+    return ContextEngine(parse_rules({"max_scope": max_scope, "rules": list(rules)}, "test"))
+
+
+NEG_FWD = {"literal": "no", "category": "NEGATED_EXISTENCE", "direction": "FORWARD"}
+
+
+# -- the issue's three sentences ----------------------------------------------------------------
+def test_the_three_clinical_sentences():
+    text = "No evidence of pneumonia or pulmonary embolism."
+    assert context(text, "pneumonia", "pulmonary embolism") == {
+        "pneumonia": {"negated"},
+        "pulmonary embolism": {"negated"},
+    }
+    text = "Mother had breast cancer; patient denies chest pain."
+    assert context(text, "breast cancer", "chest pain") == {
+        "breast cancer": {"family"},
+        "chest pain": {"negated"},
+    }
+    text = (
+        "Rule out myocardial infarction. History of type 2 diabetes mellitus, on metformin "
+        "500 mg BID."
+    )
+    got = context(
+        text, "myocardial infarction", "type 2 diabetes mellitus", ("metformin", 0, "Chemical")
+    )
+    assert got == {
+        "myocardial infarction": {"hypothetical"},
+        "type 2 diabetes mellitus": {"historical"},
+        "metformin": {"present"},
+    }
+
+
+# -- directions -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Patient denies pneumonia.", {"negated"}),  # forward
+        ("Pneumonia was ruled out.", {"negated"}),  # backward
+        ("Pneumonia unlikely.", {"negated"}),  # backward (negspacy's following negations)
+        ("Possible pneumonia.", {"possible"}),
+        ("Pneumonia cannot be excluded.", {"possible"}),  # a pseudo-negation that is uncertainty
+        ("If he develops pneumonia, return to clinic.", {"hypothetical"}),
+        ("He has a family history of pneumonia.", {"family"}),
+        ("Pneumonia in his father at 60.", {"family"}),  # backward family
+        ("Status post pneumonia in 2019.", {"historical"}),
+        ("Patient presents with pneumonia.", {"present"}),
+    ],
+)
+def test_trigger_kinds_of_the_default_rules(text, expected):
+    word = "pneumonia" if "pneumonia" in text else "Pneumonia"
+    assert context(text, word) == {word: expected}
+
+
+def test_bidirectional_reaches_both_sides():
+    both = engine_of(
+        {"literal": "declined", "category": "NEGATED_EXISTENCE", "direction": "BIDIRECTIONAL"}
+    )
+    text = "Chemotherapy declined by patient, and radiotherapy."
+    assert context(text, "Chemotherapy", "radiotherapy", engine=both) == {
+        "Chemotherapy": {"negated"},
+        "radiotherapy": {"negated"},
+    }
+    forward = engine_of(
+        {"literal": "declined", "category": "NEGATED_EXISTENCE", "direction": "FORWARD"}
+    )
+    assert context(text, "Chemotherapy", engine=forward) == {"Chemotherapy": {"present"}}
+
+
+# -- scope ----------------------------------------------------------------------------------------
+def test_scope_stops_at_the_sentence_and_at_a_line_break():
+    text = "No fever. Cough for two days.\nRash on both arms"
+    assert context(text, "fever", "Cough", "Rash") == {
+        "fever": {"negated"},
+        "Cough": {"present"},
+        "Rash": {"present"},
+    }
+    text = "Denies:\nchest pain"  # a list item on the next line is its own unit
+    assert context(text, "chest pain") == {"chest pain": {"present"}}
+
+
+def test_max_scope_counts_words_not_punctuation():
+    engine = engine_of(NEG_FWD, max_scope=3)
+    text = "no a , b , c , target here"  # 'target' is the 4th word after the trigger
+    assert context(text, "target", engine=engine) == {"target": {"present"}}
+    text = "no a , b , target here"  # the 3rd word, punctuation between them
+    assert context(text, "target", engine=engine) == {"target": {"negated"}}
+    rule = {**NEG_FWD, "max_scope": 1}  # a rule's own max_scope wins over the set's
+    assert context("no big target", "target", engine=engine_of(rule, max_scope=10)) == {
+        "target": {"present"}
+    }
+
+
+def test_a_long_list_after_a_negation_is_negated_within_the_default_scope():
+    text = "Denies fever, chills, night sweats, nausea, vomiting or diarrhea."
+    got = context(text, "fever", "chills", "night sweats", "nausea", "vomiting", "diarrhea")
+    assert set(map(frozenset, got.values())) == {frozenset({"negated"})}
+
+
+def test_an_entity_holding_the_trigger_is_not_modified_by_it():
+    text = "No-reflow phenomenon after stenting."
+    assert context(text, "No-reflow phenomenon") == {"No-reflow phenomenon": {"present"}}
+
+
+# -- terminators ----------------------------------------------------------------------------------
+def test_terminators_end_the_scope_of_their_category_only():
+    text = "Patient denies fever but reports cough."
+    assert context(text, "fever", "cough") == {"fever": {"negated"}, "cough": {"present"}}
+    rules = [
+        NEG_FWD,
+        {"literal": "history of", "category": "HISTORICAL", "direction": "FORWARD"},
+        {"literal": "but", "category": "NEGATED_EXISTENCE", "direction": "TERMINATE"},
+    ]
+    engine = engine_of(*rules)
+    text = "history of no asthma but eczema"
+    assert context(text, "asthma", "eczema", engine=engine) == {
+        "asthma": {"negated", "historical"},
+        "eczema": {"historical"},  # 'but' ends the negation, not the history
+    }
+    backward = engine_of(
+        {"literal": "was ruled out", "category": "NEGATED_EXISTENCE", "direction": "BACKWARD"},
+        {"literal": "but", "category": "ALL", "direction": "TERMINATE"},
+    )
+    text = "asthma but eczema was ruled out"
+    assert context(text, "asthma", "eczema", engine=backward) == {
+        "asthma": {"present"},
+        "eczema": {"negated"},
+    }
+
+
+def test_terminated_by_another_category():
+    rule = {**NEG_FWD, "terminated_by": ["POSSIBLE_EXISTENCE"]}
+    possible = {"literal": "possible", "category": "POSSIBLE_EXISTENCE", "direction": "FORWARD"}
+    text = "no rash , possible eczema"
+    assert context(text, "rash", "eczema", engine=engine_of(rule, possible)) == {
+        "rash": {"negated"},
+        "eczema": {"possible"},
+    }
+    assert context(text, "eczema", engine=engine_of(NEG_FWD, possible)) == {
+        "eczema": {"negated", "possible"}
+    }
+
+
+# -- pseudo-triggers ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "word"),
+    [
+        ("There was no increase in edema.", "edema"),
+        ("Not only fever but also rash.", "fever"),
+        ("Gram negative bacteremia.", "bacteremia"),
+        ("No change in the effusion.", "effusion"),
+    ],
+)
+def test_pseudo_triggers_negate_nothing(text, word):
+    assert "negated" not in context(text, word)[word]
+
+
+def test_not_ruled_out_is_uncertain_not_negated():
+    assert context("Sepsis has not been ruled out.", "Sepsis") == {"Sepsis": {"possible"}}
+    assert context("Sepsis was ruled out.", "Sepsis") == {"Sepsis": {"negated"}}
+
+
+# -- offsets and notes ----------------------------------------------------------------------------
+def test_a_multi_sentence_note_keeps_offsets_and_names_each_cue_exactly():
+    text = (
+        "HPI: 64 y/o woman.  Denies chest pain.\n\nPMH: history of asthma; "
+        "mother with breast cancer.\r\nPlan: rule out pulmonary embolism – héparine 😷 if "
+        "confirmed. No   evidence of DVT."
+    )
+    spans = ["chest pain", "asthma", "breast cancer", "pulmonary embolism", "DVT"]
+    given = ents(text, *spans)
+    out = DEFAULT.apply(text, given)
+    assert [(e.start, e.end, e.text, e.type, e.confidence) for e in out] == [
+        (e.start, e.end, e.text, e.type, e.confidence) for e in given
+    ]
+    got = {e.text: e.assertion for e in out}
+    assert got["chest pain"].negated and got["asthma"].historical
+    assert got["breast cancer"].family and not got["breast cancer"].historical
+    assert got["pulmonary embolism"].hypothetical and got["DVT"].negated
+    for e in out:
+        for cue in e.assertion.cues:
+            assert text[cue.start : cue.end] == cue.text
+    assert [c.text for c in got["DVT"].cues] == ["No   evidence of"]
+    assert [c.text for c in got["asthma"].cues] == ["history of", "PMH:"]  # nearest first
+
+
+def test_cues_are_nearest_first_and_every_attribute_keeps_its_cue():
+    text = "Possible history of asthma."
+    (e,) = DEFAULT.apply(text, ents(text, "asthma"))
+    assert e.assertion.possible and e.assertion.historical and not e.assertion.negated
+    assert [(c.attribute, c.text) for c in e.assertion.cues] == [
+        ("historical", "history of"),
+        ("possible", "Possible"),
+    ]
+    # the longer phrase wins: 'no history of' negates, it does not make a history
+    assert context("No history of asthma.", "asthma") == {"asthma": {"negated"}}
+
+
+def test_no_entities_and_empty_text():
+    assert DEFAULT.apply("", []) == []
+    assert DEFAULT.apply("No fever.", []) == []
+    (e,) = DEFAULT.apply("fever", ents("fever", "fever"))
+    assert e.assertion.present and e.assertion.cues == ()
+
+
+def test_allowed_and_excluded_types():
+    rule = {**NEG_FWD, "allowed_types": ["Disease"]}
+    text = "no aspirin or asthma"
+    got = context(text, ("aspirin", 0, "Chemical"), "asthma", engine=engine_of(rule))
+    assert got == {"aspirin": {"present"}, "asthma": {"negated"}}
+    rule = {**NEG_FWD, "excluded_types": ["Disease"]}
+    got = context(text, ("aspirin", 0, "Chemical"), "asthma", engine=engine_of(rule))
+    assert got == {"aspirin": {"negated"}, "asthma": {"present"}}
+
+
+# -- rules files ----------------------------------------------------------------------------------
+def test_the_default_rules_name_their_sources_and_licences():
+    document = json.loads(
+        (
+            __import__("importlib.resources").resources.files("mslm_core.context") / "rules.json"
+        ).read_text(encoding="utf-8")
+    )
+    sources = {s["id"]: s for s in document["sources"]}
+    assert set(sources) == {"mslm", "medspacy", "negspacy", "pyConTextNLP"}
+    assert sources["medspacy"]["licence"] == "MIT" and sources["negspacy"]["licence"] == "MIT"
+    assert sources["pyConTextNLP"]["licence"] == "Apache-2.0"
+    for s in ("medspacy", "negspacy", "pyConTextNLP"):
+        assert len(sources[s]["commit"]) == 40 and sources[s]["repository"].startswith("https://")
+    assert {r["source"] for r in document["rules"]} == set(sources)
+    rules = default_rules()
+    assert len(rules) == len(document["rules"]) > 300 and rules.max_scope == 8
+
+
+def test_bad_rules_files_say_file_rule_and_field(tmp_path):
+    def bad(document: object | str) -> str:
+        path = tmp_path / "rules.json"
+        path.write_text(document if isinstance(document, str) else json.dumps(document))
+        with pytest.raises(ConfigError) as info:
+            load_rules(path)
+        return str(info.value)
+
+    assert f"{tmp_path / 'rules.json'}:3: not JSON" in bad(
+        '{"rules": [\n  {"literal": "no",\n  }]}'
+    )
+    msg = bad({"rules": [NEG_FWD, {**NEG_FWD, "direction": "SIDEWAYS"}]})
+    assert "rules[1] ('no')" in msg and "'direction'" in msg and "SIDEWAYS" in msg
+    assert "unknown field(s) ['scope']" in bad({"rules": [{**NEG_FWD, "scope": 3}]})
+    msg = bad({"rules": [{**NEG_FWD, "pattern": [{"LOWER": "no", "OP": "+"}]}]})
+    assert "'pattern[0].OP'" in msg and 'only "?"' in msg
+    assert "'category'" in bad({"rules": [{**NEG_FWD, "category": "ALL"}]})  # ALL: terminators
+    assert "'max_scope'" in bad({"rules": [{**NEG_FWD, "max_scope": 0}]})
+    assert "'max_scope'" in bad({"max_scope": "8", "rules": []})
+    assert "'literal'" in bad({"rules": [{**NEG_FWD, "literal": " ; "[:1]}]})
+    assert '"rules" list' in bad({"rule": []})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_rules(tmp_path / "missing.json")
+
+
+def test_a_site_file_extends_or_replaces_ours(tmp_path):
+    site = tmp_path / "site.json"
+    site.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    # ours: 'denies' negates; this site says it does not (a pseudo-trigger)
+                    {"literal": "denies", "category": "NEGATED_EXISTENCE", "direction": "PSEUDO"},
+                    {"literal": "query", "category": "POSSIBLE_EXISTENCE", "direction": "FORWARD"},
+                ]
+            }
+        )
+    )
+    extended = ContextEngine(rules_for(site, "extend"))
+    assert context("Query pneumonia.", "pneumonia", engine=extended) == {"pneumonia": {"possible"}}
+    assert context("Patient denies fever.", "fever", engine=extended) == {"fever": {"present"}}
+    assert context("No fever.", "fever", engine=extended) == {"fever": {"negated"}}  # ours stay
+    replaced = ContextEngine(rules_for(site, "replace"))
+    assert len(replaced.rules) == 2
+    assert context("No fever.", "fever", engine=replaced) == {"fever": {"present"}}
+    with pytest.raises(ConfigError, match="extend or replace"):
+        rules_for(site, "merge")
+
+
+def test_a_pattern_expands_to_every_phrase_it_matches():
+    (rule,) = parse_rules(
+        {
+            "rules": [
+                {
+                    "literal": "rule out",
+                    "category": "HYPOTHETICAL",
+                    "direction": "FORWARD",
+                    "pattern": [
+                        {"LOWER": {"IN": ["rule", "ruling"]}},
+                        {"LOWER": {"IN": ["the patient", "him"]}, "OP": "?"},
+                        {"LOWER": "out"},
+                    ],
+                }
+            ]
+        },
+        "t",
+    ).rules
+    assert set(rule.phrases) == {
+        (verb, *who, "out")
+        for verb in ("rule", "ruling")
+        for who in ((), ("the", "patient"), ("him",))
+    }
+
+
+def test_negex_only_keeps_negation_triggers():
+    negex = default_rules().only(["NEGATED_EXISTENCE"], ["FORWARD", "BACKWARD", "BIDIRECTIONAL"])
+    assert {
+        (r.category, r.direction in ("FORWARD", "BACKWARD", "BIDIRECTIONAL")) for r in negex.rules
+    } == {("NEGATED_EXISTENCE", True)}
+    engine = ContextEngine(negex)
+    # no pseudo-triggers: NegEx alone negates 'no increase'; ConText does not
+    assert context("No increase in edema.", "edema", engine=engine) == {"edema": {"negated"}}
+    assert context("No increase in edema.", "edema") == {"edema": {"present"}}
+
+
+# -- renderers ------------------------------------------------------------------------------------
+def test_bioc_and_label_studio_carry_the_context():
+    text = "Patient denies chest pain. Has asthma."
+    out = DEFAULT.apply(text, ents(text, "chest pain", "asthma"))
+    bioc = predictions_to_bioc([text], [out], "m1")
+    first, second = bioc["documents"][0]["passages"][0]["annotations"]
+    assert first["infons"]["negated"] == "true" and first["infons"]["family"] == "false"
+    start = text.index("denies")
+    assert first["infons"]["cues"] == f"negated@{start}-{start + len('denies')}"
+    assert second["infons"]["negated"] == "false" and second["infons"]["cues"] == ""
+    assert all(isinstance(v, str) for a in (first, second) for v in a["infons"].values())
+    (task,) = predictions_to_labelstudio([text], [out], "m1")
+    regions = task["predictions"][0]["result"]
+    assert regions[0]["meta"] == {"text": ['negated: "denies"']}
+    assert "meta" not in regions[1]
+    # without context (MSLM_CONTEXT off) nothing is added
+    plain = ents(text, "chest pain")
+    assert (
+        "negated"
+        not in predictions_to_bioc([text], [plain], "m1")["documents"][0]["passages"][0][
+            "annotations"
+        ][0]["infons"]
+    )
+    assert "assertion" not in plain[0].to_dict()
+    assert out[0].to_dict()["assertion"]["cues"][0]["text"] == "denies"
