@@ -68,13 +68,25 @@ class Settings(BaseSettings):
         0, ge=0, description="ONNX Runtime threads per run (0: the runtime's default)"
     )
     inter_op_threads: int = Field(0, ge=0, description="ONNX Runtime inter-op threads")
+    context: bool = Field(
+        True,
+        description="ConText assertion per entity (negated, possible, hypothetical, historical, "
+        "family); off: annotate returns no assertion",
+    )
+    context_rules: Path | None = Field(
+        None,
+        description="a site's ConText rules (JSON, mslm_core/context/rules.py) added to ours",
+    )
+    context_rules_mode: Literal["extend", "replace"] = Field(
+        "extend", description="extend: the site's rules join ours (same phrase: theirs); replace"
+    )
     forwarded_allow_ips: str = Field(
         "",
         description="proxies trusted to set X-Forwarded-For (comma-separated addresses; empty: "
         "none, the connecting address is the client)",
     )
 
-    @field_validator("database_url", "broker_url", "artifacts_dir", mode="before")
+    @field_validator("database_url", "broker_url", "artifacts_dir", "context_rules", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """``MSLM_BROKER_URL=`` (as compose files write it) means: not set."""

@@ -44,6 +44,25 @@ class AnnotateRequest(Strict):
     )
 
 
+class CueOut(BaseModel):
+    attribute: Literal["negated", "possible", "hypothetical", "historical", "family"]
+    text: str = Field(description="the trigger phrase: texts[i][start:end]")
+    start: int
+    end: int
+
+
+class AssertionOut(BaseModel):
+    """ConText (Harkema et al. 2009) over the entity's sentence: each attribute is true when a
+    trigger of its kind reaches the entity. Present, for the patient, now: all false."""
+
+    negated: bool = Field(description='"no evidence of", "denies", "negative for" …')
+    possible: bool = Field(description='uncertain: "possible", "suspected", "cannot exclude" …')
+    hypothetical: bool = Field(description='"rule out", "if", "should he develop" …')
+    historical: bool = Field(description='"history of", "status post" …')
+    family: bool = Field(description='the experiencer is not the patient: "mother had" …')
+    cues: list[CueOut] = Field(description="the triggers that set the attributes, nearest first")
+
+
 class EntityOut(BaseModel):
     start: int = Field(description="offset into the submitted string (code points)")
     end: int = Field(description="end offset, exclusive: text == texts[i][start:end]")
@@ -52,6 +71,9 @@ class EntityOut(BaseModel):
     confidence: float = Field(description="detection_score × type_score")
     detection_score: float
     type_score: float
+    assertion: AssertionOut | None = Field(
+        None, description="clinical context; absent when the service runs with MSLM_CONTEXT off"
+    )
 
 
 class TextResult(BaseModel):

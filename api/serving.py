@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mslm_core.context import ContextEngine, rules_for
 from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
 from mslm_core.predict import Entity
@@ -147,11 +148,22 @@ class LoadedModel:
         }
 
 
+def context_engine(settings: Settings) -> ContextEngine | None:
+    """The ConText engine of ``settings`` (ours, extended or replaced by MSLM_CONTEXT_RULES), or
+    None when MSLM_CONTEXT is off."""
+    if not settings.context:
+        return None
+    rules = rules_for(settings.context_rules, settings.context_rules_mode)
+    log.info("ConText: %d rules (%s)", len(rules), rules.origin)
+    return ContextEngine(rules)
+
+
 class ModelManager:
     """The models this replica holds (LRU, the active one included) and which is active."""
 
     def __init__(self, settings: Settings, factory: sessionmaker[Session], metrics: Metrics):
         self.settings = settings
+        self.context = context_engine(settings)  # a bad site rules file stops the start
         self.factory = factory
         self.metrics = metrics
         self.active_id: str | None = None
@@ -177,6 +189,7 @@ class ModelManager:
             intra_op_threads=s.intra_op_threads,
             inter_op_threads=s.inter_op_threads,
             spinning=False,  # the event loop shares these cores
+            context=self.context,
         )
 
     async def load(self, model_id: str) -> LoadedModel:

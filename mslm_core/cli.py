@@ -115,6 +115,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--from-name", default="label", help="labelstudio: the Labels control")
     p.add_argument("--to-name", default="text", help="labelstudio: the Text object")
+    p.add_argument(
+        "--no-context",
+        action="store_true",
+        help="no ConText assertion (negated, possible, hypothetical, historical, family)",
+    )
+    p.add_argument(
+        "--context-rules", help="a site's ConText rules file (JSON) added to ours (or replacing)"
+    )
+    p.add_argument(
+        "--context-rules-mode",
+        default="extend",
+        choices=["extend", "replace"],
+        help="extend: the site's rules join ours, a same phrase replacing ours; replace: only "
+        "the site's rules (default: extend)",
+    )
     _engine_flags(p)
 
     p = sub.add_parser("convert", help="convert an annotated corpus to another format")
@@ -211,11 +226,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
+    from .context import ContextEngine, rules_for
+
+    context = None
+    if not args.no_context:  # rules checked before the model loads
+        context = ContextEngine(rules_for(args.context_rules, args.context_rules_mode))
     texts = list(args.texts)
     if not texts:
         data = sys.stdin.read()
         texts = data.splitlines() if args.lines else [data]
     extractor = _extractor(args)
+    extractor.context = context
     kept = [
         [e for e in ents if e.confidence >= args.min_confidence]
         for ents in extractor.annotate(texts)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bundle import predictor_options, verify_bundle
+from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
 from .predict import Entity, Predictor, ScoredMention
@@ -120,10 +121,17 @@ def _check(name: str, value: str, valid: tuple[str, ...]) -> None:
 class EntityExtractor:
     """Entities from raw text with one bundle. Build it with :meth:`from_bundle`."""
 
-    def __init__(self, predictor: Predictor, manifest: dict[str, Any], info: EngineInfo):
+    def __init__(
+        self,
+        predictor: Predictor,
+        manifest: dict[str, Any],
+        info: EngineInfo,
+        context: ContextEngine | None = None,
+    ):
         self.predictor = predictor
         self.manifest = manifest
         self.info = info
+        self.context = context  # ConText assertion of each entity; None: no assertion
 
     @property
     def id(self) -> str:
@@ -142,6 +150,7 @@ class EntityExtractor:
         batch_size: int | None = None,
         max_batch_tokens: int = 8192,
         spinning: bool = True,
+        context: ContextEngine | None = None,
     ) -> EntityExtractor:
         """Load a bundle (every checksum verified first).
 
@@ -151,7 +160,8 @@ class EntityExtractor:
         Thread counts of 0 take the runtime's own default (the service passes its settings'
         ``intra_op_threads`` / ``inter_op_threads``). ``batch_size``: windows per run; see
         :func:`_default_batch_size`. ``spinning=False`` lets idle ONNX Runtime threads sleep
-        (a server sharing its cores with request handling)."""
+        (a server sharing its cores with request handling). ``context``: the ConText engine that
+        sets each entity's ``assertion`` (``ContextEngine.default()``: our rules)."""
         _check("backend", backend, BACKENDS)
         _check("precision", precision, PRECISIONS)
         _check("device", device, DEVICES)
@@ -204,15 +214,19 @@ class EntityExtractor:
             predictor.temperatures,
         )
         log.info("serving %s with %s %s (%s)", info.model_id, backend, precision, provider)
-        return cls(predictor, manifest, info)
+        return cls(predictor, manifest, info, context)
 
     # -- prediction -------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
-        """Entities per text, in text order; ``text[start:end] == entity.text``."""
+        """Entities per text, in text order; ``text[start:end] == entity.text``; each with its
+        ``assertion`` when the extractor has a ConText engine."""
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
-        return self.predictor.annotate(texts)
+        entities = self.predictor.annotate(texts)
+        if self.context is None:
+            return entities
+        return self.context.apply_all(texts, entities)
 
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""

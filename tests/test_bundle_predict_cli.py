@@ -249,3 +249,34 @@ def test_cli_train_end_to_end(toy_corpus, tiny_encoder, tmp_path, capsys):
     assert manifest["config"]["learning_rate"] == 1e-3
     assert manifest["config"]["mask_weights"] is False
     assert manifest["strategy"] == "mslm"
+
+
+def test_cli_annotate_reports_clinical_context(bundle, tmp_path, capsys, caplog):
+    text = "No sign of diabetes or cancer today ."
+    assert cli.main(["annotate", "--model", str(bundle), text]) == 0
+    (ents,) = [r["entities"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert {e["text"] for e in ents} == {"diabetes", "cancer"}
+    for e in ents:
+        assert e["assertion"]["negated"] and not e["assertion"]["family"]
+        (cue,) = e["assertion"]["cues"]
+        assert (cue["text"], text[cue["start"] : cue["end"]]) == ("No sign of", "No sign of")
+    # --format bioc: the same context as string infons
+    assert cli.main(["annotate", "--model", str(bundle), "--format", "bioc", text]) == 0
+    bioc = json.loads(capsys.readouterr().out)
+    infons = [a["infons"] for a in bioc["documents"][0]["passages"][0]["annotations"]]
+    assert {i["negated"] for i in infons} == {"true"}
+    # --no-context: no assertion at all
+    assert cli.main(["annotate", "--model", str(bundle), "--no-context", text]) == 0
+    (ents,) = [r["entities"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert ents and all("assertion" not in e for e in ents)
+    # a site's rules: 'no sign of' made a pseudo-trigger
+    site = tmp_path / "site.json"
+    pseudo = {"literal": "no sign of", "category": "NEGATED_EXISTENCE", "direction": "PSEUDO"}
+    site.write_text(json.dumps({"rules": [pseudo]}))
+    assert cli.main(["annotate", "--model", str(bundle), "--context-rules", str(site), text]) == 0
+    (ents,) = [r["entities"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert ents and all(not e["assertion"]["negated"] for e in ents)
+    # a bad rules file stops before the model loads, naming file, rule and field
+    site.write_text(json.dumps({"rules": [{**pseudo, "direction": "AROUND"}]}))
+    assert cli.main(["annotate", "--model", str(bundle), "--context-rules", str(site), text]) == 2
+    assert f"{site}: rules[0] ('no sign of'): field 'direction'" in caplog.text

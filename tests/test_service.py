@@ -29,6 +29,7 @@ from service_helpers import (
 
 from api.background import sweep
 from api.main import create_app
+from mslm_core.errors import ConfigError
 from mslm_settings import Settings
 from store.models import Job
 from worker.celery_app import TRAIN_QUEUE, queue_depth
@@ -123,6 +124,61 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
         assert "mslm_http_request_duration_seconds_bucket" in metrics
         assert f'mslm_annotated_texts_total{{model="{model_id}"}}' in metrics
+
+
+def test_annotate_reports_clinical_context_in_every_format(trained_service, tmp_path):
+    settings, _, _ = trained_service
+    text = "No sign of diabetes or cancer today ."
+    with TestClient(create_app(settings)) as c:
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+        ents = body["results"][0]["entities"]
+        assert {e["text"] for e in ents} == {"diabetes", "cancer"}
+        for e in ents:
+            a = e["assertion"]
+            assert a["negated"] and not (a["possible"] or a["hypothetical"] or a["family"])
+            assert [(q["attribute"], q["text"], q["start"]) for q in a["cues"]] == [
+                ("negated", "No sign of", 0)
+            ]
+        bioc = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text], "format": "bioc"}
+        ).json()
+        annotations = bioc["documents"][0]["passages"][0]["annotations"]
+        assert {(a["infons"]["negated"], a["infons"]["cues"]) for a in annotations} == {
+            ("true", "negated@0-10")
+        }
+        tasks = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text], "format": "labelstudio"}
+        ).json()
+        regions = tasks[0]["predictions"][0]["result"]
+        assert {tuple(r["meta"]["text"]) for r in regions} == {('negated: "No sign of"',)}
+        schema = c.get("/openapi.json").json()["components"]["schemas"]
+        assert set(schema["AssertionOut"]["required"]) == {
+            "negated",
+            "possible",
+            "hypothetical",
+            "historical",
+            "family",
+            "cues",
+        }
+    # MSLM_CONTEXT=false: no assertion
+    with TestClient(create_app(settings.model_copy(update={"context": False}))) as c:
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+        ents = body["results"][0]["entities"]
+        assert ents and all("assertion" not in e for e in ents)
+    # a site's rules file: checked at start, and used
+    rules = tmp_path / "site-rules.json"
+    pseudo = {"literal": "no sign of", "category": "NEGATED_EXISTENCE", "direction": "PSEUDO"}
+    rules.write_text(json.dumps({"rules": [pseudo]}))
+    with TestClient(create_app(settings.model_copy(update={"context_rules": rules}))) as c:
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+        assert all(not e["assertion"]["negated"] for e in body["results"][0]["entities"])
+    rules.write_text(json.dumps({"rules": [{**pseudo, "category": "NEGATION"}]}))
+    bad = settings.model_copy(update={"context_rules": rules})
+    with (
+        pytest.raises(ConfigError, match=r"rules\[0\] \('no sign of'\): field 'category'"),
+        TestClient(create_app(bad)),
+    ):
+        pass
 
 
 def test_an_evaluation_of_a_masked_lm_bundle_reports_its_perplexity(settings):

@@ -264,21 +264,32 @@ def write_bioc(corpus: Corpus, path: StrPath) -> None:
     atomic_write(path, json_array_lines(head, documents, "\n]}\n"))
 
 
+def _prediction_infons(e: Entity) -> dict[str, str]:
+    infons = {"type": e.type, "confidence": f"{e.confidence:.6g}"}
+    a = e.assertion
+    if a is not None:
+        for attr in ("negated", "possible", "hypothetical", "historical", "family"):
+            infons[attr] = "true" if getattr(a, attr) else "false"
+        infons["cues"] = ";".join(f"{c.attribute}@{c.start}-{c.end}" for c in a.cues)
+    return infons
+
+
 def predictions_to_bioc(
     texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
 ) -> dict[str, Any]:
     """Predictions as a BioC JSON collection: one document per text (``id``: its index in
     ``texts``), one passage at offset 0 holding the text, one annotation per entity with
     ``infons: {type, confidence}`` — strings, as BioC infons are (the confidence to 6
-    significant digits); the collection's ``infons.model`` names the model."""
+    significant digits) — and, when the entity has its clinical context, ``negated``,
+    ``possible``, ``hypothetical``, ``historical``, ``family`` (``"true"``/``"false"``) and
+    ``cues`` (``attribute@start-end`` joined by ``;``, offsets into the text); the collection's
+    ``infons.model`` names the model."""
     documents = [
         _document(
             str(i),
             text,
             [
-                _annotation(
-                    k, text, e.start, e.end, {"type": e.type, "confidence": f"{e.confidence:.6g}"}
-                )
+                _annotation(k, text, e.start, e.end, _prediction_infons(e))
                 for k, e in enumerate(ents)
             ],
         )

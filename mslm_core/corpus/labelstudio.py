@@ -304,16 +304,20 @@ def predictions_to_labelstudio(
 ) -> list[dict[str, Any]]:
     """Predictions as Label Studio tasks with pre-annotations, ready to import.
 
-    Each region carries its ``score`` (the entity's confidence); the prediction's ``score`` is
-    the lowest of them (the entity a reviewer should look at first), absent when the text has
-    no entity.
+    Each region carries its ``score`` (the entity's confidence) and, when its clinical context
+    is not "present", ``meta.text`` naming it with its cues (e.g. ``negated: "denies"``), which
+    Label Studio shows as the region's meta; the prediction's ``score`` is the lowest of them
+    (the entity a reviewer should look at first), absent when the text has no entity.
     """
     tasks = []
     for text, ents in zip(texts, entities, strict=True):
-        result = [
-            {**_result(k, text, e.start, e.end, e.type, from_name, to_name), "score": e.confidence}
-            for k, e in enumerate(ents)
-        ]
+        result = []
+        for k, e in enumerate(ents):
+            region = {**_result(k, text, e.start, e.end, e.type, from_name, to_name)}
+            region["score"] = e.confidence
+            if e.assertion is not None and e.assertion.cues:
+                region["meta"] = {"text": [f'{c.attribute}: "{c.text}"' for c in e.assertion.cues]}
+            result.append(region)
         prediction: dict[str, Any] = {"model_version": model_version, "result": result}
         if ents:
             prediction["score"] = min(e.confidence for e in ents)
