@@ -36,6 +36,8 @@ from .errors import (
 )
 from .schema import (
     AnnotateResponse,
+    Assertion,
+    Cue,
     Dataset,
     Entity,
     Evaluation,
@@ -54,10 +56,12 @@ __all__ = [
     "APIError",
     "AnnotateOptions",
     "AnnotateResponse",
+    "Assertion",
     "AsyncClient",
     "AuthenticationError",
     "Client",
     "ConflictError",
+    "Cue",
     "Dataset",
     "Entity",
     "Evaluation",

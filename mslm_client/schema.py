@@ -29,6 +29,63 @@ def _required_time(value: Any) -> dt.datetime:
 
 # -- annotate ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Cue:
+    """The trigger phrase that set an assertion attribute: ``text == texts[i][start:end]``."""
+
+    attribute: str  # negated, possible, hypothetical, historical or family
+    text: str
+    start: int
+    end: int
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Cue:
+        return cls(d["attribute"], d["text"], int(d["start"]), int(d["end"]))
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """The entity's clinical context (ConText): each attribute True when a trigger of its kind
+    reaches it; ``present`` when none is."""
+
+    negated: bool
+    possible: bool
+    hypothetical: bool
+    historical: bool
+    family: bool
+    cues: tuple[Cue, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        return not (
+            self.negated or self.possible or self.hypothetical or self.historical or self.family
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Assertion:
+        return cls(
+            negated=bool(d["negated"]),
+            possible=bool(d["possible"]),
+            hypothetical=bool(d["hypothetical"]),
+            historical=bool(d["historical"]),
+            family=bool(d["family"]),
+            cues=tuple(Cue.from_dict(c) for c in d.get("cues", ())),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "negated": self.negated,
+            "possible": self.possible,
+            "hypothetical": self.hypothetical,
+            "historical": self.historical,
+            "family": self.family,
+            "cues": [
+                {"attribute": c.attribute, "text": c.text, "start": c.start, "end": c.end}
+                for c in self.cues
+            ],
+        }
+
+
+@dataclass(frozen=True)
 class Entity:
     """One mention: ``text == texts[i][start:end]`` (code-point offsets, end exclusive)."""
 
@@ -39,9 +96,16 @@ class Entity:
     confidence: float  # detection_score × type_score
     detection_score: float
     type_score: float
+    assertion: Assertion | None = None  # None when the service runs with MSLM_CONTEXT off
+
+    @property
+    def present(self) -> bool:
+        """Asserted for the patient, now (True when the service reports no context)."""
+        return self.assertion is None or self.assertion.present
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Entity:
+        assertion = d.get("assertion")
         return cls(
             start=int(d["start"]),
             end=int(d["end"]),
@@ -50,10 +114,11 @@ class Entity:
             confidence=float(d["confidence"]),
             detection_score=float(d["detection_score"]),
             type_score=float(d["type_score"]),
+            assertion=Assertion.from_dict(assertion) if assertion is not None else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "start": self.start,
             "end": self.end,
             "text": self.text,
@@ -62,6 +127,9 @@ class Entity:
             "detection_score": self.detection_score,
             "type_score": self.type_score,
         }
+        if self.assertion is not None:
+            out["assertion"] = self.assertion.to_dict()
+        return out
 
 
 @dataclass(frozen=True)

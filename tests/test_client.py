@@ -399,6 +399,16 @@ def test_annotate_and_evaluate(service, trained):
         for text, result in zip(TEXTS, answer.results, strict=True):
             assert all(text[e.start : e.end] == e.text for e in result.entities)
         assert answer.results[4].entities == []
+        # clinical context comes back typed
+        negated = client.annotate(["No sign of diabetes or cancer today ."]).results[0].entities
+        assert {e.text for e in negated} == {"diabetes", "cancer"}
+        for e in negated:
+            assert e.assertion is not None and e.assertion.negated and not e.present
+            assert [(c.attribute, c.text, c.start, c.end) for c in e.assertion.cues] == [
+                ("negated", "No sign of", 0, 10)
+            ]
+            assert Entity.from_dict(e.to_dict()) == e
+        assert all(e.assertion is not None and e.present for e in answer.results[0].entities)
         strict = client.annotate(TEXTS[:1], min_confidence_per_type={"Disease": 1.01})
         assert all(e.type != "Disease" for e in strict.results[0].entities)
         # other formats are passed through and come back as the service renders them

@@ -155,6 +155,41 @@ def test_annotate_highlights_entities_with_their_confidence(page):
     assert page.text_content("#result") == text and requests == []
 
 
+def test_clinical_context_badges_and_the_present_only_filter(page):
+    connect(page, ANNOTATE)
+    text = "The patient has breast cancer . No sign of diabetes or cancer today ."
+    page.fill("#text", text)
+    page.fill("#threshold", "0")
+    page.click("#run")
+    page.wait_for_selector("#result mark.ent")
+    marks = page.eval_on_selector_all(
+        "#result mark.ent",
+        "ms => ms.map(m => [m.textContent, m.dataset.badge || '', m.className, m.title])",
+    )
+    got = {(t, badge) for t, badge, _, _ in marks}
+    assert {("breast cancer", ""), ("diabetes", "NEG"), ("cancer", "NEG")} <= got
+    for _, badge, cls, title in marks:
+        assert ("not-present" in cls) == bool(badge)
+        assert ("negated: “No sign of”" in title) == bool(badge)
+    # the badge is drawn by CSS: the highlighted text is still the text
+    assert page.text_content("#result") == text
+    badge = page.eval_on_selector(
+        "#result mark.ent[data-badge]", "m => getComputedStyle(m, '::before').content"
+    )
+    assert badge == '"NEG"'
+    contexts = page.eval_on_selector_all(
+        "#entities td.context", "tds => tds.map(t => t.textContent)"
+    )
+    assert "present" in contexts and "negated: “No sign of”" in contexts
+    shot(page, "web-context.png")
+    page.check("#present-only")
+    shown = page.eval_on_selector_all("#result mark.ent", "ms => ms.map(m => m.textContent)")
+    assert "breast cancer" in shown and "diabetes" not in shown and shown.count("cancer") == 0
+    assert page.text_content("#result") == text
+    page.uncheck("#present-only")
+    assert page.locator("#result mark.ent").count() == len(marks)
+
+
 def test_offsets_hold_for_accents_and_emoji(page):
     connect(page, ANNOTATE)
     text = "Le patient 😷 — renal failure après cisplatine ; « renal failure » encore."

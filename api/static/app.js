@@ -131,6 +131,18 @@
 
   // -- annotate ----------------------------------------------------------------------------
   const threshold = () => Number($("threshold").value);
+  $("present-only").addEventListener("change", render);
+  // ConText attributes → the short badge shown on an entity and in the table
+  const CONTEXT = [
+    ["negated", "NEG"], ["possible", "POSSIBLE"], ["hypothetical", "HYPOTHETICAL"],
+    ["historical", "HISTORY"], ["family", "FAMILY"],
+  ];
+  const contextOf = (e) => (e.assertion ? CONTEXT.filter(([k]) => e.assertion[k]) : []);
+  const contextText = (e) => {
+    if (!e.assertion) return "";
+    if (contextOf(e).length === 0) return "present";
+    return e.assertion.cues.map((c) => `${c.attribute}: “${c.text}”`).join("; ");
+  };
   $("threshold").addEventListener("input", () => {
     $("threshold-value").textContent = threshold().toFixed(2);
     render();
@@ -193,21 +205,26 @@
     const chars = Array.from(state.lastResult.text);
     const shown = state.lastResult.entities
       .filter((e) => e.confidence >= threshold())
+      .filter((e) => !$("present-only").checked || contextOf(e).length === 0)
       .sort((a, b) => a.start - b.start);
     let at = 0;
     for (const e of shown) {
       if (e.start < at) continue; // entities never overlap; be safe anyway
       result.append(chars.slice(at, e.start).join(""));
-      const tip = `${e.type} · confidence ${e.confidence.toFixed(2)} (detection ${e.detection_score.toFixed(2)}, type ${e.type_score.toFixed(2)})`;
+      const context = contextText(e);
+      const badge = contextOf(e).map(([, b]) => b).join(" ");
+      const tip = `${e.type} · confidence ${e.confidence.toFixed(2)} (detection ${e.detection_score.toFixed(2)}, type ${e.type_score.toFixed(2)})${badge ? ` · ${context}` : ""}`;
+      const data = { type: e.type, confidence: String(e.confidence), tip };
+      if (badge) data.badge = badge; // drawn by CSS: the highlighted text stays the text
       result.append(
         el(
           "mark",
           {
-            class: "ent",
+            class: badge ? "ent not-present" : "ent",
             tabindex: "0",
             title: tip,
             "aria-label": `${chars.slice(e.start, e.end).join("")}: ${tip}`,
-            dataset: { type: e.type, confidence: String(e.confidence), tip },
+            dataset: data,
             style: { background: colour(e.type) },
           },
           chars.slice(e.start, e.end).join(""),
@@ -218,6 +235,7 @@
           el("td", {}, e.text),
           el("td", {}, e.type),
           el("td", {}, e.confidence.toFixed(3)),
+          el("td", { class: badge ? "context flagged" : "context" }, context),
           el("td", {}, `${e.start}–${e.end}`)),
       );
       at = e.end;
