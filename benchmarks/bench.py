@@ -3,6 +3,7 @@
     python benchmarks/bench.py run PROTOCOL --data DIR [--device cuda] [--jobs N] [--fetch]
     python benchmarks/bench.py aggregate PROTOCOL|results/…/protocol.json [--results DIR]
     python benchmarks/bench.py fetch NCBI-disease-IOB … --dest DIR
+    python benchmarks/bench.py fetch MACCROBAT2020 CHIA [--from-git CHIA=DIR]  # ~/.cache/mslm
 
 ``PROTOCOL`` is a TOML file or a name in ``benchmarks/protocols/``; results go to
 ``benchmarks/results/<protocol>/`` unless ``--results`` says otherwise. The last line printed

@@ -44,9 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("protocol")
     a.add_argument("--results", default=DEFAULT_RESULTS)
 
-    f = bench.add_parser("fetch", help="download BLURB NER corpora (needs internet)")
-    f.add_argument("datasets", nargs="+", help="dataset folder names, e.g. NCBI-disease-IOB")
-    f.add_argument("--dest", required=True)
+    f = bench.add_parser(
+        "fetch",
+        help="download corpora at pinned sha256: BLURB NER folders, or MACCROBAT2020 / CHIA "
+        "(assertion labels, benchmarks/assertion.py)",
+    )
+    f.add_argument("datasets", nargs="+", help="e.g. NCBI-disease-IOB, MACCROBAT2020, CHIA")
+    f.add_argument("--dest", help="folder (default for MACCROBAT2020/CHIA: ~/.cache/mslm/corpora)")
+    f.add_argument(
+        "--from-git",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="MACCROBAT2020/CHIA: read the pinned commit from a local clone instead of GitHub",
+    )
     return p
 
 
@@ -66,8 +77,18 @@ def main(argv: list[str] | None = None, command: str | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     if args.bench_command == "fetch":
-        for path in fetch(args.datasets, args.dest):
-            print(path)
+        from .clinical import DEFAULT_CACHE, corpora, fetch_corpus
+
+        clones = dict(item.split("=", 1) for item in args.from_git)
+        clinical = [d for d in args.datasets if d in corpora()]
+        blurb = [d for d in args.datasets if d not in corpora()]
+        for name in clinical:
+            print(fetch_corpus(name, args.dest or DEFAULT_CACHE, clones.get(name)))
+        if blurb:
+            if not args.dest:
+                raise SystemExit("--dest is required for BLURB corpora")
+            for path in fetch(blurb, args.dest):
+                print(path)
         return 0
     protocol = load_protocol(resolve_protocol(args.protocol))
     results_dir = Path(args.results) / protocol.name
