@@ -76,6 +76,12 @@ class Principal:
     def allows(self, scope: str) -> bool:
         return "admin" in self.scopes or scope in self.scopes
 
+    @property
+    def owner(self) -> str | None:
+        """Whose datasets, jobs and evaluations this key sees: its own (its id), or every
+        one's (None) for an admin key."""
+        return None if "admin" in self.scopes else self.key_id
+
 
 def sync_configured_keys(session: Session, settings: Settings) -> None:
     """Make the store's ``env`` keys equal to ``MSLM_API_KEYS``."""

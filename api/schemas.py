@@ -104,6 +104,9 @@ class SplitFile(BaseModel):
 class DatasetOut(BaseModel):
     id: str
     name: str
+    created_by: str | None = Field(
+        None, description="the id of the API key that created it (never the secret)"
+    )
     created_at: dt.datetime
     files: dict[str, SplitFile]
     stats: dict[str, dict[str, Any]] = Field(description="per split: sentences, mentions, …")
@@ -156,6 +159,9 @@ class JobOut(BaseModel):
     id: str
     state: str
     dataset_id: str | None
+    created_by: str | None = Field(
+        None, description="the id of the API key that created it (never the secret)"
+    )
     params: dict[str, Any]
     export: dict[str, Any]
     created_at: dt.datetime
@@ -182,6 +188,9 @@ class ModelOut(BaseModel):
     id: str
     created_at: dt.datetime
     job_id: str | None
+    created_by: str | None = Field(
+        None, description="the id of the API key that created it (never the secret)"
+    )
     base_model: str
     strategy: str
     types: list[str]
@@ -213,6 +222,9 @@ class EvaluationOut(BaseModel):
     state: str
     model_id: str
     dataset_id: str | None
+    created_by: str | None = Field(
+        None, description="the id of the API key that created it (never the secret)"
+    )
     split: str
     created_at: dt.datetime
     started_at: dt.datetime | None

@@ -196,6 +196,7 @@ class Dataset:
     files: dict[str, SplitFile]  # split → file
     stats: dict[str, dict[str, Any]]  # split → sentences, mentions, types, …
     types: list[str]
+    created_by: str | None = None  # the id of the API key that uploaded it
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Dataset:
@@ -206,6 +207,7 @@ class Dataset:
             files={k: SplitFile.from_dict(v) for k, v in d.get("files", {}).items()},
             stats=dict(d.get("stats", {})),
             types=list(d.get("types", [])),
+            created_by=d.get("created_by"),
         )
 
 
@@ -254,6 +256,7 @@ class Job:
     metrics: dict[str, Any]
     model_id: str | None
     error: str | None
+    created_by: str | None = None  # the id of the API key that submitted it
 
     @property
     def finished(self) -> bool:
@@ -277,6 +280,7 @@ class Job:
             metrics=dict(d.get("metrics", {})),
             model_id=d.get("model_id"),
             error=d.get("error"),
+            created_by=d.get("created_by"),
         )
 
 

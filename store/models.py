@@ -9,7 +9,17 @@ import datetime as dt
 import uuid
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Boolean, DateTime, Dialect, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -83,6 +93,7 @@ class Dataset(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)  # API key id
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # split → {"file": stored name, "filename": as uploaded, "format", "bytes", "sha256"}
     files: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -92,6 +103,9 @@ class Dataset(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("created_by", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
@@ -101,8 +115,8 @@ class Job(Base):
     )
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the TrainConfig fields
     export: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True)
-    created_by: Mapped[str | None] = mapped_column(String(40))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))  # unique per owner
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     published_at: Mapped[dt.datetime | None] = mapped_column()
     started_at: Mapped[dt.datetime | None] = mapped_column()
@@ -122,6 +136,7 @@ class Model(Base):
     __tablename__ = "models"
 
     id: Mapped[str] = mapped_column(String(80), primary_key=True)  # the bundle's manifest id
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     job_id: Mapped[str | None] = mapped_column(String(40))
     path: Mapped[str] = mapped_column(String(400))  # relative to the artifacts directory
@@ -142,7 +157,7 @@ class Evaluation(Base):
         ForeignKey("datasets.id", ondelete="SET NULL"), index=True
     )
     split: Mapped[str] = mapped_column(String(16))
-    created_by: Mapped[str | None] = mapped_column(String(40))
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     published_at: Mapped[dt.datetime | None] = mapped_column()
     started_at: Mapped[dt.datetime | None] = mapped_column()

@@ -86,10 +86,15 @@ def _format_of(upload: Upload) -> str:
 
 
 def create_dataset(
-    settings: Settings, session: Session, uploads: list[Upload], name: str | None = None
+    settings: Settings,
+    session: Session,
+    uploads: list[Upload],
+    name: str | None = None,
+    created_by: str | None = None,
 ) -> Dataset:
     """Validate every file with the core readers and store the dataset; on any error raise
-    :class:`CorpusError` (issues name the split's file and line) and store nothing."""
+    :class:`CorpusError` (issues name the split's file and line) and store nothing.
+    ``created_by``: the API key id that owns it."""
     by_split = {u.split: u for u in uploads}
     if "train" not in by_split:
         raise CorpusError.single("train", None, "a train file is required")
@@ -138,6 +143,7 @@ def create_dataset(
     dataset = Dataset(
         id=dataset_id,
         name=(name or by_split["train"].filename or dataset_id)[:200],
+        created_by=created_by,
         files=files,
         stats=stats,
         types=sorted(types),
@@ -151,9 +157,32 @@ def create_dataset(
     return dataset
 
 
-def delete_dataset(settings: Settings, session: Session, dataset_id: str) -> None:
+def owned(row: Any, owner: str | None) -> bool:
+    """Whether ``row`` (a dataset, job or evaluation) is visible to ``owner``: the API key id
+    of a train key, which sees only what it created, or None (an admin key, or the service
+    itself), which sees everything."""
+    return row is not None and (owner is None or row.created_by == owner)
+
+
+def visible_to(query: Any, cls: Any, owner: str | None) -> Any:
+    """``query`` restricted to the rows of ``cls`` that ``owner`` sees (see :func:`owned`)."""
+    return query if owner is None else query.where(cls.created_by == owner)
+
+
+def get_owned(session: Session, cls: Any, row_id: str, owner: str | None, what: str) -> Any:
+    """The row, or NotFound — also when it exists but is not ``owner``'s (its existence is
+    not disclosed)."""
+    row = session.get(cls, row_id)
+    if not owned(row, owner):
+        raise NotFound(f"{what} {row_id}")
+    return row
+
+
+def delete_dataset(
+    settings: Settings, session: Session, dataset_id: str, owner: str | None = None
+) -> None:
     dataset = session.get(Dataset, dataset_id, with_for_update=True)  # see create_job
-    if dataset is None:
+    if not owned(dataset, owner):
         raise NotFound(f"dataset {dataset_id}")
     busy = session.scalar(
         select(Job.id).where(Job.dataset_id == dataset_id, Job.state.in_((QUEUED, "running")))
@@ -203,16 +232,23 @@ def create_job(
     export: dict[str, Any],
     idempotency_key: str | None = None,
     created_by: str | None = None,
+    owner: str | None = None,
 ) -> tuple[Job, bool]:
-    """A queued job and its message; returns (job, created). The same idempotency key with
-    the same request returns the first job; with another request it is a Conflict."""
+    """A queued job and its message; returns (job, created). The same idempotency key from
+    the same key (``created_by``) with the same request returns the first job; with another
+    request it is a Conflict; another key's jobs are never looked at. ``owner``: whose
+    datasets the caller sees (:func:`owned`)."""
     clean = job_config(settings, params)
     # the dataset's row stays locked until the job is committed: a concurrent delete either
     # went first (NotFound here) or waits and then sees this job (Conflict there)
-    if session.get(Dataset, dataset_id, with_for_update=True) is None:
+    if not owned(session.get(Dataset, dataset_id, with_for_update=True), owner):
         raise NotFound(f"dataset {dataset_id}")
+    same_key = select(Job).where(
+        Job.idempotency_key == idempotency_key,
+        Job.created_by.is_(None) if created_by is None else Job.created_by == created_by,
+    )
     if idempotency_key:
-        existing = session.scalar(select(Job).where(Job.idempotency_key == idempotency_key))
+        existing = session.scalar(same_key)
         if existing is not None:
             return _same_request(existing, dataset_id, clean, export), False
     job = Job(
@@ -229,7 +265,7 @@ def create_job(
         session.commit()
     except IntegrityError:  # a concurrent request with the same key won the race
         session.rollback()
-        existing = session.scalar(select(Job).where(Job.idempotency_key == idempotency_key))
+        existing = session.scalar(same_key)
         if existing is None:
             raise
         return _same_request(existing, dataset_id, clean, export), False
@@ -250,12 +286,13 @@ def create_evaluation(
     dataset_id: str,
     split: str,
     created_by: str | None = None,
+    owner: str | None = None,
 ) -> Evaluation:
+    """A queued evaluation of a model (every key sees every model) on a dataset ``owner``
+    sees (:func:`owned`)."""
     if session.get(Model, model_id) is None:
         raise NotFound(f"model {model_id}")
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
-        raise NotFound(f"dataset {dataset_id}")
+    dataset = get_owned(session, Dataset, dataset_id, owner, "dataset")
     if split not in dataset.files:
         raise ConfigError(
             f"split: dataset {dataset_id} has no {split!r} split (has {', '.join(dataset.files)})"
@@ -328,6 +365,7 @@ def model_row_from_manifest(
     path: Path,
     job_id: str | None = None,
     base_model: str | None = None,
+    created_by: str | None = None,
 ) -> Model:
     """The store's row for the bundle at ``path`` (inside the artifact store), from its
     manifest: one definition for a job's model and an imported one. ``base_model``: the
@@ -335,6 +373,7 @@ def model_row_from_manifest(
     return Model(
         id=manifest["id"],
         job_id=job_id,
+        created_by=created_by,
         path=str(path.relative_to(settings.artifacts)),
         base_model=base_model or str(manifest.get("base_model", "")),
         strategy=str(manifest.get("strategy", "")),

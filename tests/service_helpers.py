@@ -14,7 +14,8 @@ from conftest import TOY_CONLL
 ADMIN = "admin-key-0123456789abcdef"
 ANNOTATE = "annotate-key-0123456789abc"
 TRAIN = "train-key-0123456789abcdef"
-KEYS = f"{ADMIN}:admin,{ANNOTATE}:annotate,{TRAIN}:train"
+TRAIN2 = "second-train-key-0123456789"  # another team's train key
+KEYS = f"{ADMIN}:admin,{ANNOTATE}:annotate,{TRAIN}:train,{TRAIN2}:train"
 
 
 def auth(key: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, TRAIN, auth, make_settings
+from service_helpers import ADMIN, ANNOTATE, TRAIN, TRAIN2, auth, make_settings, upload_toy
 from sqlalchemy import select
 from test_service_e2e import postgres_url
 
@@ -299,3 +299,103 @@ def test_an_unknown_job_state_filter_is_422_naming_the_field(pg_client):
     response = pg_client.get("/v1/jobs?state=null", headers=auth(TRAIN))
     assert response.status_code == 422 and _fields(response) == ["query.state"]
     assert pg_client.get("/v1/jobs?state=queued", headers=auth(TRAIN)).json()["count"] == 0
+
+
+def test_a_train_key_sees_and_changes_only_its_own_datasets_and_jobs(pg_client, tmp_path, caplog):
+    """Issue 18, item 10: any train key used to see, delete and reuse the idempotency key of
+    every other key's datasets and jobs; rows now record their owner key id."""
+    caplog.set_level(logging.INFO, logger="mslm.access")
+    mine = upload_toy(pg_client, tmp_path / "a", key=TRAIN)
+    theirs = upload_toy(pg_client, tmp_path / "b", key=TRAIN2)
+    assert (
+        mine["created_by"] and theirs["created_by"] and mine["created_by"] != theirs["created_by"]
+    )
+    assert TRAIN not in mine["created_by"] and TRAIN[:12] not in caplog.text  # ids, not secrets
+
+    def ids(path: str, key: str) -> set[str]:
+        body = pg_client.get(path, headers=auth(key)).json()
+        assert body["count"] == len(body["data"])
+        return {row["id"] for row in body["data"]}
+
+    assert ids("/v1/datasets", TRAIN) == {mine["id"]}
+    assert ids("/v1/datasets", TRAIN2) == {theirs["id"]}
+    assert ids("/v1/datasets", ADMIN) == {mine["id"], theirs["id"]}
+    other = f"/v1/datasets/{theirs['id']}"
+    assert pg_client.get(other, headers=auth(TRAIN)).status_code == 404  # as if absent
+    assert pg_client.delete(other, headers=auth(TRAIN)).status_code == 404
+    assert pg_client.get(other, headers=auth(TRAIN2)).status_code == 200  # still there
+
+    def submit(key: str, dataset: dict, idem: str = "nightly"):
+        body = {"dataset_id": dataset["id"], "epochs": 1, "idempotency_key": idem}
+        return pg_client.post("/v1/jobs", headers=auth(key), json=body)
+
+    assert submit(TRAIN, theirs).status_code == 404  # another key's dataset
+    first = submit(TRAIN, mine)
+    assert first.status_code == 202 and first.json()["created_by"] == mine["created_by"]
+    assert submit(TRAIN, mine).json()["id"] == first.json()["id"]  # idempotent, same key
+    second = submit(TRAIN2, theirs)  # the same idempotency key, another API key: its own job
+    assert second.status_code == 202 and second.json()["id"] != first.json()["id"]
+    job_a, job_b = first.json()["id"], second.json()["id"]
+    assert ids("/v1/jobs", TRAIN) == {job_a} and ids("/v1/jobs", TRAIN2) == {job_b}
+    assert ids("/v1/jobs", ADMIN) == {job_a, job_b}
+    assert pg_client.get(f"/v1/jobs/{job_b}", headers=auth(TRAIN)).status_code == 404
+    assert pg_client.post(f"/v1/jobs/{job_b}/cancel", headers=auth(TRAIN)).status_code == 404
+    assert pg_client.get(f"/v1/jobs/{job_b}", headers=auth(TRAIN2)).json()["state"] == "queued"
+    cancelled = pg_client.post(f"/v1/jobs/{job_b}/cancel", headers=auth(ADMIN))
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    # the access log names the key id of every mutating request
+    posts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("POST /v1/")]
+    assert len(posts) == 8  # 2 uploads, 4 jobs, 2 cancels
+    assert all(" key=key-" in m for m in posts)
+    assert f"key={mine['created_by']}" in posts[0] and f"key={theirs['created_by']}" in posts[1]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0002_keeps_rows_and_makes_idempotency_keys_per_owner(backend, tmp_path, request):
+    from sqlalchemy import insert
+    from sqlalchemy.exc import IntegrityError
+
+    from store.db import engine_for
+    from store.migrate import alembic_config, current_revision, upgrade
+    from store.models import Dataset, Job
+
+    url = (
+        f"sqlite:///{tmp_path / 'm.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    upgrade(url, "0001")
+    engine = engine_for(url)
+    with engine.begin() as conn:  # a row of the old schema
+        conn.exec_driver_sql(
+            "INSERT INTO jobs (id, state, params, export, idempotency_key, created_by, "
+            "created_at, attempts, cancel_requested, progress, history, metrics) VALUES "
+            "('job-old', 'queued', '{}', '{}', 'k', 'key-a', '2026-01-01 00:00:00', 0, "
+            "false, '{}', '[]', '{}')"
+        )
+    upgrade(url)
+    assert current_revision(url) == "0002"
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT idempotency_key FROM jobs").scalar() == "k"
+        row = {
+            "state": "queued",
+            "params": {},
+            "export": {},
+            "idempotency_key": "k",
+            "attempts": 0,
+            "cancel_requested": False,
+            "progress": {},
+            "history": [],
+            "metrics": {},
+        }
+        conn.execute(insert(Job), [{**row, "id": "job-b", "created_by": "key-b"}])  # other owner
+        conn.execute(insert(Dataset), [{"id": "ds-1", "name": "x", "created_by": "key-a"}])
+    with pytest.raises(IntegrityError), engine.begin() as conn:  # same owner, same key
+        conn.execute(insert(Job), [{**row, "id": "job-c", "created_by": "key-a"}])
+    from alembic import command
+
+    with engine.begin() as conn:  # 0001 holds one job per idempotency key, whoever's
+        conn.exec_driver_sql("DELETE FROM jobs WHERE id = 'job-b'")
+    command.downgrade(alembic_config(url), "0001")
+    assert current_revision(url) == "0001"
+    engine.dispose()

@@ -245,7 +245,8 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             os.replace(bundle, target)  # one rename: a half-written bundle is never listed
         with factory() as session:
             name = str(job.params.get("base_model") or settings.base_model)
-            session.add(model_row_from_manifest(settings, manifest, target, job_id, name))
+            row = model_row_from_manifest(settings, manifest, target, job_id, name, job.created_by)
+            session.add(row)
             # the model row and the job's success in one transaction, unless a cancel came
             # in after the last check: then neither
             succeeded = transitions.finish(

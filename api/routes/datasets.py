@@ -12,7 +12,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile, status
 from sqlalchemy import func, select
 
 from store.models import Dataset
-from store.service import NotFound, Upload, create_dataset, delete_dataset
+from store.service import Upload, create_dataset, delete_dataset, get_owned, visible_to
 
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
 from ..problems import V1_PROBLEMS, problem_responses
@@ -29,7 +29,13 @@ def _out(d: Dataset) -> DatasetOut:
         for k, v in d.files.items()
     }
     return DatasetOut(
-        id=d.id, name=d.name, created_at=d.created_at, files=files, stats=d.stats, types=d.types
+        id=d.id,
+        name=d.name,
+        created_by=d.created_by,
+        created_at=d.created_at,
+        files=files,
+        stats=d.stats,
+        types=d.types,
     )
 
 
@@ -62,7 +68,7 @@ def upload(
             with open(path, "wb") as out:
                 shutil.copyfileobj(part.file, out, 1 << 20)
             uploads.append(Upload(split, Path(part.filename or split).name, path))
-        dataset = create_dataset(state.settings, session, uploads, name)
+        dataset = create_dataset(state.settings, session, uploads, name, key.key_id)
     return _out(dataset)
 
 
@@ -79,19 +85,17 @@ def list_datasets(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> DatasetList:
-    rows = session.scalars(
-        select(Dataset).order_by(Dataset.created_at.desc()).limit(limit).offset(offset)
-    )
-    count = session.scalar(select(func.count()).select_from(Dataset)) or 0
+    """The datasets this key uploaded (an admin key: all), newest first."""
+    query = visible_to(select(Dataset), Dataset, key.owner)
+    rows = session.scalars(query.order_by(Dataset.created_at.desc()).limit(limit).offset(offset))
+    count_query = visible_to(select(func.count()).select_from(Dataset), Dataset, key.owner)
+    count = session.scalar(count_query) or 0
     return DatasetList(data=[_out(d) for d in rows], count=count)
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=problem_responses(404))
 def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> DatasetOut:
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
-        raise NotFound(f"dataset {dataset_id}")
-    return _out(dataset)
+    return _out(get_owned(session, Dataset, dataset_id, key.owner, "dataset"))
 
 
 @router.delete(
@@ -100,5 +104,6 @@ def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> Datas
     responses=problem_responses(404, 409),
 )
 def remove(dataset_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey) -> None:
-    """Delete a dataset no queued or running job uses (finished jobs keep their records)."""
-    delete_dataset(state.settings, session, dataset_id)
+    """Delete a dataset no queued or running job uses (finished jobs keep their records).
+    A train key deletes only its own datasets; another key's is 404, as if absent."""
+    delete_dataset(state.settings, session, dataset_id, key.owner)

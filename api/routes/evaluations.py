@@ -8,7 +8,7 @@ from fastapi.responses import FileResponse
 from mslm_core.calibration import CALIBRATION_PNG
 from store.models import Evaluation
 from store.paths import evaluation_dir
-from store.service import NotFound, create_evaluation
+from store.service import NotFound, create_evaluation, get_owned
 from worker.celery_app import CeleryQueue
 
 from ..deps import IdPath, SessionDep, StateDep, TrainKey
@@ -31,17 +31,22 @@ def submit(
     honest, on unmasked text, with the engine that serves the model — and the expected
     calibration error of its confidences before and after the model's temperature scaling."""
     ev = create_evaluation(
-        session, CeleryQueue(state.celery), body.model_id, body.dataset_id, body.split, key.key_id
+        session,
+        CeleryQueue(state.celery),
+        body.model_id,
+        body.dataset_id,
+        body.split,
+        key.key_id,
+        key.owner,
     )
     return EvaluationOut.model_validate(ev)
 
 
 @router.get("/{evaluation_id}", response_model=EvaluationOut, responses=problem_responses(404))
 def get_evaluation(evaluation_id: IdPath, session: SessionDep, key: TrainKey) -> EvaluationOut:
-    ev = session.get(Evaluation, evaluation_id)
-    if ev is None:
-        raise NotFound(f"evaluation {evaluation_id}")
-    return EvaluationOut.model_validate(ev)
+    return EvaluationOut.model_validate(
+        get_owned(session, Evaluation, evaluation_id, key.owner, "evaluation")
+    )
 
 
 @router.get(
@@ -56,9 +61,7 @@ def calibration_diagram(
     evaluation_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey
 ) -> FileResponse:
     """The evaluation's reliability diagram (figures in its ``metrics.calibration``)."""
-    ev = session.get(Evaluation, evaluation_id)
-    if ev is None:
-        raise NotFound(f"evaluation {evaluation_id}")
+    ev = get_owned(session, Evaluation, evaluation_id, key.owner, "evaluation")
     path = evaluation_dir(state.settings, evaluation_id) / CALIBRATION_PNG
     if not path.is_file():
         raise NotFound(f"calibration diagram of evaluation {evaluation_id} (state {ev.state})")

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from sqlalchemy import func, select
 
 from store.models import Job
-from store.service import Conflict, NotFound, create_job
+from store.service import Conflict, NotFound, create_job, get_owned, visible_to
 from store.transitions import request_cancel
 from worker.celery_app import CeleryQueue
 
@@ -36,9 +36,10 @@ def submit(
     key: TrainKey,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JobOut:
-    """Queue a fine-tuning job. The same ``idempotency_key`` (body or ``Idempotency-Key``
-    header) with the same request returns the job it created (200); with another request
-    it is refused (409)."""
+    """Queue a fine-tuning job on a dataset this key sees. The same ``idempotency_key`` (body
+    or ``Idempotency-Key`` header) from the same API key with the same request returns the job
+    it created (200); with another request it is refused (409). Idempotency keys are per API
+    key: another key's never matches."""
     given = body.idempotency_key or idempotency_key
     job, created = create_job(
         state.settings,
@@ -49,6 +50,7 @@ def submit(
         body.export.model_dump(),
         given,
         key.key_id,
+        key.owner,
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -64,8 +66,9 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> JobList:
-    query = select(Job)
-    count = select(func.count()).select_from(Job)
+    """The jobs this key submitted (an admin key: all), newest first."""
+    query = visible_to(select(Job), Job, key.owner)
+    count = visible_to(select(func.count()).select_from(Job), Job, key.owner)
     if state is not None:
         query, count = query.where(Job.state == state), count.where(Job.state == state)
     rows = session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset))
@@ -74,16 +77,15 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, responses=problem_responses(404))
 def get_job(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
-    job = session.get(Job, job_id)
-    if job is None:
-        raise NotFound(f"job {job_id}")
-    return JobOut.model_validate(job)
+    return JobOut.model_validate(get_owned(session, Job, job_id, key.owner, "job"))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=problem_responses(404, 409))
 def cancel(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     """A queued job is cancelled at once; a running one stops at its next training step
-    (its state turns ``cancelled`` then). A finished job cannot be cancelled (409)."""
+    (its state turns ``cancelled`` then). A finished job cannot be cancelled (409). A train
+    key cancels only its own jobs."""
+    get_owned(session, Job, job_id, key.owner, "job")
     after = request_cancel(session, job_id)
     if after is None:
         raise NotFound(f"job {job_id}")
