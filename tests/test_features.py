@@ -317,6 +317,12 @@ def test_prediction_layout_properties(tiny_tok, counts):
             _margin(counts, ranges, k, j) for k, (a2, b2) in enumerate(ranges) if a2 <= j < b2
         )
         assert _margin(counts, ranges, r, j) == best
+        # ties go to the earlier window
+        assert r == min(
+            k
+            for k, (a2, b2) in enumerate(ranges)
+            if a2 <= j < b2 and _margin(counts, ranges, k, j) == best
+        )
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
