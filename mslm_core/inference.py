@@ -28,7 +28,7 @@ from .bundle import predictor_options, verify_bundle
 from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
-from .predict import Entity, Predictor, ScoredMention
+from .predict import AnnotationPlan, Entity, Predictor, ScoredMention
 from .tokenizer import RustWordTokenizer
 
 log = logging.getLogger(__name__)
@@ -227,6 +227,20 @@ class EntityExtractor:
         if self.context is None:
             return entities
         return self.context.apply_all(texts, entities)
+
+    def plan(self, texts: Sequence[str]) -> AnnotationPlan:
+        """:meth:`annotate` as steps for a scheduler (the service's micro-batcher runs the
+        steps of several requests in turn); ``plan.result()`` equals ``annotate(texts)``."""
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
+        after = None if self.context is None else self.context.apply_all
+        return AnnotationPlan(self.predictor, texts, after)
+
+    @property
+    def parallel_runs(self) -> int:
+        """Backend runs worth having in flight at once (ONNX int8 on CPU: one per core)."""
+        return max(1, self.predictor.workers)
 
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""

@@ -8,7 +8,10 @@ inference engine adds ONNX Runtime).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import collections
+import functools
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,7 +22,14 @@ from .features import B, I, O, Packing, Window, WindowBuilder
 from .text import sentence_spans, word_spans
 from .types import Entity, ScoredMention
 
-__all__ = ["Entity", "Predictor", "RawPredictions", "ScoredMention", "TorchBackend"]
+__all__ = [
+    "AnnotationPlan",
+    "Entity",
+    "Predictor",
+    "RawPredictions",
+    "ScoredMention",
+    "TorchBackend",
+]
 
 
 class Backend(Protocol):
@@ -98,17 +108,38 @@ class Predictor:
     # -- raw text ---------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
         """Entities per text; offsets index the given Python string, end exclusive."""
+        sentences, where = self._sentences_of(texts)
+        groups = [t for t, _ in where]  # a text's sentences are read together, never another's
+        return self._assemble(texts, where, self.predict_words(sentences, groups))
+
+    def plan(self, texts: Sequence[str]) -> AnnotationPlan:
+        """:meth:`annotate` cut into steps that a scheduler runs (see :class:`AnnotationPlan`)."""
+        return AnnotationPlan(self, texts)
+
+    @staticmethod
+    def _sentences_of(
+        texts: Sequence[str],
+    ) -> tuple[list[list[str]], list[tuple[int, list[tuple[int, int]]]]]:
+        """The words of every sentence of every text, and where each sentence came from:
+        (text index, the character spans of its words)."""
         sentences: list[list[str]] = []
-        where: list[tuple[int, list[tuple[int, int]]]] = []  # (text index, word char spans)
+        where: list[tuple[int, list[tuple[int, int]]]] = []
         for t, text in enumerate(texts):
             for a, b in sentence_spans(text):
                 spans = [(a + x, a + y) for x, y in word_spans(text[a:b])]
                 if spans:
                     sentences.append([text[x:y] for x, y in spans])
                     where.append((t, spans))
+        return sentences, where
+
+    @staticmethod
+    def _assemble(
+        texts: Sequence[str],
+        where: Sequence[tuple[int, list[tuple[int, int]]]],
+        predicted: Sequence[list[ScoredMention]],
+    ) -> list[list[Entity]]:
+        """Mentions over words back to entities over each text's characters."""
         results: list[list[Entity]] = [[] for _ in texts]
-        groups = [t for t, _ in where]  # a text's sentences are read together, never another's
-        predicted = self.predict_words(sentences, groups)
         for (t, spans), mentions in zip(where, predicted, strict=True):
             text = texts[t]
             for m in mentions:
@@ -242,14 +273,35 @@ class Predictor:
         extra_spans: Sequence[Sequence[tuple[int, int]]] = (),
         groups: Sequence[int] | None = None,
     ) -> RawPredictions:
+        prepared = self._prepare_chunk(sentences, extra_spans, groups)
+        prepared.probs, prepared.feats = self._run(prepared.windows)
+        return self._finish_chunk(prepared)
+
+    def _prepare_chunk(
+        self,
+        sentences: list[list[str]],
+        extra_spans: Sequence[Sequence[tuple[int, int]]] = (),
+        groups: Sequence[int] | None = None,
+    ) -> _Chunk:
+        """Subwords, packing and windows of a chunk of sentences; the backend not run yet."""
         subwords = self.builder.subwords(sentences)
         packing = (
             self.builder.packing(subwords, groups) if self.pack else Packing.single(len(sentences))
         )
         runs = packing.concat(sentences)
         windows, owners = self.builder.prediction_windows(runs, packing.concat(subwords))
-        probs, feats = self._run(windows)
-        run_probs = _word_tag_probs(runs, windows, owners, probs)
+        empty = [np.empty(0)] * len(windows)
+        return _Chunk(sentences, extra_spans, packing, runs, windows, owners, empty, list(empty))
+
+    def _finish_chunk(self, chunk: _Chunk) -> RawPredictions:
+        """Decoding and typing, once every window of the chunk has its outputs."""
+        sentences, packing, windows, owners = (
+            chunk.sentences,
+            chunk.packing,
+            chunk.windows,
+            chunk.owners,
+        )
+        run_probs = _word_tag_probs(chunk.runs, windows, owners, chunk.probs)
         word_probs = [
             run_probs[r][k : k + len(words)]
             for words, r, k in zip(sentences, packing.run_of, packing.offsets, strict=True)
@@ -259,14 +311,14 @@ class Predictor:
             for s, (words, tag_probs) in enumerate(zip(sentences, word_probs, strict=True))
             for start, end in trim_hyphens(words, decode_bio(decode_tags(tag_probs, self.decoding)))
         ]
-        extra = [(s, a, b) for s, sent in enumerate(extra_spans) for a, b in sent]
+        extra = [(s, a, b) for s, sent in enumerate(chunk.extra_spans) for a, b in sent]
 
         def typed(spans: list[tuple[int, int, int]]) -> np.ndarray:
             in_runs = [
                 (packing.run_of[s], packing.offsets[s] + a, packing.offsets[s] + b)
                 for s, a, b in spans
             ]
-            return self._classify_spans(windows, owners, feats, in_runs)
+            return self._classify_spans(windows, owners, chunk.feats, in_runs)
 
         return RawPredictions(
             word_probs, spans, typed(spans), extra, typed(extra), decoding=self.decoding
@@ -316,6 +368,128 @@ class Predictor:
         if holds(owner):
             return owner
         return next((k for k in candidates if holds(k)), owner)
+
+
+@dataclass
+class _Chunk:
+    """A chunk of sentences prepared for the backend; ``probs``/``feats`` fill in per window."""
+
+    sentences: list[list[str]]
+    extra_spans: Sequence[Sequence[tuple[int, int]]]
+    packing: Packing
+    runs: list[list[str]]
+    windows: list[Window]
+    owners: list[list[int]]
+    probs: list[np.ndarray]
+    feats: list[np.ndarray]
+
+
+class AnnotationPlan:
+    """:meth:`Predictor.annotate` cut into steps, for a scheduler that serves several requests
+    with one engine (issue 18, item 5): a step prepares the next chunk of sentences, or runs
+    one batch of windows through the backend. Interleaving the steps of several plans, a long
+    text holds the engine for one batch at a time, never for its whole length; a plan whose
+    client left is simply not stepped any more. The result equals ``annotate``'s.
+
+    ``next_step()`` returns the next piece of work — a callable to run in a worker thread — or
+    None when none can start now (a chunk is being prepared, or its last batches are still
+    running) or none is left; ``done`` turns True once every chunk is decoded, and ``result()``
+    gives the entities. Several steps of one plan may run at once (thread-safe); each chunk
+    is decoded, and its windows' outputs dropped, as soon as its last batch ends."""
+
+    def __init__(
+        self,
+        predictor: Predictor,
+        texts: Sequence[str],
+        after: Callable[[list[str], list[list[Entity]]], list[list[Entity]]] | None = None,
+    ):
+        """``after``: applied to (texts, entities) by :meth:`result` (the ConText step)."""
+        self.predictor = predictor
+        self.after = after
+        self.texts = list(texts)
+        self._sentences, self._where = predictor._sentences_of(self.texts)
+        self._slices = self._chunks(predictor, self._sentences)
+        self._groups = [t for t, _ in self._where]
+        self._mentions: list[list[list[ScoredMention]]] = [[] for _ in self._slices]
+        self._lock = threading.Lock()
+        self._next = 0  # the next chunk to prepare
+        self._preparing = False
+        self._current: tuple[_Chunk, collections.deque[list[int]], list[int]] | None = None
+        self._finished = 0  # chunks decoded
+        self.steps_run = 0
+
+    # words per chunk: preparing a chunk is one step, so it is kept short (~0.05 s)
+    CHUNK_WORDS = 8192
+
+    @classmethod
+    def _chunks(cls, predictor: Predictor, sentences: list[list[str]]) -> list[slice]:
+        """Slices of sentences, prepared one at a time: ``annotate``'s chunks for a packing
+        model (a sentence is read with its neighbours in the chunk, so the chunks must be
+        the same), else also at most ``CHUNK_WORDS`` words each (sentences are read alone
+        then, and any cut gives the same entities)."""
+        size = predictor.chunk_sentences
+        if predictor.pack:
+            return [slice(i, i + size) for i in range(0, len(sentences), size)]
+        out, start, words = [], 0, 0
+        for i, sentence in enumerate(sentences):
+            if i > start and (i - start >= size or words + len(sentence) > cls.CHUNK_WORDS):
+                out.append(slice(start, i))
+                start, words = i, 0
+            words += len(sentence)
+        if start < len(sentences):
+            out.append(slice(start, len(sentences)))
+        return out
+
+    @property
+    def done(self) -> bool:
+        return self._finished == len(self._slices)
+
+    def next_step(self) -> Callable[[], None] | None:
+        with self._lock:
+            if self._current is not None and self._current[1]:
+                chunk, pending, counter = self._current
+                batch = pending.popleft()
+                return functools.partial(self._run, chunk, batch, counter)
+            if self._preparing or self._next >= len(self._slices):
+                return None
+            k, self._next, self._preparing = self._next, self._next + 1, True
+            return functools.partial(self._prepare, k)
+
+    def _prepare(self, k: int) -> None:
+        part = self._slices[k]
+        chunk = self.predictor._prepare_chunk(self._sentences[part], (), self._groups[part])
+        batches = self.predictor._batches(chunk.windows)
+        counter = [k, len(batches)]  # chunk index, batches not yet ended
+        with self._lock:
+            self._current = (chunk, collections.deque(batches), counter)
+            self._preparing = False
+        if not batches:
+            self._finish(chunk, k)
+
+    def _run(self, chunk: _Chunk, batch: list[int], counter: list[int]) -> None:
+        p, f = self.predictor._run_batch(chunk.windows, batch)
+        for r, w in enumerate(batch):
+            chunk.probs[w], chunk.feats[w] = p[r], f[r]
+        with self._lock:
+            self.steps_run += 1
+            counter[1] -= 1
+            last = counter[1] == 0
+        if last:
+            self._finish(chunk, counter[0])
+
+    def _finish(self, chunk: _Chunk, k: int) -> None:
+        p = self.predictor
+        mentions = p._finish_chunk(chunk).mentions(p.types, p.temperatures)
+        with self._lock:
+            self._mentions[k] = mentions
+            self._finished += 1
+
+    def result(self) -> list[list[Entity]]:
+        if not self.done:
+            raise RuntimeError("the plan has steps left")
+        mentions = [m for chunk in self._mentions for m in chunk]
+        entities = self.predictor._assemble(self.texts, self._where, mentions)
+        return entities if self.after is None else self.after(self.texts, entities)
 
 
 @dataclass

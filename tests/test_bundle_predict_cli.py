@@ -119,6 +119,31 @@ def test_batch_composition_does_not_change_results(bundle):
             assert x.confidence == pytest.approx(y.confidence, abs=1e-5)
 
 
+@pytest.mark.parametrize("pack", [False, True])
+def test_a_plan_run_step_by_step_gives_what_annotate_gives(bundle, pack, monkeypatch):
+    """The service runs annotate as interleaved steps (AnnotationPlan): chunk by chunk (2
+    sentences each here), batch by batch, several steps at once, in any thread. The entities
+    are the same as one annotate call's."""
+    import concurrent.futures
+
+    from mslm_core.predict import AnnotationPlan
+
+    monkeypatch.setattr(AnnotationPlan, "CHUNK_WORDS", 7)  # word-bounded chunks when not packing
+    predictor = torch_predictor(bundle, batch_size=1)
+    predictor.chunk_sentences, predictor.pack = 3, pack
+    texts = [*TRICKY, " ".join(["The patient has breast cancer ."] * 40)]
+    plan = predictor.plan(texts)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        while not plan.done:
+            steps = list(iter(plan.next_step, None))  # all that can start now
+            assert steps  # between these rounds nothing is in flight
+            list(pool.map(lambda step: step(), steps))
+    assert plan.steps_run > 20  # many batches over several chunks
+    assert plan.result() == predictor.annotate(texts)
+    with pytest.raises(RuntimeError, match="steps left"):
+        predictor.plan(["aspirin"]).result()
+
+
 def test_long_sentence_is_windowed_not_truncated(bundle):
     """max_length is 16: a 60-word sentence spans several windows; a mention at the very end
     is still found."""
