@@ -62,6 +62,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.abandoned = Counter(
+            "mslm_annotate_abandoned",
+            "annotate requests whose client left before the answer (their work was dropped)",
+            registry=r,
+        )
         self.model_loads = Counter(
             "mslm_model_loads", "model loads by outcome", ["outcome"], registry=r
         )

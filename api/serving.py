@@ -12,9 +12,11 @@ mismatch) is refused and the previous one keeps serving.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core.context import ContextEngine, rules_for
 from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
-from mslm_core.predict import Entity
+from mslm_core.predict import AnnotationPlan, Entity
 from mslm_settings import Settings
 from store.models import Model
 from store.service import active_model_id
@@ -42,91 +44,209 @@ class BatcherClosed(Exception):
 
 _STOP = None  # the queue's last item: finish what came before it, then stop
 
+Request = tuple[list[str], "asyncio.Future[list[list[Entity]]]"]
+
+
+@dataclass
+class _Work:
+    """One micro-batch being run: its plan and the requests it answers."""
+
+    plan: AnnotationPlan
+    requests: list[Request]
+    started: float
+    in_flight: int = 0
+    failed: bool = False
+
+    @property
+    def abandoned(self) -> bool:
+        """Every client of this batch has gone (their futures were cancelled)."""
+        return all(future.done() for _, future in self.requests)
+
 
 class MicroBatcher:
-    """Batches concurrent ``annotate`` calls for one extractor."""
+    """Batches concurrent ``annotate`` calls for one extractor, and shares the engine fairly.
+
+    Requests that arrive together are merged into one micro-batch (one plan, see
+    :class:`~mslm_core.predict.AnnotationPlan`). The batches being run take turns: each
+    turn runs one step — one batch of windows — of the next batch in line, with up to the
+    extractor's ``parallel_runs`` steps in flight. A 100,000-character text therefore holds
+    the engine for one step at a time and a short request that arrives behind it is answered
+    after a few steps, not after the long one (issue 18, item 5). A batch whose clients have
+    all gone (their requests cancelled) is not stepped any further."""
 
     def __init__(self, extractor: EntityExtractor, wait_s: float, max_texts: int, metrics: Metrics):
         self.extractor = extractor
         self.wait_s = wait_s
         self.max_texts = max_texts
         self.metrics = metrics
-        self.queue: asyncio.Queue[tuple[list[str], asyncio.Future[list[list[Entity]]]] | None] = (
-            asyncio.Queue()
-        )
+        self.queue: asyncio.Queue[Request | None] = asyncio.Queue()
         self.closed = False
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"infer-{extractor.id}")
-        self.task = asyncio.get_running_loop().create_task(self._loop())
+        self.parallel = max(1, int(getattr(extractor, "parallel_runs", 1)))
+        # one more thread than steps in flight: preparing a new batch never waits for a step
+        self.executor = ThreadPoolExecutor(
+            self.parallel + 1, thread_name_prefix=f"infer-{extractor.id}"
+        )
+        self.active: list[_Work] = []
+        self.in_flight = 0
+        self._turn = 0
+        self._changed = asyncio.Event()  # wakes the scheduler
+        self._slot = asyncio.Event()  # a step ended (wakes a collector gathering a batch)
+        self._collecting = True
+        loop = asyncio.get_running_loop()
+        self.task = loop.create_task(self._collect())
+        self.scheduler = loop.create_task(self._schedule())
 
     async def annotate(self, texts: list[str]) -> list[list[Entity]]:
         if self.closed:
             raise BatcherClosed()
         future: asyncio.Future[list[list[Entity]]] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda _: self._changed.set())  # a cancel frees its turns
         await self.queue.put((texts, future))
         return await future
 
-    async def _loop(self) -> None:
-        """One batch at a time. Whatever queued while the previous batch ran goes next, all
-        together; the time budget is spent only under load (the previous batch held several
-        requests), so a lone request is never delayed. Returns after the batch that reached
-        the stop marker: every request queued before :meth:`close` gets its answer."""
+    # -- collecting micro-batches ---------------------------------------------------------
+    async def _collect(self) -> None:
+        """Requests become batches. Whatever queues while every engine slot is busy goes into
+        the next batch, all together, until a step ends (then the batch starts and takes its
+        turns beside the batches already running) or ``max_texts`` is reached; under load a
+        batch also waits up to ``wait_s`` for company. A lone request on an idle engine is
+        never delayed. Returns at the stop marker, after handing over every request queued
+        before :meth:`close`."""
         loop = asyncio.get_running_loop()
         under_load = stopping = False
-        while not stopping:
-            first = await self.queue.get()
-            if first is _STOP:
-                return
-            batch = [first]
-            n = len(first[0])
-            deadline = loop.time() + (self.wait_s if under_load else 0.0)
-            while n < self.max_texts:
-                if not self.queue.empty():
-                    item = self.queue.get_nowait()
-                else:
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        break
-                    try:
-                        item = await asyncio.wait_for(self.queue.get(), remaining)
-                    except TimeoutError:
-                        break
-                if item is _STOP:
-                    stopping = True
-                    break
-                batch.append(item)
-                n += len(item[0])
-            under_load = len(batch) > 1
-            await self._run(batch)
-
-    async def _run(self, batch: list[tuple[list[str], asyncio.Future[list[list[Entity]]]]]) -> None:
-        loop = asyncio.get_running_loop()
-        texts = [t for chunk, _ in batch for t in chunk]
-        started = time.perf_counter()
         try:
-            results = await loop.run_in_executor(self.executor, self.extractor.annotate, texts)
+            while not stopping:
+                first = await self.queue.get()
+                if first is _STOP:
+                    return
+                batch = [first]
+                n = len(first[0])
+                deadline = loop.time() + (self.wait_s if under_load else 0.0)
+                while n < self.max_texts:
+                    if not self.queue.empty():
+                        item = self.queue.get_nowait()
+                    elif self.in_flight >= self.parallel:  # busy: gather until a step ends
+                        self._slot.clear()
+                        came, item = await self._next_or_slot()
+                        if not came:
+                            break  # a step ended: this batch starts and takes its turns
+                    else:
+                        remaining = deadline - loop.time()
+                        if remaining <= 0:
+                            break
+                        try:
+                            item = await asyncio.wait_for(self.queue.get(), remaining)
+                        except TimeoutError:
+                            break
+                    if item is _STOP:
+                        stopping = True
+                        break
+                    batch.append(item)
+                    n += len(item[0])
+                under_load = len(batch) > 1
+                await self._start(batch)
+        finally:
+            self._collecting = False
+            self._changed.set()
+
+    async def _next_or_slot(self) -> tuple[bool, Request | None]:
+        """(True, the next queued item: a request or the stop marker), or (False, None) when
+        an engine slot frees first."""
+        get = asyncio.ensure_future(self.queue.get())
+        slot = asyncio.ensure_future(self._slot.wait())
+        await asyncio.wait({get, slot}, return_when=asyncio.FIRST_COMPLETED)
+        slot.cancel()
+        if get.done():
+            return True, get.result()
+        get.cancel()
+        return False, None
+
+    async def _start(self, batch: list[Request]) -> None:
+        live = [(texts, future) for texts, future in batch if not future.done()]
+        if not live:
+            return
+        texts = [t for chunk, _ in live for t in chunk]
+        loop = asyncio.get_running_loop()
+        try:
+            plan = await loop.run_in_executor(self.executor, self.extractor.plan, texts)
         except Exception as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            self._fail(live, exc)
             return
         self.metrics.batch_texts.observe(len(texts))
-        self.metrics.inference_seconds.observe(time.perf_counter() - started)
-        pos = 0
-        for chunk, future in batch:
-            if not future.done():  # a client may have gone away
-                future.set_result(results[pos : pos + len(chunk)])
-            pos += len(chunk)
+        self.active.append(_Work(plan, live, time.perf_counter()))
+        self._changed.set()
+
+    # -- running them in turns --------------------------------------------------------------
+    async def _schedule(self) -> None:
+        while True:
+            self._launch()
+            if not self._collecting and not self.active and self.in_flight == 0:
+                return
+            self._changed.clear()
+            await self._changed.wait()
+
+    def _launch(self) -> None:
+        """Start steps, one batch after the other in turn, up to ``parallel`` in flight."""
+        for work in [w for w in self.active if w.in_flight == 0 and (w.abandoned or w.failed)]:
+            self.active.remove(work)  # its clients are gone, or it failed: no more steps
+        loop = asyncio.get_running_loop()
+        idle = 0
+        while self.in_flight < self.parallel and self.active and idle < len(self.active):
+            self._turn %= len(self.active)
+            work = self.active[self._turn]
+            self._turn += 1
+            step: Callable[[], Any] | None = None
+            if not (work.abandoned or work.failed):
+                step = work.plan.next_step()
+            if step is None and not work.failed and work.plan.done and work.in_flight == 0:
+                step = functools.partial(self._result, work)
+            if step is None:
+                idle += 1
+                continue
+            idle = 0
+            self.in_flight += 1
+            work.in_flight += 1
+            done = loop.run_in_executor(self.executor, step)
+            done.add_done_callback(functools.partial(self._step_done, work))
+
+    def _result(self, work: _Work) -> list[list[Entity]]:
+        return work.plan.result()
+
+    def _step_done(self, work: _Work, done: asyncio.Future[Any]) -> None:
+        self.in_flight -= 1
+        work.in_flight -= 1
+        self._slot.set()
+        exc = done.exception()
+        if exc is not None:
+            work.failed = True
+            self._fail(work.requests, exc)
+        elif done.result() is not None:  # the last step: the entities
+            self.active.remove(work)
+            self.metrics.inference_seconds.observe(time.perf_counter() - work.started)
+            results, pos = done.result(), 0
+            for chunk, future in work.requests:
+                if not future.done():  # a client may have gone away
+                    future.set_result(results[pos : pos + len(chunk)])
+                pos += len(chunk)
+        self._changed.set()
+
+    @staticmethod
+    def _fail(requests: list[Request], exc: BaseException) -> None:
+        for _, future in requests:
+            if not future.done():
+                future.set_exception(exc)
 
     async def close(self) -> None:
         """Take no new request, answer every one already queued or running, then stop —
-        without blocking the event loop (the inference thread is idle by then). Before:
-        cancelling the loop mid-batch left that batch's requests waiting forever, and the
-        executor's shutdown blocked the event loop until the batch ended."""
+        without blocking the event loop. Before: cancelling the loop mid-batch left that
+        batch's requests waiting forever, and the executor's shutdown blocked the event loop
+        until the batch ended."""
         if self.closed:
             return
         self.closed = True
         await self.queue.put(_STOP)
         await asyncio.shield(self.task)
+        await asyncio.shield(self.scheduler)
         self.executor.shutdown(wait=False)
 
 

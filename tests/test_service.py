@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import (
@@ -179,6 +180,39 @@ def test_annotate_reports_clinical_context_in_every_format(trained_service, tmp_
         TestClient(create_app(bad)),
     ):
         pass
+
+
+def test_a_client_that_leaves_takes_its_work_with_it(trained_service):
+    """Issue 18, item 5: long texts went on using the engine after their client had closed
+    the connection, and held up everyone else. Now the work is dropped at the disconnect
+    (counted in mslm_annotate_abandoned_total) and a short request is answered meanwhile."""
+    import socket
+    from urllib.parse import urlparse
+
+    settings, _, _ = trained_service
+    body = json.dumps({"texts": [". " * 50_000] * 16}).encode()  # 16 × 100,000 characters
+    with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        assert c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["x"]}).is_success
+        port = urlparse(url).port
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            head = (
+                "POST /v1/annotate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {ANNOTATE}\r\nContent-Length: {len(body)}\r\n\r\n"
+            )
+            sock.sendall(head.encode() + body)
+            time.sleep(0.5)  # the long request is running
+            started = time.perf_counter()
+            short = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["aspirin"]})
+            assert short.status_code == 200 and time.perf_counter() - started < 5
+        # the connection is closed: its work is dropped
+        wait_for(
+            lambda: c.get("/metrics").text,
+            lambda text: "mslm_annotate_abandoned_total 1.0" in text,
+            timeout=30,
+        )
+        started = time.perf_counter()
+        assert c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["x"]}).is_success
+        assert time.perf_counter() - started < 2  # the engine is free again
 
 
 def test_an_evaluation_of_a_masked_lm_bundle_reports_its_perplexity(settings):

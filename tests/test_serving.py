@@ -14,19 +14,55 @@ from api.metrics import Metrics
 from api.serving import BatcherClosed, MicroBatcher
 
 
+class FakePlan:
+    """An annotation plan of ``steps`` steps of ``seconds`` each; every text gets no entity."""
+
+    def __init__(self, texts, steps: int, seconds: float, started: threading.Event):
+        self.texts, self.left, self.seconds, self.started = list(texts), steps, seconds, started
+        self.running = 0
+        self.steps_run = 0
+        self.lock = threading.Lock()
+
+    @property
+    def done(self) -> bool:
+        return self.left == 0 and self.running == 0
+
+    def next_step(self):
+        with self.lock:
+            if self.left == 0:
+                return None
+            self.left -= 1
+            self.running += 1
+        return self._step
+
+    def _step(self):
+        self.started.set()
+        time.sleep(self.seconds)
+        with self.lock:
+            self.running -= 1
+            self.steps_run += 1
+
+    def result(self):
+        return [[] for _ in self.texts]
+
+
 class SlowExtractor:
-    """Answers each text with no entity after ``seconds``, in the inference thread."""
+    """Plans of ``steps`` steps (a text longer than 1,000 characters: ``long_steps``) of
+    ``seconds`` each, run in the batcher's threads."""
 
     id = "m-slow"
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    def __init__(self, seconds: float, steps: int = 1, long_steps: int = 1, parallel: int = 1):
+        self.seconds, self.steps, self.long_steps = seconds, steps, long_steps
+        self.parallel_runs = parallel
         self.started = threading.Event()
+        self.plans: list[FakePlan] = []
 
-    def annotate(self, texts):
-        self.started.set()
-        time.sleep(self.seconds)
-        return [[] for _ in texts]
+    def plan(self, texts):
+        steps = self.long_steps if any(len(t) > 1000 for t in texts) else self.steps
+        plan = FakePlan(texts, steps, self.seconds, self.started)
+        self.plans.append(plan)
+        return plan
 
 
 @pytest.fixture(scope="module")
@@ -73,5 +109,63 @@ def test_a_closed_batcher_is_done_with_its_thread(metrics):
         await batcher.close()
         assert batcher.task.done()
         assert batcher.executor._shutdown
+
+    asyncio.run(scenario())
+
+
+def test_a_long_text_does_not_hold_up_a_short_one_that_comes_after_it(metrics):
+    """Issue 18, item 5: three 100,000-character texts blocked every other annotation for
+    73 s. Batches now take turns step by step: the short request is answered within a few
+    steps of the long one's, which still completes."""
+
+    async def scenario():
+        extractor = SlowExtractor(0.02, steps=1, long_steps=100)  # long: 2 s of steps
+        batcher = MicroBatcher(extractor, 0.0, 256, metrics)
+        started = time.perf_counter()
+        long = asyncio.create_task(batcher.annotate(["." * 100_000]))
+        await asyncio.to_thread(extractor.started.wait, 5)
+        short_at = time.perf_counter()
+        assert await asyncio.wait_for(batcher.annotate(["aspirin"]), 5) == [[]]
+        short_took = time.perf_counter() - short_at
+        assert not long.done() and short_took < 0.5, short_took
+        assert await asyncio.wait_for(long, 10) == [[]]
+        assert time.perf_counter() - started >= 100 * 0.02
+        assert extractor.plans[0].steps_run == 100
+        await batcher.close()
+
+    asyncio.run(scenario())
+
+
+def test_work_of_a_client_that_left_is_dropped(metrics):
+    """Issue 18, item 5: work went on after the client left. A cancelled request's batch is
+    not stepped any more, and the engine serves the next request at once."""
+
+    async def scenario():
+        extractor = SlowExtractor(0.02, steps=1, long_steps=500, parallel=2)  # 5 s of steps
+        batcher = MicroBatcher(extractor, 0.0, 256, metrics)
+        long = asyncio.create_task(batcher.annotate(["." * 100_000]))
+        await asyncio.to_thread(extractor.started.wait, 5)
+        long.cancel()
+        await asyncio.sleep(0.2)
+        ran = extractor.plans[0].steps_run
+        assert await asyncio.wait_for(batcher.annotate(["aspirin"]), 2) == [[]]
+        await asyncio.sleep(0.2)
+        assert extractor.plans[0].steps_run <= ran + 2  # at most the steps in flight
+        assert ran < 50 and batcher.active == [] and batcher.in_flight == 0
+        await batcher.close()
+
+    asyncio.run(scenario())
+
+
+def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
+    async def scenario():
+        extractor = SlowExtractor(0.3)
+        batcher = MicroBatcher(extractor, 0.0, 256, metrics)
+        first = asyncio.create_task(batcher.annotate(["a"]))
+        await asyncio.to_thread(extractor.started.wait, 5)
+        others = [asyncio.create_task(batcher.annotate([t, t])) for t in "bcd"]
+        assert await asyncio.wait_for(asyncio.gather(first, *others), 5) == [[[]]] + [[[], []]] * 3
+        assert [len(p.texts) for p in extractor.plans] == [1, 6]  # b, c, d: one batch
+        await batcher.close()
 
     asyncio.run(scenario())

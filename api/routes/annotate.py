@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from mslm_core.render import annotation_json, render_predictions
@@ -15,6 +16,15 @@ from ..problems import V1_PROBLEMS, Problem, problem_responses
 from ..schemas import AnnotateRequest, AnnotateResponse
 
 router = APIRouter(prefix="/v1", tags=["annotate"], responses=V1_PROBLEMS)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body has been read by then, so
+    the next ASGI message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        await asyncio.sleep(0.05)  # a server that answers with empty bodies must not spin
+
+
 log = logging.getLogger(__name__)
 
 _FORMATS_DOC = (
@@ -40,7 +50,9 @@ _PUBTATOR_EXAMPLE = (
         },
     },
 )
-async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> Response:
+async def annotate(
+    body: AnnotateRequest, request: Request, state: StateDep, key: AnnotateKey
+) -> Response:
     """Entities in each text. Offsets index the submitted string (end exclusive) and
     ``text == texts[i][start:end]``; long texts are split into sentences and windows
     internally, never truncated. ``format`` chooses the response: this service's JSON, BioC
@@ -66,8 +78,19 @@ async def annotate(body: AnnotateRequest, state: StateDep, key: AnnotateKey) -> 
         )
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
+    work = asyncio.ensure_future(state.models.annotate(body.model, body.texts))
+    gone = asyncio.ensure_future(_disconnected(request))
     try:
-        loaded, results = await state.models.annotate(body.model, body.texts)
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not work.done():  # the client left: drop its work (nobody reads the answer)
+        work.cancel()
+        state.metrics.abandoned.inc()
+        log.info("annotate: the client closed the connection; its work was dropped")
+        return Response(status_code=499)
+    try:
+        loaded, results = work.result()
     except KeyError:
         raise Problem(404, f"model {body.model} not found", slug="not-found") from None
     thresholds = body.min_confidence_per_type
