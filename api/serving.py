@@ -49,11 +49,12 @@ Request = tuple[list[str], "asyncio.Future[list[list[Entity]]]"]
 
 @dataclass
 class _Work:
-    """One micro-batch being run: its plan and the requests it answers."""
+    """One micro-batch being run: the requests it answers and, after its first step, its
+    plan."""
 
-    plan: AnnotationPlan
     requests: list[Request]
     started: float
+    plan: AnnotationPlan | None = None
     in_flight: int = 0
     failed: bool = False
 
@@ -68,8 +69,8 @@ class MicroBatcher:
 
     Requests that arrive together are merged into one micro-batch (one plan, see
     :class:`~mslm_core.predict.AnnotationPlan`). The batches being run take turns: each
-    turn runs one step — one batch of windows — of the next batch in line, with up to the
-    extractor's ``parallel_runs`` steps in flight. A 100,000-character text therefore holds
+    turn runs one step — up to 16 windows, side by side as the engine allows — of the next
+    batch in line. A 100,000-character text therefore holds
     the engine for one step at a time and a short request that arrives behind it is answered
     after a few steps, not after the long one (issue 18, item 5). A batch whose clients have
     all gone (their requests cancelled) is not stepped any further."""
@@ -81,10 +82,11 @@ class MicroBatcher:
         self.metrics = metrics
         self.queue: asyncio.Queue[Request | None] = asyncio.Queue()
         self.closed = False
-        self.parallel = max(1, int(getattr(extractor, "parallel_runs", 1)))
-        # one more thread than steps in flight: preparing a new batch never waits for a step
+        # steps in flight: one (a step runs its batches of windows side by side itself, as
+        # the engine's workers allow)
+        self.parallel = max(1, int(getattr(extractor, "parallel_steps", 1)))
         self.executor = ThreadPoolExecutor(
-            self.parallel + 1, thread_name_prefix=f"infer-{extractor.id}"
+            self.parallel, thread_name_prefix=f"infer-{extractor.id}"
         )
         self.active: list[_Work] = []
         self.in_flight = 0
@@ -163,18 +165,11 @@ class MicroBatcher:
 
     async def _start(self, batch: list[Request]) -> None:
         live = [(texts, future) for texts, future in batch if not future.done()]
-        if not live:
-            return
-        texts = [t for chunk, _ in live for t in chunk]
-        loop = asyncio.get_running_loop()
-        try:
-            plan = await loop.run_in_executor(self.executor, self.extractor.plan, texts)
-        except Exception as exc:
-            self._fail(live, exc)
-            return
-        self.metrics.batch_texts.observe(len(texts))
-        self.active.append(_Work(plan, live, time.perf_counter()))
-        self._changed.set()
+        if live:
+            self.metrics.batch_texts.observe(sum(len(texts) for texts, _ in live))
+            self.active.append(_Work(live, time.perf_counter()))
+            self._launch()  # at once: a lone request waits for no other task
+            self._changed.set()
 
     # -- running them in turns --------------------------------------------------------------
     async def _schedule(self) -> None:
@@ -196,10 +191,17 @@ class MicroBatcher:
             work = self.active[self._turn]
             self._turn += 1
             step: Callable[[], Any] | None = None
-            if not (work.abandoned or work.failed):
-                step = work.plan.next_step()
-            if step is None and not work.failed and work.plan.done and work.in_flight == 0:
-                step = functools.partial(self._result, work)
+            if work.abandoned or work.failed:
+                pass
+            elif work.plan is None:
+                if work.in_flight == 0:  # its first step makes the plan
+                    step = functools.partial(self._first_step, work)
+            else:
+                plan_step = work.plan.next_step()
+                if plan_step is not None:
+                    step = functools.partial(self._step, work, plan_step)
+                elif work.plan.take_result():  # done with no step left to run (empty texts)
+                    step = work.plan.result
             if step is None:
                 idle += 1
                 continue
@@ -209,8 +211,24 @@ class MicroBatcher:
             done = loop.run_in_executor(self.executor, step)
             done.add_done_callback(functools.partial(self._step_done, work))
 
-    def _result(self, work: _Work) -> list[list[Entity]]:
-        return work.plan.result()
+    def _first_step(self, work: _Work) -> list[list[Entity]] | None:
+        """The plan (sentences, the first chunk's windows) and its first step, in one go: a
+        short request is answered by this one step."""
+        plan = self.extractor.plan([t for texts, _ in work.requests for t in texts])
+        work.plan = plan
+        step = plan.next_step()
+        if step is None:  # nothing to run (empty texts)
+            return plan.result() if plan.take_result() else None
+        return self._step(work, step)
+
+    @staticmethod
+    def _step(work: _Work, step: Callable[[], None]) -> list[list[Entity]] | None:
+        """One step, in an inference thread; the step that completes the plan also builds
+        its result (the entities, with their clinical context)."""
+        step()
+        plan = work.plan
+        assert plan is not None
+        return plan.result() if plan.take_result() else None
 
     def _step_done(self, work: _Work, done: asyncio.Future[Any]) -> None:
         self.in_flight -= 1
@@ -228,6 +246,7 @@ class MicroBatcher:
                 if not future.done():  # a client may have gone away
                     future.set_result(results[pos : pos + len(chunk)])
                 pos += len(chunk)
+        self._launch()  # the next turn at once
         self._changed.set()
 
     @staticmethod

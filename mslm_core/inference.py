@@ -237,11 +237,6 @@ class EntityExtractor:
         after = None if self.context is None else self.context.apply_all
         return AnnotationPlan(self.predictor, texts, after)
 
-    @property
-    def parallel_runs(self) -> int:
-        """Backend runs worth having in flight at once (ONNX int8 on CPU: one per core)."""
-        return max(1, self.predictor.workers)
-
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""
         return self.predictor.predict_words(sentences)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -209,17 +209,26 @@ class Predictor:
         on its own windows only); outputs trimmed to each window's length."""
         probs: list[np.ndarray] = [np.empty(0)] * len(windows)
         feats: list[np.ndarray] = [np.empty(0)] * len(windows)
-        batches = self._batches(windows)
+        self._run_batches(windows, self._batches(windows), probs, feats)
+        return probs, feats
+
+    def _run_batches(
+        self,
+        windows: list[Window],
+        batches: list[list[int]],
+        probs: list[np.ndarray],
+        feats: list[np.ndarray],
+    ) -> None:
+        """Run ``batches`` (``workers`` at a time) and store each window's outputs."""
         if self.workers > 1 and len(batches) > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="predict")
-            results = self._pool.map(lambda b: self._run_batch(windows, b), batches)
+            results: Any = self._pool.map(lambda b: self._run_batch(windows, b), batches)
         else:
             results = (self._run_batch(windows, b) for b in batches)
         for batch, (p, f) in zip(batches, results, strict=True):
             for r, w in enumerate(batch):
                 probs[w], feats[w] = p[r], f[r]
-        return probs, feats
 
     def tag_probabilities(
         self, sentences: Sequence[list[str]], groups: Sequence[int] | None = None
@@ -391,11 +400,14 @@ class AnnotationPlan:
     text holds the engine for one batch at a time, never for its whole length; a plan whose
     client left is simply not stepped any more. The result equals ``annotate``'s.
 
-    ``next_step()`` returns the next piece of work — a callable to run in a worker thread — or
-    None when none can start now (a chunk is being prepared, or its last batches are still
-    running) or none is left; ``done`` turns True once every chunk is decoded, and ``result()``
-    gives the entities. Several steps of one plan may run at once (thread-safe); each chunk
-    is decoded, and its windows' outputs dropped, as soon as its last batch ends."""
+    The first chunk is prepared when the plan is made (a short request is then one step).
+    ``next_step()`` returns the next piece of work — a callable to run in a worker thread:
+    prepare the next chunk, or run up to ``STEP_WINDOWS`` windows — or None when none can
+    start now (a chunk is being prepared, or its last batches are still running) or none is
+    left; ``done`` turns True once every chunk is decoded, ``take_result()`` tells one caller
+    to build it, and ``result()`` gives the entities. Several steps of one plan may run at once
+    (thread-safe); each chunk is decoded, and its windows' outputs dropped, as soon as its
+    last batch ends."""
 
     def __init__(
         self,
@@ -416,10 +428,17 @@ class AnnotationPlan:
         self._preparing = False
         self._current: tuple[_Chunk, collections.deque[list[int]], list[int]] | None = None
         self._finished = 0  # chunks decoded
-        self.steps_run = 0
+        self._result_taken = False
+        self.steps_run = 0  # batches of windows run
+        if self._slices:  # the first chunk now: a short text then needs a single step
+            self._next, self._preparing = 1, True
+            self._prepare(0)
 
     # words per chunk: preparing a chunk is one step, so it is kept short (~0.05 s)
     CHUNK_WORDS = 8192
+    # windows per step: enough that scheduling costs little beside the runs (one window is a
+    # run for int8 on CPU), few enough that a turn is short (~50 ms on 2 cores)
+    STEP_WINDOWS = 16
 
     @classmethod
     def _chunks(cls, predictor: Predictor, sentences: list[list[str]]) -> list[slice]:
@@ -448,8 +467,11 @@ class AnnotationPlan:
         with self._lock:
             if self._current is not None and self._current[1]:
                 chunk, pending, counter = self._current
-                batch = pending.popleft()
-                return functools.partial(self._run, chunk, batch, counter)
+                batches, windows = [], 0
+                while pending and windows < self.STEP_WINDOWS:
+                    batches.append(pending.popleft())
+                    windows += len(batches[-1])
+                return functools.partial(self._run, chunk, batches, counter)
             if self._preparing or self._next >= len(self._slices):
                 return None
             k, self._next, self._preparing = self._next, self._next + 1, True
@@ -466,13 +488,11 @@ class AnnotationPlan:
         if not batches:
             self._finish(chunk, k)
 
-    def _run(self, chunk: _Chunk, batch: list[int], counter: list[int]) -> None:
-        p, f = self.predictor._run_batch(chunk.windows, batch)
-        for r, w in enumerate(batch):
-            chunk.probs[w], chunk.feats[w] = p[r], f[r]
+    def _run(self, chunk: _Chunk, batches: list[list[int]], counter: list[int]) -> None:
+        self.predictor._run_batches(chunk.windows, batches, chunk.probs, chunk.feats)
         with self._lock:
-            self.steps_run += 1
-            counter[1] -= 1
+            self.steps_run += len(batches)
+            counter[1] -= len(batches)
             last = counter[1] == 0
         if last:
             self._finish(chunk, counter[0])
@@ -483,6 +503,15 @@ class AnnotationPlan:
         with self._lock:
             self._mentions[k] = mentions
             self._finished += 1
+
+    def take_result(self) -> bool:
+        """True once — to the first caller after the plan is done (several steps may end
+        together; one of them builds the result)."""
+        with self._lock:
+            if self._finished < len(self._slices) or self._result_taken:
+                return False
+            self._result_taken = True
+            return True
 
     def result(self) -> list[list[Entity]]:
         if not self.done:

@@ -42,6 +42,13 @@ class FakePlan:
             self.running -= 1
             self.steps_run += 1
 
+    def take_result(self) -> bool:
+        with self.lock:
+            if self.left or self.running or getattr(self, "taken", False):
+                return False
+            self.taken = True
+            return True
+
     def result(self):
         return [[] for _ in self.texts]
 
@@ -54,7 +61,7 @@ class SlowExtractor:
 
     def __init__(self, seconds: float, steps: int = 1, long_steps: int = 1, parallel: int = 1):
         self.seconds, self.steps, self.long_steps = seconds, steps, long_steps
-        self.parallel_runs = parallel
+        self.parallel_steps = parallel
         self.started = threading.Event()
         self.plans: list[FakePlan] = []
 
