@@ -399,3 +399,43 @@ def test_migration_0002_keeps_rows_and_makes_idempotency_keys_per_owner(backend,
     command.downgrade(alembic_config(url), "0001")
     assert current_revision(url) == "0001"
     engine.dispose()
+
+
+def test_a_huge_header_is_refused_without_being_read(tmp_path, tiny_encoder):
+    """Issue 18 item 4: a 100 MB Authorization header was read whole (401 after 12 s) and
+    stalled /healthz for 4 s. uvicorn now parses with h11 under a 16 KiB limit on the head of
+    a request: the connection is answered 400 and closed after the first 16 KiB."""
+    import socket
+    from urllib.parse import urlparse
+
+    import httpx
+    from service_helpers import serving
+
+    from api.cli import uvicorn_options
+
+    settings = make_settings(tmp_path, tiny_encoder)
+    options = {k: v for k, v in uvicorn_options(settings).items() if k != "log_config"}
+    assert options["http"] == "h11" and options["h11_max_incomplete_event_size"] == 16 * 1024
+    with serving(create_app(settings), **options) as url, httpx.Client(base_url=url) as c:
+        sent = 0
+        answer = b""
+        with socket.create_connection(("127.0.0.1", urlparse(url).port), timeout=10) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ")
+            try:
+                for _ in range(100 * 1024):  # up to 100 MiB, 1 KiB at a time
+                    sock.sendall(b"k" * 1024)
+                    sent += 1024
+            except OSError:  # the server closed the connection
+                pass
+            try:
+                answer = sock.recv(4096)
+            except OSError:
+                answer = b""
+        # refused after the first 16 KiB: what was sent beyond sat in socket buffers (a few
+        # MiB on loopback) until the server closed the connection — never the 100 MiB
+        assert sent < 32 * 1024 * 1024
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 400")
+        assert c.get("/healthz").status_code == 200
+        # ordinary headers (keys, request ids) are far below the limit
+        r = c.get("/v1/jobs", headers={**auth(TRAIN), "X-Request-ID": "r" * 100})
+        assert r.status_code == 200
