@@ -49,17 +49,19 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """How uvicorn runs the API. X-Forwarded-For is believed only from the proxies that
     MSLM_FORWARDED_ALLOW_IPS names (by default none: a client rotating the header would
     otherwise pick its own address, and the bad-key throttle with it). The head of a request
-    is limited to 16 KiB (h11); a longer one is answered 400 and its connection closed."""
+    is limited to 16 KiB (:mod:`api.http`); a longer one is answered 431 and its connection
+    closed."""
+    from .http import BoundedHttpToolsProtocol
+
     trusted = settings.forwarded_allow_ips.strip()
     return {
         "access_log": False,  # our middleware logs requests without bodies or query values
         "log_config": None,  # keep the mslm logging set-up
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted or None,
-        # h11 bounds the head of a request (request line and headers) at 16 KiB: httptools,
-        # uvicorn's default parser, read a 100 MB Authorization header whole (issue 18 item 4)
-        "http": "h11",
-        "h11_max_incomplete_event_size": 16 * 1024,
+        # httptools with the head of a request (request line and headers) bounded at 16 KiB:
+        # as it comes, it read a 100 MB Authorization header whole (issue 18 item 4)
+        "http": BoundedHttpToolsProtocol,
     }
 
 
