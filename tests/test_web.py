@@ -122,16 +122,21 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(site):
     assert "http" not in html.replace('lang="en"', "")  # no CDN or other origin: closed networks
 
 
-def test_annotate_highlights_entities_with_their_confidence(page):
+def highlighted(page, text: str, fields: str) -> list:
+    """Annotate ``text`` on the page (threshold 0) and read each highlighted entity's
+    ``fields`` (a JavaScript array expression over the mark ``m``)."""
     connect(page, ANNOTATE)
-    text = "Cisplatin caused renal failure in the patient ."
     page.fill("#text", text)
     page.fill("#threshold", "0")
     page.click("#run")
     page.wait_for_selector("#result mark.ent")
-    marks = page.eval_on_selector_all(
-        "#result mark.ent",
-        "ms => ms.map(m => [m.textContent, m.dataset.type, Number(m.dataset.confidence), m.title])",
+    return page.eval_on_selector_all("#result mark.ent", f"ms => ms.map(m => {fields})")
+
+
+def test_annotate_highlights_entities_with_their_confidence(page):
+    text = "Cisplatin caused renal failure in the patient ."
+    marks = highlighted(
+        page, text, "[m.textContent, m.dataset.type, Number(m.dataset.confidence), m.title]"
     )
     assert ("renal failure", "Disease") in {(t, ty) for t, ty, _, _ in marks}
     for _, etype, confidence, title in marks:
@@ -156,16 +161,8 @@ def test_annotate_highlights_entities_with_their_confidence(page):
 
 
 def test_clinical_context_badges_and_the_present_only_filter(page):
-    connect(page, ANNOTATE)
     text = "The patient has breast cancer . No sign of diabetes or cancer today ."
-    page.fill("#text", text)
-    page.fill("#threshold", "0")
-    page.click("#run")
-    page.wait_for_selector("#result mark.ent")
-    marks = page.eval_on_selector_all(
-        "#result mark.ent",
-        "ms => ms.map(m => [m.textContent, m.dataset.badge || '', m.className, m.title])",
-    )
+    marks = highlighted(page, text, "[m.textContent, m.dataset.badge || '', m.className, m.title]")
     got = {(t, badge) for t, badge, _, _ in marks}
     assert {("breast cancer", ""), ("diabetes", "NEG"), ("cancer", "NEG")} <= got
     for _, badge, cls, title in marks:
