@@ -199,7 +199,7 @@ class MicroBatcher:
             else:
                 plan_step = work.plan.next_step()
                 if plan_step is not None:
-                    step = functools.partial(self._step, work, plan_step)
+                    step = functools.partial(self._step, work.plan, plan_step)
                 elif work.plan.take_result():  # done with no step left to run (empty texts)
                     step = work.plan.result
             if step is None:
@@ -219,15 +219,13 @@ class MicroBatcher:
         step = plan.next_step()
         if step is None:  # nothing to run (empty texts)
             return plan.result() if plan.take_result() else None
-        return self._step(work, step)
+        return self._step(plan, step)
 
     @staticmethod
-    def _step(work: _Work, step: Callable[[], None]) -> list[list[Entity]] | None:
+    def _step(plan: AnnotationPlan, step: Callable[[], None]) -> list[list[Entity]] | None:
         """One step, in an inference thread; the step that completes the plan also builds
         its result (the entities, with their clinical context)."""
         step()
-        plan = work.plan
-        assert plan is not None
         return plan.result() if plan.take_result() else None
 
     def _step_done(self, work: _Work, done: asyncio.Future[Any]) -> None:

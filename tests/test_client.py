@@ -312,23 +312,30 @@ class EagerWorker(threading.Thread):
         super().__init__(daemon=True, name="eager-worker")
         self.settings, self.datasets = settings, set[str]()
         self.stop = threading.Event()
+        self.errors: list[str] = []
         self.factory = session_factory(settings.sqlalchemy_url)
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
-            with self.factory() as session:
-                jobs = session.scalars(
-                    select(JobRow.id).where(
-                        JobRow.state == "queued", JobRow.dataset_id.in_(self.datasets)
-                    )
-                ).all()
-                evaluations = session.scalars(
-                    select(Evaluation.id).where(Evaluation.state == "queued")
-                ).all()
-            for job_id in jobs:
-                run_training_job(job_id, self.settings)
-            for evaluation_id in evaluations:
-                run_evaluation(evaluation_id, self.settings)
+            try:
+                self._once()
+            except Exception as exc:  # e.g. SQLite busy: keep working, say what it was
+                self.errors.append(repr(exc))
+
+    def _once(self) -> None:
+        with self.factory() as session:
+            jobs = session.scalars(
+                select(JobRow.id).where(
+                    JobRow.state == "queued", JobRow.dataset_id.in_(self.datasets)
+                )
+            ).all()
+            evaluations = session.scalars(
+                select(Evaluation.id).where(Evaluation.state == "queued")
+            ).all()
+        for job_id in jobs:
+            run_training_job(job_id, self.settings)
+        for evaluation_id in evaluations:
+            run_evaluation(evaluation_id, self.settings)
 
 
 @pytest.fixture(scope="module")
@@ -354,8 +361,8 @@ def trained(service, tmp_path_factory) -> tuple[Dataset, Job]:
             "toy", train=files["train"], dev=files["dev"], test=files["test"]
         )
         worker.datasets.add(dataset.id)
-        job = client.run_job(dataset.id, **JOB, poll_interval=0.2, timeout=600)
-    assert job.model_id is not None
+        job = client.run_job(dataset.id, **JOB, poll_interval=0.2, timeout=300)
+    assert job.model_id is not None, worker.errors
     with Client(url, api_key=ADMIN) as admin:
         assert admin.activate_model(job.model_id).active
     return dataset, job
