@@ -393,6 +393,16 @@ class _Chunk:
     feats: list[np.ndarray]
 
 
+@dataclass
+class _Issuing:
+    """A prepared chunk whose batches a plan hands out: ``left`` have not ended yet."""
+
+    index: int
+    chunk: _Chunk
+    pending: collections.deque[list[int]]
+    left: int
+
+
 class AnnotationPlan:
     """:meth:`Predictor.annotate` cut into steps, for a scheduler that serves several requests
     with one engine (issue 18, item 5): a step prepares the next chunk of sentences, or runs
@@ -426,7 +436,7 @@ class AnnotationPlan:
         self._lock = threading.Lock()
         self._next = 0  # the next chunk to prepare
         self._preparing = False
-        self._current: tuple[_Chunk, collections.deque[list[int]], list[int]] | None = None
+        self._current: _Issuing | None = None  # the chunk whose batches are handed out
         self._finished = 0  # chunks decoded
         self._result_taken = False
         self.steps_run = 0  # batches of windows run
@@ -465,13 +475,13 @@ class AnnotationPlan:
 
     def next_step(self) -> Callable[[], None] | None:
         with self._lock:
-            if self._current is not None and self._current[1]:
-                chunk, pending, counter = self._current
+            current = self._current
+            if current is not None and current.pending:
                 batches, windows = [], 0
-                while pending and windows < self.STEP_WINDOWS:
-                    batches.append(pending.popleft())
+                while current.pending and windows < self.STEP_WINDOWS:
+                    batches.append(current.pending.popleft())
                     windows += len(batches[-1])
-                return functools.partial(self._run, chunk, batches, counter)
+                return functools.partial(self._run, current, batches)
             if self._preparing or self._next >= len(self._slices):
                 return None
             k, self._next, self._preparing = self._next, self._next + 1, True
@@ -481,21 +491,21 @@ class AnnotationPlan:
         part = self._slices[k]
         chunk = self.predictor._prepare_chunk(self._sentences[part], (), self._groups[part])
         batches = self.predictor._batches(chunk.windows)
-        counter = [k, len(batches)]  # chunk index, batches not yet ended
         with self._lock:
-            self._current = (chunk, collections.deque(batches), counter)
+            self._current = _Issuing(k, chunk, collections.deque(batches), len(batches))
             self._preparing = False
         if not batches:
             self._finish(chunk, k)
 
-    def _run(self, chunk: _Chunk, batches: list[list[int]], counter: list[int]) -> None:
+    def _run(self, issuing: _Issuing, batches: list[list[int]]) -> None:
+        chunk = issuing.chunk
         self.predictor._run_batches(chunk.windows, batches, chunk.probs, chunk.feats)
         with self._lock:
             self.steps_run += len(batches)
-            counter[1] -= len(batches)
-            last = counter[1] == 0
+            issuing.left -= len(batches)
+            last = issuing.left == 0
         if last:
-            self._finish(chunk, counter[0])
+            self._finish(chunk, issuing.index)
 
     def _finish(self, chunk: _Chunk, k: int) -> None:
         p = self.predictor

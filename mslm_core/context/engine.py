@@ -158,6 +158,12 @@ class ContextEngine:
             rank = [0]
             for w in words:
                 rank.append(rank[-1] + (w[0].isalnum() or w[0] == "_"))
+            # each trigger's scopes and cue, once per sentence
+            reach = []
+            for t in triggers:
+                c_start, c_end = spans[t.start][0], spans[t.end - 1][1]
+                cue = Cue(CATEGORIES[t.rule.category], text[c_start:c_end], c_start, c_end)
+                reach.append((t, self.scopes(t, matches, rank), cue))
             ends = [t for _, t in spans]
             word_starts = [s for s, _ in spans]
             for idx in members:
@@ -167,18 +173,12 @@ class ContextEngine:
                 hi = bisect.bisect_left(word_starts, e.end)
                 if lo >= hi:
                     continue
-                for t in triggers:
+                for t, scopes, cue in reach:
                     if not t.rule.applies_to(e.type) or (t.start < hi and lo < t.end):
                         continue
-                    for s_lo, s_hi in self.scopes(t, matches, rank):
-                        if s_lo < hi and lo < s_hi:
-                            c_start, c_end = spans[t.start][0], spans[t.end - 1][1]
-                            distance = t.start - hi if t.start >= hi else lo - t.end
-                            cue = Cue(
-                                CATEGORIES[t.rule.category], text[c_start:c_end], c_start, c_end
-                            )
-                            cues[idx].append((distance, cue))
-                            break
+                    if any(s_lo < hi and lo < s_hi for s_lo, s_hi in scopes):
+                        distance = t.start - hi if t.start >= hi else lo - t.end
+                        cues[idx].append((distance, cue))
         out: list[Entity] = []
         for e, found in zip(entities, cues, strict=True):
             ordered = tuple(c for _, c in sorted(found, key=lambda dc: (dc[0], dc[1].start)))

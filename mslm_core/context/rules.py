@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -89,7 +89,6 @@ class Rule:
 class RuleSet:
     rules: tuple[Rule, ...]
     origin: str = ""
-    sources: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     max_scope: int | None = None  # words a trigger reaches when its rule sets no max_scope
 
     def __len__(self) -> int:
@@ -100,7 +99,7 @@ class RuleSet:
         cats, dirs = set(categories), set(directions)
         kept = tuple(r for r in self.rules if r.category in cats and r.direction in dirs)
         origin = f"{self.origin} ({'/'.join(sorted(cats))}, {'/'.join(sorted(dirs))})"
-        return RuleSet(kept, origin, self.sources, self.max_scope)
+        return RuleSet(kept, origin, self.max_scope)
 
     def extended_by(self, site: RuleSet) -> RuleSet:
         """``site``'s rules added to these; a site rule matching the same words as one of
@@ -114,7 +113,7 @@ class RuleSet:
         taken = set().union(*(keys(r) for r in site.rules)) if site.rules else set()
         kept = tuple(r for r in self.rules if not keys(r) & taken)
         max_scope = site.max_scope if site.max_scope is not None else self.max_scope
-        return RuleSet(kept + site.rules, f"{self.origin} + {site.origin}", self.sources, max_scope)
+        return RuleSet(kept + site.rules, f"{self.origin} + {site.origin}", max_scope)
 
 
 def words(phrase: str) -> tuple[str, ...]:
@@ -229,9 +228,8 @@ def parse_rules(document: Any, origin: str) -> RuleSet:
     rules = tuple(
         parse_rule(raw, f"{origin}: rules[{i}]") for i, raw in enumerate(document["rules"])
     )
-    sources = document.get("sources") or ()
     max_scope = _scope(document.get("max_scope"), origin)
-    return RuleSet(rules, origin, tuple(sources) if isinstance(sources, list) else (), max_scope)
+    return RuleSet(rules, origin, max_scope)
 
 
 def load_rules(path: str | Path) -> RuleSet:
@@ -263,12 +261,3 @@ def rules_for(site_file: str | Path | None, mode: str = "extend") -> RuleSet:
         return default_rules()
     site = load_rules(site_file)
     return site if mode == "replace" else default_rules().extended_by(site)
-
-
-def describe(rules: Sequence[Rule]) -> dict[str, int]:
-    """Counts by category/direction, for logs and docs."""
-    out: dict[str, int] = {}
-    for r in rules:
-        key = f"{r.category}/{r.direction}"
-        out[key] = out.get(key, 0) + 1
-    return dict(sorted(out.items()))
