@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from mslm_core.bundle import sha256_file, verify_bundle
 from mslm_core.config import TrainConfig
-from mslm_core.corpus import SUFFIXES, detect_format, read_corpus
+from mslm_core.corpus import SUFFIXES, detect_format, scan_corpus
 from mslm_core.errors import ConfigError, CorpusError, MSLMError
 from mslm_settings import Settings
 
@@ -114,7 +114,7 @@ def create_dataset(
             stored = staging / f"{split}{SUFFIXES[fmt]}"  # detected as fmt when read again
             shutil.copyfile(upload.path, stored)
             try:
-                corpus = read_corpus(stored, fmt)
+                summary = scan_corpus(stored, fmt)  # bounded memory, whatever the size
             except CorpusError as exc:
                 # name the file as the client knows it, never our storage path
                 for issue in exc.issues:
@@ -131,8 +131,8 @@ def create_dataset(
                 "bytes": stored.stat().st_size,
                 "sha256": sha256_file(stored),
             }
-            stats[split] = corpus.stats()
-            types.update(corpus.types)
+            stats[split] = summary.stats
+            types.update(summary.types)
         if issues:
             raise CorpusError(issues)
         target = dataset_dir(settings, dataset_id)

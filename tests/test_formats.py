@@ -30,6 +30,7 @@ from mslm_core.corpus import (
     read_corpus,
     read_labelstudio,
     read_pubtator,
+    scan_corpus,
     write_bioc,
     write_conll,
     write_corpus,
@@ -42,7 +43,13 @@ from mslm_core.predict import Entity
 from mslm_core.text import word_spans
 
 OFFSET_FORMATS = ("jsonl", "labelstudio", "bioc", "pubtator")
-SUFFIX = {"jsonl": ".jsonl", "labelstudio": ".json", "bioc": ".json", "pubtator": ".pubtator"}
+SUFFIX = {
+    "conll": ".tsv",
+    "jsonl": ".jsonl",
+    "labelstudio": ".json",
+    "bioc": ".json",
+    "pubtator": ".pubtator",
+}
 
 
 def _pairs(corpus: Corpus) -> list[tuple[list[str], list[Mention]]]:
@@ -88,6 +95,47 @@ def test_real_sentences_conll_to_format_and_back_keep_words_and_mentions(first_2
     back = convert(there, tmp_path / "back.tsv")
     assert _pairs(back) == _pairs(original)
     assert (tmp_path / "back.tsv").read_bytes() == first_200.read_bytes()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_scan_counts_what_read_reads_in_every_format(first_200, fmt, tmp_path):
+    """Issue 18 item 7: uploads are checked and counted by scan_corpus, which keeps no
+    sentence; its figures are those of the corpus read."""
+    there = tmp_path / f"there{SUFFIX[fmt]}"
+    convert(first_200, there, dst_format=fmt)
+    corpus = read_corpus(there)
+    summary = scan_corpus(there)
+    assert summary.stats == corpus.stats() and summary.types == corpus.types
+    assert summary.stats["mentions"] > 100
+
+
+def test_scan_refuses_what_read_refuses(tmp_path):
+    path = _write(tmp_path, "bad.tsv", "a\tO\nb\tB-\n\nc\tX\n")
+    with pytest.raises(CorpusError) as read_error:
+        read_corpus(path)
+    with pytest.raises(CorpusError) as scan_error:
+        scan_corpus(path)
+    assert str(scan_error.value) == str(read_error.value)
+    assert [i.line for i in scan_error.value.issues] == [2, 4]
+
+
+def test_scan_holds_one_sentence_at_a_time(tmp_path):
+    """Issue 18 item 7: 3 M one-token sentences cost the API 1.55 GB. Scanning 60,000 of
+    them allocates a fixed amount, reading them grows with the file."""
+    import tracemalloc
+
+    path = tmp_path / "many.tsv"
+    path.write_text("w\tB-X\n\n" * 60_000)
+    peaks = {}
+    for name, fn in (("scan", scan_corpus), ("read", read_corpus)):
+        tracemalloc.start()
+        result = fn(path)
+        peaks[name] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        del result
+    assert scan_corpus(path).stats["sentences"] == 60_000
+    assert peaks["scan"] < 1 << 20, peaks
+    assert peaks["read"] > 20 * peaks["scan"], peaks
 
 
 def test_real_sentences_through_every_format_in_a_chain(first_200, tmp_path):
@@ -264,6 +312,8 @@ def test_json_min_keeps_the_latest_annotation_of_a_task(tmp_path, caplog):
         by_text = {s.text: s.mentions for s in corpus.sentences}
         assert len(corpus.sentences) == 2
         assert by_text[text] == [Mention(0, 2, "Disease")]
+        counted = scan_corpus(path).stats
+        assert counted["sentences"] == 2 and counted["mentions_per_type"] == {"Disease": 1}
     assert "1 older annotations" in caplog.text
 
 

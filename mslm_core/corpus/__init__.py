@@ -50,12 +50,23 @@ from typing import IO
 from ..errors import CorpusError
 from ._io import MAX_ISSUES, IssueCollector, StrPath
 from ._shared import skip_json_space
-from .bioc import predictions_to_bioc, read_bioc, write_bioc
-from .conll import DOCSTART, read_conll, write_conll
-from .jsonl import read_jsonl, write_jsonl
-from .labelstudio import predictions_to_labelstudio, read_labelstudio, write_labelstudio
-from .model import Corpus, Mention, Sentence
-from .pubtator import TEXT_LINE, predictions_to_pubtator, read_pubtator, write_pubtator
+from .bioc import fill_bioc, predictions_to_bioc, read_bioc, write_bioc
+from .conll import DOCSTART, fill_conll, read_conll, write_conll
+from .jsonl import fill_jsonl, read_jsonl, write_jsonl
+from .labelstudio import (
+    fill_labelstudio,
+    predictions_to_labelstudio,
+    read_labelstudio,
+    write_labelstudio,
+)
+from .model import Corpus, CorpusSummary, Mention, Sentence, Sink, Tally
+from .pubtator import (
+    TEXT_LINE,
+    fill_pubtator,
+    predictions_to_pubtator,
+    read_pubtator,
+    write_pubtator,
+)
 
 #: Format names accepted by :func:`read_corpus`, :func:`write_corpus` and :func:`convert`.
 FORMATS = ("conll", "jsonl", "labelstudio", "bioc", "pubtator")
@@ -66,6 +77,13 @@ _READERS: dict[str, Callable[[str], Corpus]] = {
     "labelstudio": read_labelstudio,
     "bioc": read_bioc,
     "pubtator": read_pubtator,
+}
+_FILLERS: dict[str, Callable[[str, Sink], None]] = {
+    "conll": fill_conll,
+    "jsonl": fill_jsonl,
+    "labelstudio": fill_labelstudio,
+    "bioc": fill_bioc,
+    "pubtator": fill_pubtator,
 }
 _WRITERS: dict[str, Callable[[Corpus, str], None]] = {
     "conll": write_conll,
@@ -218,6 +236,23 @@ def detect_format(path: StrPath, name: str | None = None) -> str:
 
 def read_corpus(path: StrPath, format: str | None = None) -> Corpus:
     """Read a corpus in ``format`` (one of :data:`FORMATS`), detected when ``None``."""
+    name, chosen = _reader_format(path, format)
+    return _READERS[chosen](name)
+
+
+def scan_corpus(path: StrPath, format: str | None = None) -> CorpusSummary:
+    """Check a corpus as :func:`read_corpus` does (the same :class:`CorpusError`) and count
+    it (:meth:`Corpus.stats`, :attr:`Corpus.types`) without keeping it: memory stays that of
+    one sentence, task or document whatever the size of the file (a Label Studio JSON-MIN
+    export with task ids also keeps a word count and the labels per task, to let a later
+    annotation of a task replace an earlier one)."""
+    name, chosen = _reader_format(path, format)
+    tally = Tally()
+    _FILLERS[chosen](name, tally)
+    return tally.summary()
+
+
+def _reader_format(path: StrPath, format: str | None) -> tuple[str, str]:
     name = os.fspath(path)
     if format is not None:
         chosen = _check_format(name, format)
@@ -228,7 +263,7 @@ def read_corpus(path: StrPath, format: str | None = None) -> Corpus:
         if p.is_dir():
             raise CorpusError.single(name, None, "is a directory, not a corpus file")
         chosen = detect_format(name)
-    return _READERS[chosen](name)
+    return name, chosen
 
 
 def write_corpus(corpus: Corpus, path: StrPath, format: str | None = None) -> None:
@@ -322,6 +357,7 @@ __all__ = [
     "SPLIT_NAMES",
     "SUFFIXES",
     "Corpus",
+    "CorpusSummary",
     "Mention",
     "Sentence",
     "convert",
@@ -337,6 +373,7 @@ __all__ = [
     "read_jsonl",
     "read_labelstudio",
     "read_pubtator",
+    "scan_corpus",
     "split_paths",
     "write_bioc",
     "write_conll",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write
 from .jsonl import _is_int, _type_name
-from .model import Corpus, Sentence
+from .model import Corpus, SentenceList, Sink
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -173,14 +173,20 @@ def _read_document(doc: Any, report: Report) -> tuple[list[tuple[str, list[CharS
 
 
 def read_bioc(path: StrPath) -> Corpus:
+    """Read a BioC JSON collection into a :class:`Corpus` (see :func:`fill_bioc`)."""
+    sink = SentenceList()
+    fill_bioc(path, sink)
+    return sink.corpus(os.fspath(path))
+
+
+def fill_bioc(path: StrPath, sink: Sink) -> None:
     """Read a BioC JSON collection; every passage with text (or every sentence of a passage
     without text) is one sentence. Raises :class:`CorpusError` listing up to
     :data:`MAX_ISSUES` problems (line and field, e.g. ``documents[3].passages[1].offset``),
     or when the collection holds no sentence."""
     name = os.fspath(path)
     issues = IssueCollector(name)
-    sentences: list[Sentence] = []
-    stripped = relations = 0
+    relations = 0
     found_documents = False
     with open_binary(name) as handle:
         stream = JsonStream(name, handle, issues)
@@ -201,18 +207,17 @@ def read_bioc(path: StrPath) -> Corpus:
                 relations += n_relations
                 for text, spans in units:
                     sentence, n_stripped = sentence_from_spans(text, spans, report)
-                    stripped += n_stripped
+                    sink.stripped += n_stripped
                     if sentence is not None:
-                        sentences.append(sentence)
+                        sink.add(sentence)
         stream.end()
     if not found_documents:
         issues.add(1, "not a BioC collection: no 'documents'", "documents")
     issues.raise_if_any()
-    if not sentences:
+    if not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
     if relations:
         log.warning("%s: %d relations not kept (a corpus holds mentions only)", name, relations)
-    return Corpus(sentences, path=name, stripped=stripped)
 
 
 def _collection(infons: dict[str, Any]) -> dict[str, Any]:

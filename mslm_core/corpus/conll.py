@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
-from .model import Corpus, Mention, Sentence
+from .model import Corpus, Mention, Sentence, SentenceList, Sink
 
 DOCSTART = "-DOCSTART-"
 
@@ -27,6 +27,13 @@ def _tag_problem(tag: str) -> str:
 
 
 def read_conll(path: StrPath) -> Corpus:
+    """Read a CoNLL/IOB2 file into a :class:`Corpus` (see :func:`fill_conll`)."""
+    sink = SentenceList()
+    fill_conll(path, sink)
+    return sink.corpus(os.fspath(path))
+
+
+def fill_conll(path: StrPath, sink: Sink) -> None:
     """Read a CoNLL/IOB2 file (one ``TOKEN<TAB>TAG`` per line, blank line between sentences).
 
     Lines without a tab are split on runs of whitespace; either way a line must have exactly
@@ -37,8 +44,6 @@ def read_conll(path: StrPath) -> Corpus:
     """
     name = os.fspath(path)
     issues = IssueCollector(name)
-    sentences: list[Sentence] = []
-    repairs = 0
     words: list[str] = []
     mentions: list[Mention] = []
     open_start: int | None = None  # start word of the mention being read
@@ -54,7 +59,7 @@ def read_conll(path: StrPath) -> Corpus:
         nonlocal words, mentions
         close_mention()
         if words:
-            sentences.append(Sentence.from_words(words, mentions))
+            sink.add(Sentence.from_words(words, mentions))
         words, mentions = [], []
 
     for number, line in numbered_lines(name, issues):
@@ -92,16 +97,15 @@ def read_conll(path: StrPath) -> Corpus:
             words.append(token)
             continue
         if prefix == "I":
-            repairs += 1
+            sink.repairs += 1
         close_mention()
         open_start, open_label = len(words), label
         words.append(token)
     end_sentence()
 
     issues.raise_if_any()
-    if not sentences:
+    if not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
-    return Corpus(sentences, path=name, repairs=repairs)
 
 
 def _conll_lines(corpus: Corpus) -> Iterator[str]:

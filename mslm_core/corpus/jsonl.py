@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import CorpusError
 from ..text import word_spans
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
-from .model import Corpus, Mention, Sentence
+from .model import Corpus, Mention, Sentence, SentenceList, Sink
 
 
 def _is_int(value: object) -> bool:
@@ -102,6 +102,13 @@ def _read_entities(
 
 
 def read_jsonl(path: StrPath) -> Corpus:
+    """Read a JSONL corpus into a :class:`Corpus` (see :func:`fill_jsonl`)."""
+    sink = SentenceList()
+    fill_jsonl(path, sink)
+    return sink.corpus(os.fspath(path))
+
+
+def fill_jsonl(path: StrPath, sink: Sink) -> None:
     """Read a JSONL corpus: one ``{"text": ..., "entities": [...]}`` object per line.
 
     Blank lines are skipped, and so is a text without words (empty or whitespace) that has
@@ -113,8 +120,6 @@ def read_jsonl(path: StrPath) -> Corpus:
     """
     name = os.fspath(path)
     issues = IssueCollector(name)
-    sentences: list[Sentence] = []
-    stripped = 0
     for number, line in numbered_lines(name, issues):
         if not line.strip():
             continue
@@ -153,7 +158,7 @@ def read_jsonl(path: StrPath) -> Corpus:
         if result is None:
             continue
         spans, n_stripped = result
-        stripped += n_stripped
+        sink.stripped += n_stripped
         cuts = [b for start, end, _ in spans for b in (start, end)]
         words = word_spans(text, boundaries=cuts)
         if not words:
@@ -161,12 +166,11 @@ def read_jsonl(path: StrPath) -> Corpus:
         starts = {a: i for i, (a, _) in enumerate(words)}
         ends = {b: i + 1 for i, (_, b) in enumerate(words)}
         mentions = [Mention(starts[s], ends[e], label) for s, e, label in spans]
-        sentences.append(Sentence(text, words, mentions))
+        sink.add(Sentence(text, words, mentions))
 
     issues.raise_if_any()
-    if not sentences:
+    if not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
-    return Corpus(sentences, path=name, stripped=stripped)
 
 
 def _jsonl_lines(corpus: Corpus) -> Iterator[str]:

@@ -33,7 +33,7 @@ from ._shared import (
     sentence_from_spans,
 )
 from .jsonl import _is_int, _type_name
-from .model import Corpus, Sentence
+from .model import Corpus, SentenceList, Sink
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -184,6 +184,15 @@ def _task_spans(
 
 
 def read_labelstudio(path: StrPath, text_key: str = "text", label_key: str = "label") -> Corpus:
+    """Read a Label Studio export into a :class:`Corpus` (see :func:`fill_labelstudio`)."""
+    sink = SentenceList()
+    fill_labelstudio(path, sink, text_key, label_key)
+    return sink.corpus(os.fspath(path))
+
+
+def fill_labelstudio(
+    path: StrPath, sink: Sink, text_key: str = "text", label_key: str = "label"
+) -> None:
     """Read a Label Studio export (JSON or JSON-MIN): one sentence per annotated task.
 
     ``text_key`` names the text in ``data`` (the ``value="$text"`` of the labelling config);
@@ -193,10 +202,8 @@ def read_labelstudio(path: StrPath, text_key: str = "text", label_key: str = "la
     """
     name = os.fspath(path)
     issues = IssueCollector(name)
-    sentences: list[Sentence] = []
-    stripped = unannotated = tasks = superseded = 0
+    unannotated = tasks = 0
     ignored: Counter[str] = Counter()
-    latest_row: dict[str, tuple[tuple[str, int], int]] = {}  # JSON-MIN task id → rank, slot
     with open_binary(name) as handle:
         stream = JsonStream(name, handle, issues)
         first = stream.peek()
@@ -215,44 +222,34 @@ def read_labelstudio(path: StrPath, text_key: str = "text", label_key: str = "la
                 unannotated += 1
                 continue
             sentence, n_stripped = sentence_from_spans(*found, report)
-            stripped += n_stripped
+            sink.stripped += n_stripped
             if sentence is None:
                 continue
             task_id = task.get("id") if "data" not in task else None
             if task_id is None or isinstance(task_id, (dict, list)):
-                sentences.append(sentence)
+                sink.add(sentence)
                 continue
             # JSON-MIN has one row per annotation: a task annotated twice is two rows, and
             # only its latest annotation counts (as in a full export)
             rank = (str(task.get("updated_at") or task.get("created_at") or ""), i)
-            key = repr(task_id)
-            if key not in latest_row:
-                latest_row[key] = (rank, len(sentences))
-                sentences.append(sentence)
-            else:
-                superseded += 1
-                best, slot = latest_row[key]
-                if rank > best:
-                    latest_row[key] = (rank, slot)
-                    sentences[slot] = sentence
+            sink.add(sentence, repr(task_id), rank)
         stream.end()
     issues.raise_if_any()
     if unannotated:
         log.warning("%s: %d of %d tasks have no completed annotation", name, unannotated, tasks)
-    if superseded:
+    if sink.superseded:
         log.warning(
             "%s: %d older annotations of tasks annotated more than once not kept (the latest "
             "by updated_at is)",
             name,
-            superseded,
+            sink.superseded,
         )
     if ignored:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ignored.items()))
         log.warning("%s: results other than labels not kept: %s", name, kinds)
-    if not sentences:
+    if not sink.count:
         why = f" ({unannotated} tasks without a completed annotation)" if unannotated else ""
         raise CorpusError.single(name, None, f"no sentence found (empty corpus){why}")
-    return Corpus(sentences, path=name, stripped=stripped)
 
 
 def _result(

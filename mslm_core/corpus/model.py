@@ -9,7 +9,7 @@ from typing import Any
 
 from ..types import Mention
 
-__all__ = ["Corpus", "Mention", "Sentence"]
+__all__ = ["Corpus", "CorpusSummary", "Mention", "Sentence", "SentenceList", "Sink", "Tally"]
 
 
 @dataclass
@@ -112,3 +112,111 @@ class Corpus:
             "repairs": self.repairs,
             "stripped": self.stripped,
         }
+
+
+class Sink:
+    """Where a reader puts the sentences it reads: :class:`SentenceList` keeps them (a
+    :class:`Corpus`), :class:`Tally` only counts them, so that a corpus of any size is checked
+    in the memory of one sentence (one task, one document).
+
+    A sentence read with a ``key`` (a Label Studio JSON-MIN row with a task id) replaces the
+    sentence of an earlier row with that key when its ``rank`` is higher, and is dropped when
+    it is lower: JSON-MIN has one row per annotation and only the latest counts.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0  # sentences kept, replacements not counted twice
+        self.repairs = 0
+        self.stripped = 0
+        self.superseded = 0
+        self._latest: dict[str, tuple[Any, int]] = {}  # key -> best rank, slot
+
+    def add(self, sentence: Sentence, key: str | None = None, rank: Any = None) -> None:
+        if key is None:
+            self._append(sentence, keyed=False)
+            self.count += 1
+            return
+        seen = self._latest.get(key)
+        if seen is None:
+            self._latest[key] = (rank, self._append(sentence, keyed=True))
+            self.count += 1
+            return
+        self.superseded += 1
+        best, slot = seen
+        if rank > best:
+            self._latest[key] = (rank, slot)
+            self._replace(slot, sentence)
+
+    def _append(self, sentence: Sentence, keyed: bool) -> int:
+        raise NotImplementedError
+
+    def _replace(self, slot: int, sentence: Sentence) -> None:
+        raise NotImplementedError
+
+
+class SentenceList(Sink):
+    """A sink that keeps the sentences: :meth:`corpus` is what was read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sentences: list[Sentence] = []
+
+    def _append(self, sentence: Sentence, keyed: bool) -> int:
+        self.sentences.append(sentence)
+        return len(self.sentences) - 1
+
+    def _replace(self, slot: int, sentence: Sentence) -> None:
+        self.sentences[slot] = sentence
+
+    def corpus(self, path: str | None) -> Corpus:
+        return Corpus(self.sentences, path=path, repairs=self.repairs, stripped=self.stripped)
+
+
+@dataclass(frozen=True)
+class CorpusSummary:
+    """What :class:`Tally` counted: :meth:`Corpus.stats` and :attr:`Corpus.types` of the
+    corpus, without the corpus."""
+
+    stats: dict[str, Any]
+    types: list[str]
+
+
+class Tally(Sink):
+    """A sink that counts words and mentions per type and keeps no sentence (only, for a
+    keyed sentence, its word count and labels, which a later row may replace)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words = 0
+        self.per_type: Counter[str] = Counter()
+        self._keyed: dict[int, tuple[int, tuple[str, ...]]] = {}
+
+    def _append(self, sentence: Sentence, keyed: bool) -> int:
+        counted = self._count(sentence)
+        if keyed:
+            self._keyed[self.count] = counted
+        return self.count
+
+    def _replace(self, slot: int, sentence: Sentence) -> None:
+        words, labels = self._keyed[slot]
+        self.words -= words
+        self.per_type.subtract(labels)
+        self._keyed[slot] = self._count(sentence)
+
+    def _count(self, sentence: Sentence) -> tuple[int, tuple[str, ...]]:
+        words, labels = len(sentence.word_spans), tuple(m.label for m in sentence.mentions)
+        self.words += words
+        self.per_type.update(labels)
+        return words, labels
+
+    def summary(self) -> CorpusSummary:
+        per_type = {t: n for t, n in sorted(self.per_type.items()) if n > 0}
+        stats = {
+            "sentences": self.count,
+            "words": self.words,
+            "mentions": sum(per_type.values()),
+            "mentions_per_type": per_type,
+            "repairs": self.repairs,
+            "stripped": self.stripped,
+        }
+        return CorpusSummary(stats, sorted(per_type))

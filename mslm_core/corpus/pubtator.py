@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
 from ._shared import CharSpan, label_problem, sentence_from_spans
-from .model import Corpus, Sentence
+from .model import Corpus, SentenceList, Sink
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -98,6 +98,13 @@ def _spans(doc: _Document, issues: IssueCollector) -> tuple[list[tuple[str, list
 
 
 def read_pubtator(path: StrPath) -> Corpus:
+    """Read a PubTator file into a :class:`Corpus` (see :func:`fill_pubtator`)."""
+    sink = SentenceList()
+    fill_pubtator(path, sink)
+    return sink.corpus(os.fspath(path))
+
+
+def fill_pubtator(path: StrPath, sink: Sink) -> None:
     """Read a PubTator file: the title and the abstract of each document are sentences.
 
     Raises :class:`CorpusError` listing up to :data:`MAX_ISSUES` problems (line and column:
@@ -105,24 +112,23 @@ def read_pubtator(path: StrPath) -> Corpus:
     """
     name = os.fspath(path)
     issues = IssueCollector(name)
-    sentences: list[Sentence] = []
-    stripped = relations = 0
+    relations = 0
     doc: _Document | None = None
 
     def report(where: int, message: str) -> None:
         issues.add(where, message)
 
     def finish() -> None:
-        nonlocal doc, stripped, relations
+        nonlocal doc, relations
         if doc is None:
             return
         units, n_relations = _spans(doc, issues)
         relations += n_relations
         for text, spans in units:
             sentence, n_stripped = sentence_from_spans(text, spans, report)
-            stripped += n_stripped
+            sink.stripped += n_stripped
             if sentence is not None:
-                sentences.append(sentence)
+                sink.add(sentence)
         doc = None
 
     for number, line in numbered_lines(name, issues):
@@ -147,13 +153,12 @@ def read_pubtator(path: StrPath) -> Corpus:
     finish()
 
     issues.raise_if_any()
-    if not sentences:
+    if not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
     if relations:
         log.warning(
             "%s: %d relation lines not kept (a corpus holds mentions only)", name, relations
         )
-    return Corpus(sentences, path=name, stripped=stripped)
 
 
 NO_CONCEPT = "-"  # the concept id column of a mention that is not linked
