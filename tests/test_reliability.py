@@ -22,7 +22,7 @@ from conftest import TOY_CONLL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from service_helpers import ADMIN, ANNOTATE, TRAIN, auth, service_env
-from test_service_e2e import api_client, free_port
+from test_service_e2e import api_client, free_port, postgres_database, redis_database
 
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import Corpus, read_conll, read_jsonl, write_conll, write_jsonl
@@ -42,7 +42,13 @@ def vm_hwm_mb(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, tiny_encoder):
-    """``mslm serve`` (embedded store) with an exported tiny model active, no worker."""
+    """``mslm serve`` on this machine's PostgreSQL and Redis (where the outside attack of
+    issue 18 found what SQLite hid) with an exported tiny model active, no worker."""
+    with postgres_database() as database_url, redis_database() as broker_url:
+        yield from _served(tmp_path_factory, tiny_encoder, database_url, broker_url)
+
+
+def _served(tmp_path_factory, tiny_encoder, database_url: str, broker_url: str):
     tmp = tmp_path_factory.mktemp("served")
     (tmp / "toy.tsv").write_text(TOY_CONLL, encoding="utf-8")
     cfg = TrainConfig(
@@ -62,8 +68,8 @@ def served(tmp_path_factory, tiny_encoder):
         **os.environ,
         **service_env(tmp / "home", tiny_encoder),
         "HF_HUB_OFFLINE": "1",
-        "MSLM_DATABASE_URL": "",
-        "MSLM_BROKER_URL": "",
+        "MSLM_DATABASE_URL": database_url,
+        "MSLM_BROKER_URL": broker_url,
     }
     subprocess.run(
         [sys.executable, "-m", "mslm_core.cli", "import-model", str(tmp / "bundle"), "--activate"],
@@ -93,6 +99,7 @@ def served(tmp_path_factory, tiny_encoder):
             "log": log,
             "home": tmp / "home",
             "bundle": tmp / "bundle",
+            "env": env,
         }
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -159,7 +166,8 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
     record(
         "fuzzing: schemathesis",
         "every operation of /openapi.json, generated requests with no key and with an "
-        "admin key (15 examples each way per operation), against `mslm serve`",
+        "admin key (15 examples each way per operation), against `mslm serve` on PostgreSQL "
+        "and Redis",
         {k: v for k, v in stats.items()},
         "pass" if not problems else "FAIL",
     )
@@ -415,14 +423,7 @@ def test_corrupt_bundle_is_refused_and_the_served_model_keeps_answering(served, 
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["id"] = "m-corrupt-copy"
     (copy / "manifest.json").write_text(json.dumps(manifest))  # the manifest checksums stay
-    env = {
-        **os.environ,
-        **service_env(served["home"], Path("/nonexistent")),
-        "MSLM_DATABASE_URL": "",
-        "MSLM_BROKER_URL": "",
-        "MSLM_BASE_MODELS": "minilm",
-        "MSLM_BASE_MODEL": "minilm",
-    }
+    env = {**served["env"], "MSLM_BASE_MODELS": "minilm", "MSLM_BASE_MODEL": "minilm"}
     subprocess.run(
         [sys.executable, "-m", "mslm_core.cli", "import-model", str(copy)],
         env=env,

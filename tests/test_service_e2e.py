@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,8 +32,10 @@ def _unavailable(what: str, exc: Exception):
     pytest.skip(f"{what} not reachable: {exc}")
 
 
-@pytest.fixture()
-def postgres_url():
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database on this machine's server, dropped at the end; yields
+    its SQLAlchemy URL."""
     import psycopg
 
     name = f"mslm_test_{uuid.uuid4().hex[:10]}"
@@ -42,13 +45,16 @@ def postgres_url():
     except psycopg.OperationalError as exc:
         _unavailable("PostgreSQL", exc)
     base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    yield f"{base}/{name}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture()
-def redis_url():
+@contextmanager
+def redis_database() -> Iterator[str]:
+    """One of this machine's Redis databases 1-15, flushed before and after; yields its URL."""
     import redis
 
     db = 1 + uuid.uuid4().int % 15
@@ -58,8 +64,22 @@ def redis_url():
         client.flushdb()
     except redis.ConnectionError as exc:
         _unavailable("Redis", exc)
-    yield url
-    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+
+
+@pytest.fixture()
+def postgres_url():
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture()
+def redis_url():
+    with redis_database() as url:
+        yield url
 
 
 def free_port() -> int:
