@@ -1,20 +1,27 @@
 """Loops every API replica runs: follow the active model, and watch the store for jobs whose
-worker died (re-queue or fail them) or whose broker message went missing (re-publish)."""
+worker died (re-queue or fail them), whose broker message went missing (re-publish), and for
+what an upload or an import killed mid-way left in the artifact store (remove it)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from sqlalchemy import func, select
 
 from store import transitions
 from store.models import Evaluation, Job
+from store.paths import sweep_orphans
 from worker.celery_app import EVAL_QUEUE, EVAL_TASK, TRAIN_QUEUE, TRAIN_TASK, publish, queue_depth
 
 from .deps import AppState
 
 log = logging.getLogger(__name__)
+
+#: How often the reaper looks for orphaned uploads and stagings, besides at start: an API
+#: killed mid-upload leaves its spooled copy, and a replica may run for months.
+ORPHAN_SWEEP_EVERY_S = 600.0
 
 
 async def follow_active_model(state: AppState) -> None:
@@ -55,10 +62,14 @@ def sweep(state: AppState) -> dict[str, list[str]]:
 
 async def reaper(state: AppState) -> None:
     interval = min(15.0, state.settings.heartbeat_timeout_seconds / 4)
+    swept_at = time.monotonic()  # the start swept once already
     while True:
         await asyncio.sleep(interval)
         try:
             await asyncio.to_thread(sweep, state)
+            if time.monotonic() - swept_at >= ORPHAN_SWEEP_EVERY_S:
+                swept_at = time.monotonic()
+                await asyncio.to_thread(sweep_orphans, state.settings)
         except Exception as exc:
             log.warning("reaper pass failed: %s", type(exc).__name__)
 

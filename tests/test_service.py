@@ -397,6 +397,25 @@ def test_orphaned_uploads_and_stagings_are_swept_at_start(tmp_path, tiny_encoder
     assert "swept 3 orphaned" in caplog.text and "Aspirin" not in caplog.text
 
 
+def test_a_running_api_sweeps_orphans_too(tmp_path, tiny_encoder, monkeypatch):
+    """Issue 18 item 7: a replica that runs for months sweeps as it goes, not only at start."""
+    import os
+
+    from api import background
+
+    monkeypatch.setattr(background, "ORPHAN_SWEEP_EVERY_S", 0.0)
+    settings = make_settings(
+        tmp_path, tiny_encoder, heartbeat_seconds=1, heartbeat_timeout_seconds=4
+    )
+    with TestClient(create_app(settings)):
+        orphan = settings.artifacts / "uploads" / "tmp-killed"
+        orphan.parent.mkdir(parents=True, exist_ok=True)
+        orphan.write_bytes(b"Aspirin\tB-Chemical\n")
+        old = time.time() - 2 * 3600
+        os.utime(orphan, (old, old))
+        wait_for(orphan.exists, lambda exists: not exists, timeout=10)
+
+
 @pytest.mark.parametrize(
     "content, where",
     [
