@@ -355,14 +355,32 @@ class Predictor:
         by_sentence: dict[int, list[int]] = {}
         for k, w in enumerate(windows):
             by_sentence.setdefault(w.sentence, []).append(k)
-        pooled = []
-        for s, start, end in spans:
+        in_window: dict[int, list[int]] = {}  # window -> the spans it types
+        for i, (s, start, end) in enumerate(spans):
             k = self._window_for(windows, by_sentence[s], owners[s][start], start, end)
-            inside = (windows[k].word_index >= start) & (windows[k].word_index < end)
-            if self.first_subword_types:
-                inside &= windows[k].first_subword_mask
-            pooled.append(feats[k][inside].mean(0))
-        return self.backend.classify(np.stack(pooled).astype(np.float32))
+            in_window.setdefault(k, []).append(i)
+        pooled = np.empty((len(spans), feats[0].shape[-1]), np.float64)
+        for k, members in in_window.items():
+            bounds = np.array([spans[i][1:] for i in members])
+            pooled[members] = self._span_means(windows[k], feats[k], bounds[:, 0], bounds[:, 1])
+        return self.backend.classify(pooled.astype(np.float32))
+
+    def _span_means(
+        self, window: Window, feats: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    ) -> np.ndarray:
+        """The mean type feature of each word span ``[starts[i], ends[i])`` of ``window``
+        (over its first subwords when ``first_subword_types``), for all spans at once: the
+        window's words are in order, so a span's subwords are a run of positions and its sum
+        a difference of cumulative sums."""
+        keep = window.first_subword_mask if self.first_subword_types else window.word_index >= 0
+        positions = np.flatnonzero(keep)
+        words = window.word_index[positions]
+        sums = np.zeros((len(positions) + 1, feats.shape[-1]), np.float64)
+        np.cumsum(feats[positions], axis=0, out=sums[1:])
+        lo = np.searchsorted(words, starts, "left")
+        hi = np.searchsorted(words, ends, "left")
+        with np.errstate(invalid="ignore", divide="ignore"):  # no subword inside: NaN, as mean
+            return (sums[hi] - sums[lo]) / (hi - lo)[:, None]
 
     @staticmethod
     def _window_for(
@@ -550,16 +568,26 @@ class RawPredictions:
         temperatures move confidences only: the spans and types are the same for any."""
         t_det, t_type = temperatures
         out: list[list[ScoredMention]] = [[] for _ in self.word_probs]
+        if not self.spans:
+            return out
         type_probs = temper(self.type_probs, t_type)
-        for (s, start, end), tp in zip(self.spans, type_probs, strict=True):
-            rows = temper(self.word_probs[s][start:end], t_det)
-            if self.decoding == "viterbi":  # the path's tags: B, then I
-                chosen = np.concatenate([rows[:1, B], rows[1:, I]])
-            else:  # each word's best tag (the first may be an I that opened the mention)
-                chosen = rows.max(-1)
-            det = float(np.exp(np.log(np.clip(chosen, 1e-12, 1.0)).mean()))
-            c = int(tp.argmax())
-            ts = float(tp[c])
+        # every span's word rows, one after the other; a span's detection confidence is the
+        # geometric mean of its words' chosen tag probabilities
+        rows = temper(np.concatenate([self.word_probs[s][a:b] for s, a, b in self.spans]), t_det)
+        lengths = np.array([b - a for _, a, b in self.spans])
+        firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        if self.decoding == "viterbi":  # the path's tags: B, then I
+            chosen = rows[:, I].copy()
+            chosen[firsts] = rows[firsts, B]
+        else:  # each word's best tag (the first may be an I that opened the mention)
+            chosen = rows.max(-1)
+        logs = np.log(np.clip(chosen, 1e-12, 1.0)).astype(np.float64)
+        dets = np.exp(np.add.reduceat(logs, firsts) / lengths)
+        best = type_probs.argmax(-1)
+        type_confidences = type_probs[np.arange(len(best)), best].astype(np.float64)
+        for (s, start, end), c, det, ts in zip(
+            self.spans, best.tolist(), dets.tolist(), type_confidences.tolist(), strict=True
+        ):
             out[s].append(ScoredMention(start, end, types[c], det * ts, det, ts))
         return out
 
