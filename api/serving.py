@@ -46,6 +46,15 @@ _STOP = None  # the queue's last item: finish what came before it, then stop
 
 Request = tuple[list[str], "asyncio.Future[list[list[Entity]]]"]
 
+#: Characters a micro-batch gathers at most from several requests: a request that would take
+#: a batch past it starts the next batch instead, so a short request never shares the many
+#: steps of a long one (a single request over it is a batch of its own).
+BATCH_CHARS = 32_768
+
+
+def _chars(request: Request) -> int:
+    return sum(len(t) for t in request[0])
+
 
 @dataclass
 class _Work:
@@ -73,7 +82,9 @@ class MicroBatcher:
     batch in line. A 100,000-character text therefore holds
     the engine for one step at a time and a short request that arrives behind it is answered
     after a few steps, not after the long one (issue 18, item 5). A batch whose clients have
-    all gone (their requests cancelled) is not stepped any further."""
+    all gone (their requests cancelled) is not stepped any further. A batch gathers up to
+    :data:`BATCH_CHARS` characters: a short request that arrives with long ones is not made
+    to wait for all their steps."""
 
     def __init__(self, extractor: EntityExtractor, wait_s: float, max_texts: int, metrics: Metrics):
         self.extractor = extractor
@@ -94,6 +105,7 @@ class MicroBatcher:
         self._changed = asyncio.Event()  # wakes the scheduler
         self._slot = asyncio.Event()  # a step ended (wakes a collector gathering a batch)
         self._collecting = True
+        self._held: Request | None = None  # taken from the queue, starts the next batch
         loop = asyncio.get_running_loop()
         self.task = loop.create_task(self._collect())
         self.scheduler = loop.create_task(self._schedule())
@@ -118,11 +130,11 @@ class MicroBatcher:
         under_load = stopping = False
         try:
             while not stopping:
-                first = await self.queue.get()
+                first, self._held = self._held or await self.queue.get(), None
                 if first is _STOP:
                     return
                 batch = [first]
-                n = len(first[0])
+                n, chars = len(first[0]), _chars(first)
                 deadline = loop.time() + (self.wait_s if under_load else 0.0)
                 while n < self.max_texts:
                     if not self.queue.empty():
@@ -143,8 +155,12 @@ class MicroBatcher:
                     if item is _STOP:
                         stopping = True
                         break
+                    if chars + _chars(item) > BATCH_CHARS:
+                        self._held = item  # too much for this batch: it starts the next
+                        break
                     batch.append(item)
                     n += len(item[0])
+                    chars += _chars(item)
                 under_load = len(batch) > 1
                 await self._start(batch)
         finally:

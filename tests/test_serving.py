@@ -176,3 +176,27 @@ def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
         await batcher.close()
 
     asyncio.run(scenario())
+
+
+def test_a_short_request_never_shares_a_batch_with_long_ones(metrics):
+    """Issue 18, item 5, as replayed on MiniLM (tests/test_attacks.py): a short request that
+    queued with three 100,000-character texts joined their batch and waited for all their
+    steps (50 s). A batch gathers at most BATCH_CHARS characters: the long texts each start
+    their own, and the short one gets its turns beside them."""
+
+    async def scenario():
+        extractor = SlowExtractor(0.02, steps=1, long_steps=50)  # long: 1 s of steps each
+        batcher = MicroBatcher(extractor, 0.0, 256, metrics)
+        first = asyncio.create_task(batcher.annotate(["a"]))
+        await asyncio.to_thread(extractor.started.wait, 5)  # busy: the next ones queue
+        longs = [asyncio.create_task(batcher.annotate(["." * 100_000])) for _ in range(3)]
+        await asyncio.sleep(0)
+        short_at = time.perf_counter()
+        assert await asyncio.wait_for(batcher.annotate(["aspirin"]), 5) == [[]]
+        short_took = time.perf_counter() - short_at
+        assert short_took < 0.5 and not any(t.done() for t in longs), short_took
+        assert await asyncio.wait_for(asyncio.gather(first, *longs), 20) == [[[]]] * 4
+        assert sorted(len(p.texts) for p in extractor.plans) == [1, 1, 1, 1, 1]
+        await batcher.close()
+
+    asyncio.run(scenario())

@@ -27,6 +27,9 @@ async def _disconnected(request: Request) -> None:
 
 log = logging.getLogger(__name__)
 
+#: Entities in a response rendered on the event loop; a larger one is rendered in a thread.
+RENDER_ON_THE_LOOP = 2_000
+
 _FORMATS_DOC = (
     "By `format`: `json` (default) the schema below; `bioc` a BioC JSON collection, one "
     "document per text (`id`: its index), annotations with `infons: {type, confidence}` and "
@@ -108,17 +111,24 @@ async def annotate(
     m.characters.labels(loaded.id).inc(sum(len(t) for t in body.texts))
     for etype, n in found.items():
         m.entities.labels(loaded.id, etype).inc(n)
-    if body.format == "pubtator":
-        return PlainTextResponse(
-            render_predictions("pubtator", body.texts, kept, loaded.id),
-            media_type="text/plain; charset=utf-8",
-        )
-    if body.format != "json":
-        names = body.labelstudio
-        return JSONResponse(
-            render_predictions(
-                body.format, body.texts, kept, loaded.id, names.from_name, names.to_name
+
+    def respond() -> Response:
+        if body.format == "pubtator":
+            return PlainTextResponse(
+                render_predictions("pubtator", body.texts, kept, loaded.id),
+                media_type="text/plain; charset=utf-8",
             )
-        )
-    # built once, in the documented shape (AnnotateResponse); not validated a second time
-    return JSONResponse(annotation_json(loaded.describe(), kept))
+        if body.format != "json":
+            names = body.labelstudio
+            return JSONResponse(
+                render_predictions(
+                    body.format, body.texts, kept, loaded.id, names.from_name, names.to_name
+                )
+            )
+        # built once, in the documented shape (AnnotateResponse); not validated a second time
+        return JSONResponse(annotation_json(loaded.describe(), kept))
+
+    if sum(found.values()) < RENDER_ON_THE_LOOP:
+        return respond()
+    # 100,000 entities take seconds to render: off the event loop, which keeps answering
+    return await asyncio.to_thread(respond)
