@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     max_batch_texts: int = Field(256, ge=1, description="texts per micro-batch")
     model_poll_seconds: float = Field(2.0, gt=0, description="how often replicas check activation")
     model_cache_size: int = Field(2, ge=1, description="models kept loaded per replica")
+    shutdown_grace_seconds: float = Field(
+        8.0,
+        ge=0,
+        description="at SIGTERM, how long requests in flight may finish before they are "
+        "cancelled (within Docker's default 10 s stop timeout)",
+    )
     heartbeat_seconds: float = Field(10.0, gt=0, description="job heartbeat interval")
     heartbeat_timeout_seconds: float = Field(
         120.0, gt=0, description="a running job with no heartbeat this long lost its worker"

@@ -50,7 +50,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     MSLM_FORWARDED_ALLOW_IPS names (by default none: a client rotating the header would
     otherwise pick its own address, and the bad-key throttle with it). The head of a request
     is limited to 16 KiB (:mod:`api.http`); a longer one is answered 431 and its connection
-    closed."""
+    closed. At SIGTERM, requests in flight get MSLM_SHUTDOWN_GRACE_SECONDS to finish, then
+    are cancelled (their annotation work dropped with them)."""
     from .http import BoundedHttpToolsProtocol
 
     trusted = settings.forwarded_allow_ips.strip()
@@ -62,6 +63,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # httptools with the head of a request (request line and headers) bounded at 16 KiB:
         # as it comes, it read a 100 MB Authorization header whole (issue 18 item 4)
         "http": BoundedHttpToolsProtocol,
+        "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
     }
 
 

@@ -3,6 +3,7 @@ access log that never holds a request body (submitted text is patient data)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -177,8 +178,20 @@ class ServiceMiddleware:
                 if not exceeded:
                     await send_wrapper(message)
 
-            with contextlib.suppress(BodyTooLarge):
-                await self.app(scope, receive_limited, app_send)
+            try:
+                with contextlib.suppress(BodyTooLarge):
+                    await self.app(scope, receive_limited, app_send)
+            except asyncio.CancelledError:
+                # the server stops and its grace (MSLM_SHUTDOWN_GRACE_SECONDS) is over: say so,
+                # rather than the bare 500 the server would send
+                if not response_started:
+                    await refuse(
+                        503,
+                        "the service is stopping; send the request again",
+                        "stopping",
+                        {"Retry-After": "1", "Connection": "close"},
+                    )
+                raise
             if exceeded and not response_started:
                 await reply_413()
         finally:

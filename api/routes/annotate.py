@@ -85,6 +85,9 @@ async def annotate(
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server stops (past its grace): the work goes too
+        work.cancel()
+        raise
     finally:
         gone.cancel()
     if not work.done():  # the client left: drop its work (nobody reads the answer)
