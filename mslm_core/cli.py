@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config import BASE_DEFAULTS, STRATEGIES, TrainConfig
 from .corpus import FORMATS, PREDICTION_FORMATS
-from .errors import MSLMError
+from .errors import ConfigError, MSLMError
 
 log = logging.getLogger("mslm")
 
@@ -148,6 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="format of DST (default: from its extension; .json writes jsonl, so name "
         "labelstudio or bioc here)",
     )
+    p.add_argument(
+        "--type-map",
+        metavar="OLD=NEW,...",
+        help="rename entity types as they are read, e.g. the original NCBI-disease classes: "
+        "SpecificDisease=Disease,DiseaseClass=Disease,Modifier=Disease,CompositeMention=Disease",
+    )
+    p.add_argument(
+        "--trust-offsets",
+        action="store_true",
+        help="PubTator: where a mention column differs from the text at its offsets, take "
+        "the offsets (each such line is logged) instead of refusing the file",
+    )
 
     # the service's commands (serve, up, worker, migrate) come from the packages that provide
     # them, through entry points: the library itself never imports the service
@@ -259,11 +271,15 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from .corpus import detect_format, output_format, read_corpus, write_corpus
+    from .corpus import detect_format, output_format, parse_type_map, read_corpus, write_corpus
 
+    try:
+        type_map = parse_type_map(args.type_map or "")
+    except ValueError as exc:
+        raise ConfigError(f"--type-map: {exc}") from None
     src_format = args.src_format or detect_format(args.src)
     dst_format = output_format(args.dst, args.dst_format)
-    corpus = read_corpus(args.src, src_format)
+    corpus = read_corpus(args.src, src_format, type_map=type_map, trust_offsets=args.trust_offsets)
     write_corpus(corpus, args.dst, dst_format)
     summary = {
         "src": args.src,

@@ -5,16 +5,21 @@ each other."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True, order=True)
 class Mention:
-    """An entity mention over words: ``words[start:end]`` (end exclusive), typed ``label``."""
+    """An entity mention over words: ``words[start:end]`` (end exclusive), typed ``label``;
+    ``concept`` is the identifier a corpus links it to (``D003920``, ``OMIM:176100``,
+    ``D004829+D003294``), kept through the formats that hold one (PubTator, BioC, JSONL). A
+    mention is its span and type: the concept takes no part in equality or order, so
+    evaluation never depends on it."""
 
     start: int
     end: int
     label: str
+    concept: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, order=True)

@@ -1,5 +1,5 @@
-"""Clinical-style corpora with assertion labels (brat standoff), fetched at pinned commits with
-pinned sha256 into a cache outside the repository — never committed:
+"""Corpora fetched at pinned commits with pinned sha256 into a cache outside the repository —
+never committed. Clinical-style corpora with assertion labels (brat standoff):
 
 - MACCROBAT2020 (Caufield et al. 2019, 200 clinical case reports; CC BY 4.0), as mirrored in
   GitHub ``Saieiei/NLP`` at commit f2b5229…, folder ``MACCROBAT2020/``: events with
@@ -9,6 +9,15 @@ pinned sha256 into a cache outside the repository — never committed:
   ``Vidhate/CHIA-NER-RE`` at commit ed84384…, ``chia_with_scope.zip``: ``Negation`` and
   ``Mood`` entities linked to what they modify (``Has_negation``/``Has_mood``, directly or
   through a ``Scope``).
+
+And the original PubTator releases of two corpora the BLURB IOB files were made from, to
+check that they are read as released (ids, classes, known flaws):
+
+- NCBI-disease (Doğan et al. 2014; public domain, a work of the NCBI), train and test files
+  as mirrored in GitHub ``yannistannier/textmining`` at commit c4b7e27….
+- BC5CDR (Li et al. 2016; BioCreative V CDR task, free for research), train, development and
+  test files as mirrored in GitHub ``MartinH2k3/SLM-NER`` at commit 2a22b37…, folder
+  ``CDRdatasetPreprocessing/``.
 
 ``fetch_corpus(name, dest)`` downloads from raw.githubusercontent.com; ``git_dir=`` reads the
 same commit from a local clone or mirror instead (machines without GitHub access). Either way
@@ -39,6 +48,13 @@ DEFAULT_CACHE = Path(
 
 
 CHIA_ZIP_SHA256 = "1707d855acbd39cc76ef66618bcde1d9ff4d7c6600bf3453848c7d8c8f312a4c"
+NCBI_TRAIN_SHA256 = "59fdd503469ce052b2eb80ea1d53add00ff3706d98736958f9e9775e790dea36"
+NCBI_TEST_SHA256 = "61c8050bf6979ef7b943ec1158dfc03b651ea3367d4c37356f9de4841e85c9a3"
+CDR_SHA256 = {
+    "Training": "8748e229c22504184fb242ab3819efdac04e7b0ff5ee7480c290b6439b98acb0",
+    "Development": "265c2cd66808e3e03cddd59796bcf3e37c9577f6933cfbf2906a91edf4e447ab",
+    "Test": "6514af77b548f7a699723a1a898c8577bd62f25528f92f8ee872b8d0b216108b",
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,23 @@ def corpora() -> dict[str, PinnedCorpus]:
             {"chia_with_scope.zip": CHIA_ZIP_SHA256},
             "CC BY 4.0 (Kury et al. 2020, doi:10.6084/m9.figshare.11855817)",
             unzip=True,
+        ),
+        "NCBI-disease-PubTator": PinnedCorpus(
+            "NCBI-disease-PubTator",
+            "yannistannier/textmining",
+            "c4b7e27ea30589629dfdb2e2867d9e712f7748d1",
+            {
+                "NCBItrainset_corpus.txt": NCBI_TRAIN_SHA256,
+                "NCBItestset_corpus.txt": NCBI_TEST_SHA256,
+            },
+            "public domain (Dogan et al. 2014, doi:10.1016/j.jbi.2013.12.006)",
+        ),
+        "BC5CDR-PubTator": PinnedCorpus(
+            "BC5CDR-PubTator",
+            "MartinH2k3/SLM-NER",
+            "2a22b37f29cd2b5a0f86d48f59f1c891fce3346e",
+            {f"CDRdatasetPreprocessing/CDR_{s}Set.PubTator.txt": h for s, h in CDR_SHA256.items()},
+            "free for research (Li et al. 2016, doi:10.1093/database/baw068)",
         ),
     }
 

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
 from ..errors import CorpusError
 from ._io import MAX_ISSUES, IssueCollector, StrPath
-from ._shared import skip_json_space
+from ._shared import label_problem, skip_json_space
 from .bioc import fill_bioc, predictions_to_bioc, read_bioc, write_bioc
 from .conll import DOCSTART, fill_conll, read_conll, write_conll
 from .jsonl import fill_jsonl, read_jsonl, write_jsonl
@@ -59,7 +59,7 @@ from .labelstudio import (
     read_labelstudio,
     write_labelstudio,
 )
-from .model import Corpus, CorpusSummary, Mention, Sentence, Sink, Tally
+from .model import Corpus, CorpusSummary, Mention, Sentence, SentenceList, Sink, Tally
 from .pubtator import (
     TEXT_LINE,
     fill_pubtator,
@@ -234,21 +234,64 @@ def detect_format(path: StrPath, name: str | None = None) -> str:
     return sniffed
 
 
-def read_corpus(path: StrPath, format: str | None = None) -> Corpus:
-    """Read a corpus in ``format`` (one of :data:`FORMATS`), detected when ``None``."""
+def read_corpus(
+    path: StrPath,
+    format: str | None = None,
+    *,
+    type_map: Mapping[str, str] | None = None,
+    trust_offsets: bool = False,
+) -> Corpus:
+    """Read a corpus in ``format`` (one of :data:`FORMATS`), detected when ``None``.
+
+    ``type_map`` renames entity types as they are read (``{"SpecificDisease": "Disease"}``;
+    see :func:`parse_type_map`). ``trust_offsets`` (PubTator): a mention column that
+    differs from the text at its offsets is replaced by that text, each logged, instead of
+    refused."""
     name, chosen = _reader_format(path, format)
-    return _READERS[chosen](name)
+    if not type_map and not trust_offsets:
+        return _READERS[chosen](name)
+    sink = SentenceList(type_map)
+    _fill(chosen, name, sink, trust_offsets)
+    return sink.corpus(name)
 
 
-def scan_corpus(path: StrPath, format: str | None = None) -> CorpusSummary:
+def _fill(fmt: str, name: str, sink: Sink, trust_offsets: bool) -> None:
+    if fmt == "pubtator":
+        fill_pubtator(name, sink, trust_offsets)
+    else:
+        _FILLERS[fmt](name, sink)
+
+
+def parse_type_map(text: str) -> dict[str, str]:
+    """``"SpecificDisease=Disease,DiseaseClass=Disease"`` as a dict; raises ``ValueError``
+    naming the item that is not ``OLD=NEW`` with two valid type names."""
+    out: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        old, sep, new = (s.strip() for s in item.partition("="))
+        problem = "expected OLD=NEW" if not sep else label_problem(old) or label_problem(new)
+        if problem:
+            raise ValueError(f"type map item {item!r}: {problem}")
+        out[old] = new
+    return out
+
+
+def scan_corpus(
+    path: StrPath,
+    format: str | None = None,
+    *,
+    type_map: Mapping[str, str] | None = None,
+    trust_offsets: bool = False,
+) -> CorpusSummary:
     """Check a corpus as :func:`read_corpus` does (the same :class:`CorpusError`) and count
     it (:meth:`Corpus.stats`, :attr:`Corpus.types`) without keeping it: memory stays that of
     one sentence, task or document whatever the size of the file (a Label Studio JSON-MIN
     export with task ids also keeps a word count and the labels per task, to let a later
     annotation of a task replace an earlier one)."""
     name, chosen = _reader_format(path, format)
-    tally = Tally()
-    _FILLERS[chosen](name, tally)
+    tally = Tally(type_map)
+    _fill(chosen, name, tally, trust_offsets)
     return tally.summary()
 
 
@@ -364,6 +407,7 @@ __all__ = [
     "detect_format",
     "load_splits",
     "output_format",
+    "parse_type_map",
     "predictions_to_bioc",
     "predictions_to_labelstudio",
     "predictions_to_pubtator",

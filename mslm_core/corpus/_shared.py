@@ -35,6 +35,7 @@ class CharSpan:
     end: int
     label: str
     where: Any = None
+    concept: str | None = None
 
 
 #: ``report(where, message)``: record a problem found at ``where``.
@@ -107,7 +108,7 @@ def sentence_from_spans(
         return None, stripped
     starts = {a: i for i, (a, _) in enumerate(words)}
     ends = {b: i + 1 for i, (_, b) in enumerate(words)}
-    mentions = [Mention(starts[s.start], ends[s.end], s.label) for s in kept]
+    mentions = [Mention(starts[s.start], ends[s.end], s.label, s.concept) for s in kept]
     return Sentence(text, words, mentions), stripped
 
 

@@ -113,8 +113,21 @@ def _read_unit(
                 f"{text[start:end]!r}",
             )
             continue
-        spans.append(CharSpan(start, end, infons["type"], aw))
+        spans.append(CharSpan(start, end, infons["type"], aw, _identifier(infons)))
     spans_out.append((text, spans))
+
+
+#: Infons that hold a mention's concept identifier: ``identifier`` (PubTator Central, ours),
+#: ``MESH`` (the BC5CDR BioC release), ``NCBI Gene`` (GNormPlus).
+IDENTIFIER_INFONS = ("identifier", "MESH", "NCBI Gene")
+
+
+def _identifier(infons: dict[str, Any]) -> str | None:
+    for key in IDENTIFIER_INFONS:
+        value = infons.get(key)
+        if isinstance(value, str) and value.strip() and value.strip() != "-":
+            return value.strip()
+    return None
 
 
 def _count(relations: Any) -> int:
@@ -259,8 +272,8 @@ def write_bioc(corpus: Corpus, path: StrPath) -> None:
             str(i),
             s.text,
             [
-                _annotation(k, s.text, a, b, {"type": label})
-                for k, (a, b, label) in enumerate(s.char_mentions())
+                _annotation(k, s.text, a, b, {"type": label} | ({"identifier": c} if c else {}))
+                for k, (a, b, label, c) in enumerate(s.linked_char_mentions())
             ],
         )
         for i, s in enumerate(corpus.sentences)

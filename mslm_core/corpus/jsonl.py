@@ -50,13 +50,16 @@ def _entity_problem(text: str, entity: object, where: str) -> tuple[str, str] | 
         return f"start {start} is not before end {end}", f"{where}.end"
     if not text[start:end].strip():
         return f"entity [{start}, {end}) is only whitespace", where
+    concept = entity.get("concept")
+    if concept is not None and (not isinstance(concept, str) or not concept.strip()):
+        return "'concept' must be a non-empty string or null", f"{where}.concept"
     return None
 
 
 def _read_entities(
     text: str, entities: list[Any], number: int, issues: IssueCollector
-) -> tuple[list[tuple[int, int, str]], int] | None:
-    """The validated, trimmed ``(start, end, label)`` spans of one line's entities and how
+) -> tuple[list[tuple[int, int, str, str | None]], int] | None:
+    """The validated, trimmed ``(start, end, label, concept)`` spans of one line's entities and how
     many were trimmed; ``None`` when the line has problems (already added to ``issues``)."""
     spans: list[tuple[int, int, str, int]] = []  # start, end, label, index in the line
     stripped = 0
@@ -98,7 +101,7 @@ def _read_entities(
             reach, reach_i = end, i
     if not ok:
         return None
-    return [(s, e, label) for s, e, label, _ in spans], stripped
+    return [(s, e, label, entities[i].get("concept")) for s, e, label, i in spans], stripped
 
 
 def read_jsonl(path: StrPath) -> Corpus:
@@ -159,13 +162,13 @@ def fill_jsonl(path: StrPath, sink: Sink) -> None:
             continue
         spans, n_stripped = result
         sink.stripped += n_stripped
-        cuts = [b for start, end, _ in spans for b in (start, end)]
+        cuts = [b for start, end, _, _ in spans for b in (start, end)]
         words = word_spans(text, boundaries=cuts)
         if not words:
             continue  # no entity either: an entity on a text without words is whitespace
         starts = {a: i for i, (a, _) in enumerate(words)}
         ends = {b: i + 1 for i, (_, b) in enumerate(words)}
-        mentions = [Mention(starts[s], ends[e], label) for s, e, label in spans]
+        mentions = [Mention(starts[s], ends[e], label, c) for s, e, label, c in spans]
         sink.add(Sentence(text, words, mentions))
 
     issues.raise_if_any()
@@ -176,8 +179,8 @@ def fill_jsonl(path: StrPath, sink: Sink) -> None:
 def _jsonl_lines(corpus: Corpus) -> Iterator[str]:
     for sentence in corpus.sentences:
         entities = [
-            {"start": start, "end": end, "label": label}
-            for start, end, label in sentence.char_mentions()
+            {"start": start, "end": end, "label": label} | ({"concept": c} if c else {})
+            for start, end, label, c in sentence.linked_char_mentions()
         ]
         record = {"text": sentence.text, "entities": entities}
         yield json.dumps(record, ensure_ascii=False) + "\n"

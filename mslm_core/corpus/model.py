@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..types import Mention
@@ -57,6 +57,13 @@ class Sentence:
             for i in range(m.start + 1, m.end):
                 tags[i] = f"I-{m.label}"
         return tags
+
+    def linked_char_mentions(self) -> list[tuple[int, int, str, str | None]]:
+        """:meth:`char_mentions` with each mention's concept (``None``: not linked)."""
+        return [
+            (self.word_spans[m.start][0], self.word_spans[m.end - 1][1], m.label, m.concept)
+            for m in self.mentions
+        ]
 
     def char_mentions(self) -> list[tuple[int, int, str]]:
         """Mentions as ``(start, end, label)`` character offsets into ``text`` (end exclusive)."""
@@ -119,19 +126,26 @@ class Sink:
     :class:`Corpus`), :class:`Tally` only counts them, so that a corpus of any size is checked
     in the memory of one sentence (one task, one document).
 
-    A sentence read with a ``key`` (a Label Studio JSON-MIN row with a task id) replaces the
+    With a ``type_map``, each mention's type is renamed as it says (types it does not name
+    stay). A sentence read with a ``key`` (a Label Studio JSON-MIN row with a task id) replaces the
     sentence of an earlier row with that key when its ``rank`` is higher, and is dropped when
     it is lower: JSON-MIN has one row per annotation and only the latest counts.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, type_map: Mapping[str, str] | None = None) -> None:
         self.count = 0  # sentences kept, replacements not counted twice
         self.repairs = 0
         self.stripped = 0
         self.superseded = 0
+        self.type_map = dict(type_map or {})  # a type read -> the type kept
         self._latest: dict[str, tuple[Any, int]] = {}  # key -> best rank, slot
 
     def add(self, sentence: Sentence, key: str | None = None, rank: Any = None) -> None:
+        if self.type_map:
+            mapped = [
+                replace(m, label=self.type_map.get(m.label, m.label)) for m in sentence.mentions
+            ]
+            sentence = replace(sentence, mentions=mapped)
         if key is None:
             self._append(sentence, keyed=False)
             self.count += 1
@@ -157,8 +171,8 @@ class Sink:
 class SentenceList(Sink):
     """A sink that keeps the sentences: :meth:`corpus` is what was read."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, type_map: Mapping[str, str] | None = None) -> None:
+        super().__init__(type_map)
         self.sentences: list[Sentence] = []
 
     def _append(self, sentence: Sentence, keyed: bool) -> int:
@@ -185,8 +199,8 @@ class Tally(Sink):
     """A sink that counts words and mentions per type and keeps no sentence (only, for a
     keyed sentence, its word count and labels, which a later row may replace)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, type_map: Mapping[str, str] | None = None) -> None:
+        super().__init__(type_map)
         self.words = 0
         self.per_type: Counter[str] = Counter()
         self._keyed: dict[int, tuple[int, tuple[str, ...]]] = {}

@@ -1,10 +1,16 @@
 """PubTator: ``PMID|t|title`` and ``PMID|a|abstract`` lines, then one
-``PMID<TAB>start<TAB>end<TAB>mention<TAB>type[<TAB>identifier]`` line per mention, a blank
-line between documents.
+``PMID<TAB>start<TAB>end<TAB>mention<TAB>type[<TAB>identifier[<TAB>...]]`` line per mention, a
+blank line between documents.
 
 Offsets count code points into ``title + " " + abstract``. The title and the abstract each
-become one sentence (a mention may not cross from one into the other). Identifiers are not
-kept; relation lines (``PMID<TAB>CID<TAB>id<TAB>id``) are counted in a warning.
+become one sentence (a mention may not cross from one into the other). The identifier (the
+concept: ``D003920``, ``D004829+D003294``; ``-`` or empty for none) is kept on the mention;
+further columns (BC5CDR's composite parts) are not. Relation lines
+(``PMID<TAB>CID<TAB>id<TAB>id``) are counted in a warning.
+
+A mention whose text does not match its offsets is refused, naming the line; with
+``trust_offsets`` the offsets are taken and every such line is logged as repaired (the
+original NCBI-disease training file has one: line 3248, ``" plus "`` written as spaces).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ log = logging.getLogger(__name__)
 #: A title or abstract line; the PubTator sniffer in ``__init__`` matches its start.
 TEXT_LINE = re.compile(r"([^\s|]+)\|([ta])\|(.*)")
 _OFFSET = re.compile(r"[0-9]+")
+NO_CONCEPT = "-"  # the concept id column of a mention that is not linked
 # Characters that end a line for some reader (str.splitlines) or break the tab-separated
 # mention lines: written as spaces, which keeps every offset and every word.
 _BREAKS = str.maketrans(dict.fromkeys("\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029", " "))
@@ -43,7 +50,9 @@ class _Document:
     mentions: list[tuple[int, list[str]]] = field(default_factory=list)  # line, columns
 
 
-def _spans(doc: _Document, issues: IssueCollector) -> tuple[list[tuple[str, list[CharSpan]]], int]:
+def _spans(
+    doc: _Document, issues: IssueCollector, trust_offsets: bool = False
+) -> tuple[list[tuple[str, list[CharSpan]]], int]:
     """The title and the abstract with their spans, and the number of relation lines."""
     title, abstract = doc.title, doc.abstract or ""
     text = title if doc.abstract is None else f"{title} {abstract}"
@@ -76,36 +85,47 @@ def _spans(doc: _Document, issues: IssueCollector) -> tuple[list[tuple[str, list
                 f"[0, {len(text)}] (title, a space, abstract)",
                 "end" if int(start_col) < len(text) else "start",
             )
-        elif text[int(start_col) : int(end_col)] != mention:
+        elif text[int(start_col) : int(end_col)] != mention and not trust_offsets:
             start, end = int(start_col), int(end_col)
             issues.add(
                 number,
-                f"mention {mention!r} does not match the offsets, which hold {text[start:end]!r}",
+                f"mention {mention!r} does not match the offsets, which hold "
+                f"{text[start:end]!r} (to take the offsets, read with trust_offsets: "
+                "mslm convert --trust-offsets)",
                 "mention",
             )
         elif problem := label_problem(etype):
             issues.add(number, problem, "type")
-        elif int(end_col) <= len(title):
-            in_title.append(CharSpan(int(start_col), int(end_col), etype, number))
-        elif int(start_col) > len(title):
-            shift = len(title) + 1
-            in_abstract.append(
-                CharSpan(int(start_col) - shift, int(end_col) - shift, etype, number)
-            )
+        elif int(end_col) <= len(title) or int(start_col) > len(title):
+            start, end = int(start_col), int(end_col)
+            if text[start:end] != mention:
+                log.warning(  # no text: a corpus may be patient data
+                    "%s line %d: the mention column differs from the text at its offsets; "
+                    "the offsets were taken (trust_offsets)",
+                    issues.path,
+                    number,
+                )
+            column = cols[5].strip() if len(cols) > 5 else ""
+            concept = None if column in ("", NO_CONCEPT) else column
+            shift = 0 if end <= len(title) else len(title) + 1
+            target = in_title if end <= len(title) else in_abstract
+            target.append(CharSpan(start - shift, end - shift, etype, number, concept))
         else:
             issues.add(number, "mention crosses from the title into the abstract", "start")
     return [(title, in_title), (abstract, in_abstract)], relations
 
 
-def read_pubtator(path: StrPath) -> Corpus:
+def read_pubtator(path: StrPath, trust_offsets: bool = False) -> Corpus:
     """Read a PubTator file into a :class:`Corpus` (see :func:`fill_pubtator`)."""
     sink = SentenceList()
-    fill_pubtator(path, sink)
+    fill_pubtator(path, sink, trust_offsets)
     return sink.corpus(os.fspath(path))
 
 
-def fill_pubtator(path: StrPath, sink: Sink) -> None:
+def fill_pubtator(path: StrPath, sink: Sink, trust_offsets: bool = False) -> None:
     """Read a PubTator file: the title and the abstract of each document are sentences.
+    ``trust_offsets``: a mention column that differs from the text at its offsets is
+    replaced by that text (logged per line) instead of refused.
 
     Raises :class:`CorpusError` listing up to :data:`MAX_ISSUES` problems (line and column:
     ``pmid``, ``start``, ``end``, ``mention``, ``type``), or when the file holds no sentence.
@@ -122,7 +142,7 @@ def fill_pubtator(path: StrPath, sink: Sink) -> None:
         nonlocal doc, relations
         if doc is None:
             return
-        units, n_relations = _spans(doc, issues)
+        units, n_relations = _spans(doc, issues, trust_offsets)
         relations += n_relations
         for text, spans in units:
             sentence, n_stripped = sentence_from_spans(text, spans, report)
@@ -161,19 +181,17 @@ def fill_pubtator(path: StrPath, sink: Sink) -> None:
         )
 
 
-NO_CONCEPT = "-"  # the concept id column of a mention that is not linked
-
-
 def _document_lines(
-    doc_id: str, text: str, mentions: Iterable[tuple[int, int, str]]
+    doc_id: str, text: str, mentions: Iterable[tuple[int, int, str, str | None]]
 ) -> Iterator[str]:
     """One document: the text as its title, an empty abstract, its mention lines — six
     columns, the last the concept id, ``-`` while mentions are not linked (PubTator's readers,
     ``bioc.pubtator`` among them, take a 5-column line for a relation)."""
     flat = text.translate(_BREAKS)
     yield f"{doc_id}|t|{flat}\n{doc_id}|a|\n"
-    for start, end, label in mentions:
-        yield f"{doc_id}\t{start}\t{end}\t{flat[start:end]}\t{label}\t{NO_CONCEPT}\n"
+    for start, end, label, concept in mentions:
+        concept = (concept or NO_CONCEPT).translate(_BREAKS)
+        yield f"{doc_id}\t{start}\t{end}\t{flat[start:end]}\t{label}\t{concept}\n"
     yield "\n"
 
 
@@ -196,7 +214,7 @@ def write_pubtator(corpus: Corpus, path: StrPath) -> None:
     lines = (
         line
         for i, s in enumerate(corpus.sentences)
-        for line in _document_lines(str(i), s.text, s.char_mentions())
+        for line in _document_lines(str(i), s.text, s.linked_char_mentions())
     )
     atomic_write(name, lines)
 
@@ -208,5 +226,5 @@ def predictions_to_pubtator(texts: Sequence[str], entities: Sequence[Sequence[En
     return "".join(
         line
         for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
-        for line in _document_lines(str(i), text, ((e.start, e.end, e.type) for e in ents))
+        for line in _document_lines(str(i), text, ((e.start, e.end, e.type, None) for e in ents))
     )
