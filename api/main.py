@@ -114,7 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     problems.install(app)
-    problems.install_openapi(app)
+    problems.install_openapi(app, list(settings.base_model_map()))
     for router in (
         health.router,
         annotate.router,

@@ -66,9 +66,11 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 V1_PROBLEMS = problem_responses(401, 403, 422, 500)
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, base_models: list[str] | None = None) -> None:
     """The OpenAPI document with the problem-details schemas it refers to, and without
-    FastAPI's own validation-error schema (this API never answers with it)."""
+    FastAPI's own validation-error schema (this API never answers with it). ``base_models``:
+    the encoders this deployment allows (MSLM_BASE_MODELS), listed as the only values of a
+    job's ``base_model``."""
     from fastapi.openapi.utils import get_openapi
 
     def openapi() -> dict[str, Any]:
@@ -83,6 +85,12 @@ def install_openapi(app: FastAPI) -> None:
                 )
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)
+            job = schemas.get("JobCreate", {}).get("properties", {})
+            if base_models and "base_model" in job:
+                job["base_model"]["anyOf"] = [
+                    {"type": "string", "enum": base_models},
+                    {"type": "null"},
+                ]
             app.openapi_schema = doc
         return app.openapi_schema
 

@@ -93,6 +93,81 @@ class AnnotateResponse(BaseModel):
     results: list[TextResult]
 
 
+# The other shapes of a 200 from /v1/annotate (``format``), documented so that the OpenAPI
+# document tells the truth and generated clients can read them; built by mslm_core.render.
+class BioCLocation(BaseModel):
+    offset: int
+    length: int
+
+
+class BioCAnnotation(BaseModel):
+    id: str
+    infons: dict[str, str] = Field(
+        description="type, confidence; the clinical context (negated … family: "
+        '"true"/"false", cues); strings, as BioC infons are'
+    )
+    text: str
+    locations: list[BioCLocation]
+
+
+class BioCPassage(BaseModel):
+    infons: dict[str, str]
+    offset: int
+    text: str
+    sentences: list[dict[str, Any]]
+    annotations: list[BioCAnnotation]
+    relations: list[dict[str, Any]]
+
+
+class BioCDocument(BaseModel):
+    id: str = Field(description="the text's index in the request")
+    infons: dict[str, str]
+    passages: list[BioCPassage]
+    relations: list[dict[str, Any]]
+
+
+class BioCCollection(BaseModel):
+    """``format: bioc``: a BioC JSON collection, one document per text."""
+
+    source: str
+    date: str
+    key: str
+    infons: dict[str, str]
+    documents: list[BioCDocument]
+
+
+class LabelStudioValue(BaseModel):
+    start: int
+    end: int
+    text: str
+    labels: list[str]
+
+
+class LabelStudioRegion(BaseModel):
+    id: str
+    from_name: str
+    to_name: str
+    type: Literal["labels"]
+    value: LabelStudioValue
+    score: float
+    meta: dict[str, list[str]] | None = Field(
+        None, description="text: the clinical context, when the entity is not asserted present"
+    )
+
+
+class LabelStudioPrediction(BaseModel):
+    model_version: str
+    result: list[LabelStudioRegion]
+    score: float | None = Field(None, description="the lowest region score; absent: no region")
+
+
+class LabelStudioTask(BaseModel):
+    """``format: labelstudio``: a task with pre-annotations, ready to import."""
+
+    data: dict[str, str]
+    predictions: list[LabelStudioPrediction]
+
+
 # -- datasets ---------------------------------------------------------------------------------
 class SplitFile(BaseModel):
     filename: str
@@ -124,13 +199,18 @@ class ExportOptions(Strict):
     quantize: Literal["int8"] | None = None
 
 
+# mslm_core.config.STRATEGIES (a test keeps them equal)
+StrategyName = Literal["vanilla", "mslm", "mslm_tapt", "span", "pmi", "random"]
+
+
 class JobCreate(Strict):
     dataset_id: Identifier
-    base_model: str | None = Field(None, description="an encoder allowed by MSLM_BASE_MODELS")
-    strategy: str | None = Field(
+    base_model: str | None = Field(
         None,
-        description="mslm_tapt (the default: README, 'Does MSLM help?'), vanilla, mslm, span, "
-        "pmi, random",
+        description="an encoder allowed by MSLM_BASE_MODELS (the document lists this deployment's)",
+    )
+    strategy: StrategyName | None = Field(
+        None, description="default: mslm_tapt (README, 'Does MSLM help?')"
     )
     elm_rate: float | None = Field(None, ge=0.0, le=1.0)
     blm_rate: float | None = Field(None, ge=0.0, le=1.0)

@@ -298,6 +298,23 @@ def test_an_unknown_job_state_filter_is_422_naming_the_field(pg_client):
     assert get_args(JobState) == STATES
     response = pg_client.get("/v1/jobs?state=null", headers=auth(TRAIN))
     assert response.status_code == 422 and _fields(response) == ["query.state"]
+
+
+def test_the_document_lists_the_strategies_and_this_deployments_encoders(pg_client):
+    """Issue 19: schemathesis sent a strategy 'X' and a base_model '' that the document allowed
+    and the API refused (422): the document now says which values there are."""
+    from typing import get_args
+
+    from api.schemas import StrategyName
+    from mslm_core.config import STRATEGIES
+
+    assert set(get_args(StrategyName)) == set(STRATEGIES)
+    job = pg_client.get("/openapi.json").json()["components"]["schemas"]["JobCreate"]
+    assert job["properties"]["base_model"]["anyOf"][0]["enum"] == ["tiny"]  # MSLM_BASE_MODELS
+    response = pg_client.post(
+        "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": "d", "strategy": "X"}
+    )
+    assert response.status_code == 422 and _fields(response) == ["body.strategy"]
     assert pg_client.get("/v1/jobs?state=queued", headers=auth(TRAIN)).json()["count"] == 0
 
 

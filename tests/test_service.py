@@ -465,7 +465,8 @@ def test_job_validation_and_idempotency(client, settings, tmp_path):
     bad = client.post(
         "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"], "strategy": "magic"}
     )
-    assert bad.status_code == 422 and "strategy" in bad.json()["detail"]
+    assert bad.status_code == 422
+    assert [e["field"] for e in bad.json()["errors"]] == ["body.strategy"]
     bad = client.post(
         "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"], "base_model": "/etc"}
     )

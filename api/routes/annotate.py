@@ -13,7 +13,7 @@ from mslm_core.render import annotation_json, render_predictions
 
 from ..deps import AnnotateKey, StateDep
 from ..problems import V1_PROBLEMS, Problem, problem_responses
-from ..schemas import AnnotateRequest, AnnotateResponse
+from ..schemas import AnnotateRequest, AnnotateResponse, BioCCollection, LabelStudioTask
 
 router = APIRouter(prefix="/v1", tags=["annotate"], responses=V1_PROBLEMS)
 
@@ -44,7 +44,8 @@ _PUBTATOR_EXAMPLE = (
 
 @router.post(
     "/annotate",
-    response_model=AnnotateResponse,
+    # documentation only (a Response is returned as built): the JSON shape depends on format
+    response_model=AnnotateResponse | BioCCollection | list[LabelStudioTask],
     responses={
         **problem_responses(404, 413, 503),
         200: {
