@@ -199,6 +199,81 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
     assert stats["operations"] >= 15
 
 
+# -- a generated client --------------------------------------------------------------------------
+def test_a_client_generated_from_the_document_reads_every_answer(served, record, tmp_path):
+    """Issue 19: a client generated with openapi-python-client raised on every error and on
+    every non-JSON format. Generated here from the served /openapi.json, it reads annotate in
+    every format, and a 401, a 404 and a 422 as problem details."""
+    import importlib
+
+    document = tmp_path / "openapi.json"
+    document.write_text(httpx.get(served["url"] + "/openapi.json", timeout=30).text)
+    package = tmp_path / "mslm_generated"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "openapi_python_client", "generate"),
+            *("--path", str(document), "--output-path", str(package), "--meta", "none"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        gen = importlib.import_module("mslm_generated")
+        annotate = importlib.import_module("mslm_generated.api.annotate.annotate_v1_annotate_post")
+        pubtator = importlib.import_module(
+            "mslm_generated.api.annotate.annotate_pubtator_v1_annotate_pubtator_post"
+        )
+        jobs = importlib.import_module("mslm_generated.api.jobs.get_job_v1_jobs_job_id_get")
+        models = importlib.import_module("mslm_generated.models")
+    finally:
+        sys.path.remove(str(tmp_path))
+    client = gen.AuthenticatedClient(base_url=served["url"], token=ANNOTATE)
+    text = "Cisplatin caused renal failure in the patient ."
+
+    def request(**kw):
+        return models.AnnotateRequest(texts=[text], **kw)
+
+    answers = {
+        fmt: annotate.sync(client=client, body=request(format_=models.AnnotateRequestFormat(fmt)))
+        for fmt in ("json", "bioc", "labelstudio")
+    }
+    answers["pubtator"] = pubtator.sync(client=client, body=request())
+    seen = {
+        "json": type(answers["json"]).__name__,
+        "bioc": type(answers["bioc"]).__name__,
+        "labelstudio": f"list of {type(answers['labelstudio'][0]).__name__}",
+        "pubtator": type(answers["pubtator"]).__name__,
+    }
+    entities = answers["json"].results[0].entities
+    assert entities and all(text[e.start : e.end] == e.text for e in entities)
+    assert answers["bioc"].documents[0].passages[0].text == text
+    assert answers["labelstudio"][0].predictions[0].result
+    assert answers["pubtator"].startswith(f"0|t|{text}\n")
+    errors = {
+        "401": annotate.sync(client=gen.Client(base_url=served["url"]), body=request()),
+        "404": annotate.sync(client=client, body=request(model="m-absent")),
+        "422": jobs.sync(
+            client=gen.AuthenticatedClient(base_url=served["url"], token=TRAIN), job_id="x" * 300
+        ),
+    }
+    for status, problem in errors.items():
+        assert isinstance(problem, models.ProblemDetails), (status, problem)
+        assert problem.status == int(status)
+        seen[status] = f"ProblemDetails: {problem.title}"
+    record(
+        "interop: a generated OpenAPI client",
+        "openapi-python-client "
+        + importlib.import_module("importlib.metadata").version("openapi-python-client")
+        + " generates a client from the served /openapi.json; annotate in each format, then "
+        "a request without a key, one on an unknown model, one with a job id over 200 characters",
+        seen,
+        "every answer parsed into its documented type",
+    )
+
+
 # -- property-based ------------------------------------------------------------------------------
 @settings(max_examples=300, deadline=None, database=None)
 @given(data=st.binary(max_size=400))

@@ -9,11 +9,13 @@ from collections import Counter
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from mslm_core.predict import Entity
 from mslm_core.render import annotation_json, render_predictions
 
-from ..deps import AnnotateKey, StateDep
+from ..deps import AnnotateKey, AppState, StateDep
 from ..problems import V1_PROBLEMS, Problem, problem_responses
 from ..schemas import AnnotateRequest, AnnotateResponse, BioCCollection, LabelStudioTask
+from ..serving import LoadedModel
 
 router = APIRouter(prefix="/v1", tags=["annotate"], responses=V1_PROBLEMS)
 
@@ -60,7 +62,42 @@ async def annotate(
     """Entities in each text. Offsets index the submitted string (end exclusive) and
     ``text == texts[i][start:end]``; long texts are split into sentences and windows
     internally, never truncated. ``format`` chooses the response: this service's JSON, BioC
-    JSON, PubTator or Label Studio pre-annotations, each after the confidence thresholds."""
+    JSON, PubTator or Label Studio pre-annotations, each after the confidence thresholds.
+    (A client generated from this document reads the JSON ones; for PubTator it calls
+    ``/v1/annotate/pubtator``, whose only answer is text.)"""
+    found = await _annotate(body, request, state)
+    if isinstance(found, Response):
+        return found
+    return await _respond(body, body.format, *found)
+
+
+@router.post(
+    "/annotate/pubtator",
+    response_class=PlainTextResponse,
+    responses={
+        **problem_responses(404, 413, 503),
+        200: {
+            "description": "PubTator text, one document per text (its index as PMID)",
+            "content": {"text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE}},
+        },
+    },
+)
+async def annotate_pubtator(
+    body: AnnotateRequest, request: Request, state: StateDep, key: AnnotateKey
+) -> Response:
+    """``/v1/annotate`` answered in PubTator text whatever ``format`` says: the operation for
+    clients generated from this document (they read one media type per status)."""
+    found = await _annotate(body, request, state)
+    if isinstance(found, Response):
+        return found
+    return await _respond(body, "pubtator", *found)
+
+
+async def _annotate(
+    body: AnnotateRequest, request: Request, state: AppState
+) -> Response | tuple[LoadedModel, list[list[Entity]]]:
+    """The model that answered and the entities kept per text (after the thresholds), or the
+    response to send instead (the client left)."""
     s = state.settings
     if len(body.texts) > s.max_texts:
         raise Problem(
@@ -115,24 +152,29 @@ async def annotate(
     m.characters.labels(loaded.id).inc(sum(len(t) for t in body.texts))
     for etype, n in found.items():
         m.entities.labels(loaded.id, etype).inc(n)
+    return loaded, kept
 
+
+async def _respond(
+    body: AnnotateRequest, format: str, loaded: LoadedModel, kept: list[list[Entity]]
+) -> Response:
     def respond() -> Response:
-        if body.format == "pubtator":
+        if format == "pubtator":
             return PlainTextResponse(
                 render_predictions("pubtator", body.texts, kept, loaded.id),
                 media_type="text/plain; charset=utf-8",
             )
-        if body.format != "json":
+        if format != "json":
             names = body.labelstudio
             return JSONResponse(
                 render_predictions(
-                    body.format, body.texts, kept, loaded.id, names.from_name, names.to_name
+                    format, body.texts, kept, loaded.id, names.from_name, names.to_name
                 )
             )
         # built once, in the documented shape (AnnotateResponse); not validated a second time
         return JSONResponse(annotation_json(loaded.describe(), kept))
 
-    if sum(found.values()) < RENDER_ON_THE_LOOP:
+    if sum(map(len, kept)) < RENDER_ON_THE_LOOP:
         return respond()
     # 100,000 entities take seconds to render: off the event loop, which keeps answering
     return await asyncio.to_thread(respond)
