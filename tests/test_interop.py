@@ -254,3 +254,97 @@ def test_the_original_bc5cdr_release(split, mentions, caplog):
     concepts = [m.concept for s in corpus for m in s.mentions]
     assert sum(c is None for c in concepts) < 0.01 * len(concepts)  # "-1" is an id here
     assert any(c and "|" in c for c in concepts)  # composite mentions keep their ids
+
+
+# -- BioC XML, through the bioc library ------------------------------------------------------------
+BIOC_XML = """<?xml version='1.0' encoding='utf-8' standalone='yes'?>
+<!DOCTYPE collection SYSTEM "BioC.dtd">
+<collection>
+  <source>PubTator</source><date>2024</date><key>BioC.key</key>
+  <document>
+    <id>10923035</id>
+    <passage>
+      <infon key="type">title</infon>
+      <offset>0</offset>
+      <text>Wilson disease after cisplatin.</text>
+      <annotation id="1">
+        <infon key="type">Disease</infon><infon key="MESH">D006527</infon>
+        <location offset="0" length="14"/><text>Wilson disease</text>
+      </annotation>
+      <annotation id="2">
+        <infon key="type">Chemical</infon><infon key="identifier">D002945</infon>
+        <location offset="21" length="9"/><text>cisplatin</text>
+      </annotation>
+    </passage>
+    <passage>
+      <infon key="type">abstract</infon>
+      <offset>32</offset>
+      <text>No renal failure was seen.</text>
+      <annotation id="3">
+        <infon key="type">Disease</infon>
+        <location offset="35" length="13"/><text>renal failure</text>
+      </annotation>
+    </passage>
+  </document>
+</collection>
+"""
+
+
+@pytest.mark.parametrize("name", ["pubtator.xml", "noext", "export.json"])
+def test_bioc_xml_is_read_through_bioc(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(BIOC_XML, encoding="utf-8")
+    corpus = read_corpus(path)
+    assert [s.text for s in corpus] == [
+        "Wilson disease after cisplatin.",
+        "No renal failure was seen.",
+    ]
+    assert [[(a, b, label, c) for a, b, label, c in s.linked_char_mentions()] for s in corpus] == [
+        [(0, 14, "Disease", "D006527"), (21, 30, "Chemical", "D002945")],
+        [(3, 16, "Disease", None)],
+    ]
+    assert scan_corpus(path).stats == corpus.stats()
+
+
+def test_bioc_xml_we_write_is_read_by_bioc_and_by_us(tmp_path):
+    from bioc import biocxml
+
+    src = tmp_path / "in.xml"
+    src.write_text(BIOC_XML, encoding="utf-8")
+    corpus = read_corpus(src)
+    write_corpus(corpus, tmp_path / "out.xml", "bioc")
+    with open(tmp_path / "out.xml", encoding="utf-8") as fh:
+        collection = biocxml.load(fh)
+    annotations = [a for d in collection.documents for p in d.passages for a in p.annotations]
+    assert [(a.infons["type"], a.infons.get("identifier"), a.text) for a in annotations] == [
+        ("Disease", "D006527", "Wilson disease"),
+        ("Chemical", "D002945", "cisplatin"),
+        ("Disease", None, "renal failure"),
+    ]
+    again = read_corpus(tmp_path / "out.xml")
+    assert [s.linked_char_mentions() for s in again] == [s.linked_char_mentions() for s in corpus]
+
+
+def test_bioc_xml_refusals_name_where(tmp_path):
+    xxe = BIOC_XML.replace(
+        '<!DOCTYPE collection SYSTEM "BioC.dtd">',
+        '<!DOCTYPE collection [<!ENTITY leak SYSTEM "file:///etc/hostname">]>',
+    ).replace("<source>PubTator</source>", "<source>&leak;</source>")
+    cases = {
+        "entities": (xxe, "XML entity declarations are not accepted", 2),
+        "broken": (
+            BIOC_XML.replace("</passage>\n    <passage>", "<passage>", 1),
+            "invalid XML",
+            None,
+        ),
+        "bad type": (BIOC_XML.replace(">Chemical<", ">Chem ical<"), "documents[0]", None),
+    }
+    for label, (content, says, line) in cases.items():
+        path = tmp_path / f"{label.replace(' ', '-')}.xml"
+        path.write_text(content, encoding="utf-8")
+        with pytest.raises(CorpusError) as refused:
+            read_corpus(path)
+        text = str(refused.value)
+        assert says in text, (label, text)
+        if line is not None:
+            assert refused.value.issues[0].line == line

@@ -14,8 +14,9 @@ annotation formats clinical tools speak.
     A Label Studio export (JSON or JSON-MIN): a JSON array of tasks, one sentence per task
     with a completed annotation (:mod:`.labelstudio`).
 ``bioc``
-    A BioC JSON collection: one sentence per passage; annotation offsets count from the start
-    of the document (:mod:`.bioc`).
+    A BioC collection, JSON or XML (read and written through the ``bioc`` library): one
+    sentence per passage; annotation offsets count from the start of the document
+    (:mod:`.bioc`).
 ``pubtator``
     PubTator text: ``PMID|t|title``, ``PMID|a|abstract``, tab-separated mention lines with
     offsets into ``title + " " + abstract``; title and abstract are sentences
@@ -106,6 +107,7 @@ EXTENSIONS: dict[str, str] = {
     ".txt": "conll",
     ".bio": "conll",
     ".pubtator": "pubtator",
+    ".xml": "bioc",
 }
 
 #: Extensions shared by several formats: the formats the content may choose among.
@@ -156,14 +158,7 @@ def _sniff(path: str) -> str:
         raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
     except OSError as e:
         raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
-    if found == _XML:  # it was read as CoNLL, with confusing errors
-        raise CorpusError.single(
-            path,
-            1,
-            "an XML file (BioC XML?): BioC is read as JSON; convert it first, e.g. with "
-            "bioc-py: biocjson.dump(biocxml.load(f), out)",
-        )
-    return found
+    return "bioc" if found == _XML else found
 
 
 _XML = "xml"
@@ -230,6 +225,10 @@ def detect_format(path: StrPath, name: str | None = None) -> str:
         return EXTENSIONS[suffix]
     sniffed = _sniff(source)
     if suffix in _SHARED_EXTENSIONS and sniffed not in _SHARED_EXTENSIONS[suffix]:
+        if sniffed == "bioc":  # XML under .txt: read as CoNLL it gives confusing errors
+            raise CorpusError.single(
+                source, 1, "an XML file (BioC XML?) named .txt: name it .xml, or read it as bioc"
+            )
         return EXTENSIONS[suffix]  # the reader of the extension's format says what is wrong
     return sniffed
 

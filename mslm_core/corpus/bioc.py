@@ -1,10 +1,17 @@
-"""BioC JSON: a collection of documents, each a list of passages with document-level offsets.
+"""BioC, JSON or XML: a collection of documents, each a list of passages with document-level
+offsets.
 
 A passage (or, when it has no ``text``, each of its ``sentences``) becomes one sentence. An
 annotation is ``{"infons": {"type": T}, "locations": [{"offset", "length"}], "text"}``; its
 offset counts from the start of the *document*, so the passage's own ``offset`` is subtracted.
-Identifiers in the infons, and relations, have no place in a corpus and are not kept (the
-relations are counted in a warning). The file is read as a stream, one document at a time.
+A concept identifier in the infons (:data:`IDENTIFIER_INFONS`) is kept on the mention;
+relations have no place in a corpus and are counted in a warning. The file is read as a
+stream, one document at a time.
+
+BioC XML is read and written through ``bioc`` (PyPI, the BioC project's own library): a file
+whose content starts with ``<`` is XML, and a path ending in ``.xml`` is written as XML. An XML
+file that declares entities (``<!ENTITY``) is refused before it is parsed: they could pull in
+other files of the server (XXE) or expand without bound.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write
@@ -30,6 +37,7 @@ from ._shared import (
     JsonStream,
     Report,
     json_array_lines,
+    json_field,
     json_reporter,
     label_problem,
     open_binary,
@@ -193,8 +201,8 @@ def read_bioc(path: StrPath) -> Corpus:
 
 
 def fill_bioc(path: StrPath, sink: Sink) -> None:
-    """Read a BioC JSON collection; every passage with text (or every sentence of a passage
-    without text) is one sentence. Raises :class:`CorpusError` listing up to
+    """Read a BioC collection (JSON, or XML); every passage with text (or every sentence of a
+    passage without text) is one sentence. Raises :class:`CorpusError` listing up to
     :data:`MAX_ISSUES` problems (line and field, e.g. ``documents[3].passages[1].offset``),
     or when the collection holds no sentence."""
     name = os.fspath(path)
@@ -202,6 +210,10 @@ def fill_bioc(path: StrPath, sink: Sink) -> None:
     relations = 0
     found_documents = False
     with open_binary(name) as handle:
+        if handle.read(_XML_HEAD).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+            handle.seek(0)
+            return _fill_bioc_xml(name, handle, sink, issues)
+        handle.seek(0)
         stream = JsonStream(name, handle, issues)
         if stream.peek() == "":
             raise CorpusError.single(name, None, "no sentence found (empty corpus)")
@@ -218,16 +230,57 @@ def fill_bioc(path: StrPath, sink: Sink) -> None:
                 report = json_reporter(issues, element, f"documents[{d}]")
                 units, n_relations = _read_document(doc, report)
                 relations += n_relations
-                for text, spans in units:
-                    sentence, n_stripped = sentence_from_spans(text, spans, report)
-                    sink.stripped += n_stripped
-                    if sentence is not None:
-                        sink.add(sentence)
+                _add_units(units, report, sink)
         stream.end()
     if not found_documents:
         issues.add(1, "not a BioC collection: no 'documents'", "documents")
     issues.raise_if_any()
     if not sink.count:
+        raise CorpusError.single(name, None, "no sentence found (empty corpus)")
+    if relations:
+        log.warning("%s: %d relations not kept (a corpus holds mentions only)", name, relations)
+
+
+_XML_HEAD = 4096
+
+
+def _add_units(units: list[tuple[str, list[CharSpan]]], report: Report, sink: Sink) -> None:
+    for text, spans in units:
+        sentence, n_stripped = sentence_from_spans(text, spans, report)
+        sink.stripped += n_stripped
+        if sentence is not None:
+            sink.add(sentence)
+
+
+def _fill_bioc_xml(name: str, handle: IO[bytes], sink: Sink, issues: IssueCollector) -> None:
+    """BioC XML through bioc's streaming reader, each document checked as a JSON one is;
+    problems name the document's field (XML has no line per field)."""
+    from bioc import biocjson
+    from bioc.biocxml import BioCXMLDocumentReader
+    from lxml import etree
+
+    head = handle.read(1 << 20)  # the prolog, where entities would be declared
+    cut = head.find(b"<collection")
+    prolog = head if cut < 0 else head[:cut]
+    if b"<!ENTITY" in prolog:
+        line = prolog[: prolog.index(b"<!ENTITY")].count(b"\n") + 1
+        raise CorpusError.single(name, line, "XML entity declarations are not accepted")
+    handle.seek(0)
+    relations = documents = 0
+    try:
+        for d, document in enumerate(BioCXMLDocumentReader(handle)):
+            documents += 1
+
+            def report(where: JsonPath, message: str, d: int = d) -> None:
+                issues.add(None, message, json_field(where, f"documents[{d}]"))
+
+            units, n_relations = _read_document(biocjson.toJSON(document), report)
+            relations += n_relations
+            _add_units(units, report, sink)
+    except etree.XMLSyntaxError as exc:
+        issues.add(exc.lineno or None, f"invalid XML: {exc.msg}")
+    issues.raise_if_any()
+    if not documents or not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
     if relations:
         log.warning("%s: %d relations not kept (a corpus holds mentions only)", name, relations)
@@ -265,8 +318,10 @@ def _annotation(k: int, text: str, start: int, end: int, infons: dict[str, Any])
 
 
 def write_bioc(corpus: Corpus, path: StrPath) -> None:
-    """Write ``corpus`` as a BioC JSON collection: one document per sentence (its index as
-    ``id``), one passage at offset 0, one annotation per mention (``infons.type``)."""
+    """Write ``corpus`` as a BioC collection: one document per sentence (its index as
+    ``id``), one passage at offset 0, one annotation per mention (``infons.type``, and
+    ``infons.identifier`` when it has a concept). JSON, or XML (through ``bioc``) when the
+    path ends in ``.xml``."""
     documents = [
         _document(
             str(i),
@@ -278,8 +333,18 @@ def write_bioc(corpus: Corpus, path: StrPath) -> None:
         )
         for i, s in enumerate(corpus.sentences)
     ]
+    if os.fspath(path).lower().endswith(".xml"):
+        _write_bioc_xml(path, documents)
+        return
     head = json.dumps(_collection({}), ensure_ascii=False)[:-1] + ', "documents": [\n'
     atomic_write(path, json_array_lines(head, documents, "\n]}\n"))
+
+
+def _write_bioc_xml(path: StrPath, documents: list[dict[str, Any]]) -> None:
+    from bioc import biocjson, biocxml
+
+    collection = biocjson.decoder.parse_collection({**_collection({}), "documents": documents})
+    atomic_write(path, iter([biocxml.dumps(collection)]))
 
 
 def _prediction_infons(e: Entity) -> dict[str, str]:
