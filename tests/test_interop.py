@@ -348,3 +348,25 @@ def test_bioc_xml_refusals_name_where(tmp_path):
         assert says in text, (label, text)
         if line is not None:
             assert refused.value.issues[0].line == line
+
+
+def test_label_studio_validates_the_corpora_we_write(ncbi_like, tmp_path):
+    """A corpus written for Label Studio import: each annotation passes the SDK's own check
+    against a config with the corpus's types."""
+    from label_studio_sdk.label_interface import LabelInterface
+
+    corpus = read_corpus(ncbi_like, trust_offsets=True, type_map=parse_type_map(NCBI_CLASSES))
+    write_corpus(corpus, tmp_path / "tasks.json", "labelstudio")
+    tasks = json.loads((tmp_path / "tasks.json").read_text())
+    config = LABEL_CONFIG.format(from_name="label", to_name="text").replace(
+        '<Label value="Chemical"/>', ""
+    )
+    interface = LabelInterface(config)
+    assert len(tasks) == 2
+    for task in tasks:  # (the SDK's validate_task calls validate_annotation without one)
+        assert all(task["data"].get(o.value_name) for o in interface.objects)
+        for annotation in task["annotations"]:
+            assert interface.validate_annotation(annotation) is True
+    # a type the config does not have is refused by the SDK
+    other = LabelInterface(config.replace('value="Disease"', 'value="Chemical"'))
+    assert other.validate_annotation(tasks[0]["annotations"][0]) is False
