@@ -27,6 +27,8 @@ DOC = REPO / "docs" / "reliability.md"
 
 
 def _cell(value: object) -> str:
+    if isinstance(value, dict) and not value:
+        return "none"
     if isinstance(value, dict):
         return "; ".join(f"{k}: {_cell(v)}" for k, v in value.items())
     if isinstance(value, list):

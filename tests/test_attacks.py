@@ -198,33 +198,47 @@ def _raw_request(port: int, head: bytes, body_bytes: int, chunked: bool = False)
     return {"status": status, "sent_mb": round(sent / MiB, 1)}
 
 
-class Probe:
-    """Times ``GET /healthz`` (or another request) every ``every`` seconds in a thread."""
+class Sampler:
+    """Calls :meth:`sample` every ``every`` seconds in a thread while the ``with`` lasts."""
 
-    def __init__(self, call, every: float = 0.05):
-        self.call, self.every = call, every
-        self.times: list[float] = []
-        self.codes: collections.Counter[int] = collections.Counter()
+    def __init__(self, every: float):
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            try:
-                self.codes[self.call().status_code] += 1
-            except httpx.HTTPError:
-                self.codes[0] += 1
-            self.times.append(time.perf_counter() - started)
-            self._stop.wait(self.every)
+    def sample(self) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> Probe:
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self):
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=60)
+
+
+class Probe(Sampler):
+    """Times ``GET /healthz`` (or another request) every ``every`` seconds."""
+
+    def __init__(self, call, every: float = 0.05):
+        super().__init__(every)
+        self.call = call
+        self.times: list[float] = []
+        self.codes: collections.Counter[int] = collections.Counter()
+        self.sample()  # one at once: an attack may be over before the first interval
+
+    def sample(self) -> None:
+        started = time.perf_counter()
+        try:
+            self.codes[self.call().status_code] += 1
+        except httpx.HTTPError:
+            self.codes[0] += 1
+        self.times.append(time.perf_counter() - started)
 
     def figures(self) -> dict:
         ms = sorted(1000 * t for t in self.times)
@@ -234,6 +248,26 @@ class Probe:
             "max_ms": round(ms[-1], 1),
             "failed": self.codes.get(0, 0) + sum(n for c, n in self.codes.items() if c >= 500),
         }
+
+
+class Rss(Sampler):
+    """The API's resident memory sampled every 20 ms: how far it rose above where it was when
+    sampling started (VmHWM would keep an earlier attack's peak)."""
+
+    def __init__(self, api: Api):
+        super().__init__(0.02)
+        self.api = api
+        self.start = self.peak = api.rss()
+
+    def sample(self) -> None:
+        self.peak = max(self.peak, self.api.rss())
+
+    @property
+    def growth(self) -> float:
+        return round(self.peak - self.start, 1)
+
+    def kept(self) -> float:
+        return round(self.api.rss() - self.start, 1)
 
 
 def _at_once(api: Api, *calls) -> list[int]:
@@ -253,36 +287,6 @@ def _at_once(api: Api, *calls) -> list[int]:
     for t in threads:
         t.join(timeout=60)
     return codes
-
-
-class Rss:
-    """The API's resident memory sampled every 20 ms in a thread: how far it rose above
-    where it was when sampling started (VmHWM would keep an earlier attack's peak)."""
-
-    def __init__(self, api: Api):
-        self.api = api
-        self.start = self.peak = api.rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, self.api.rss())
-
-    def __enter__(self) -> Rss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    @property
-    def growth(self) -> float:
-        return round(self.peak - self.start, 1)
-
-    def kept(self) -> float:
-        return round(self.api.rss() - self.start, 1)
 
 
 def _healthz(api: Api):
