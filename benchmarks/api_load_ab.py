@@ -28,7 +28,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(tree: Path, args: argparse.Namespace) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1"}
+    out = tempfile.mkdtemp(prefix="mslm-ab-")  # the run's own results stay out of ours
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "HF_HUB_OFFLINE": "1",
+        "MSLM_BENCH_RESULTS": out,
+    }
     cmd = [
         sys.executable,
         str(tree / "benchmarks" / "api_load.py"),
@@ -39,7 +45,6 @@ def run(tree: Path, args: argparse.Namespace) -> dict:
         "--duration",
         str(args.duration),
     ]
-    out = tempfile.mkdtemp(prefix="mslm-ab-")  # the run's own results/ stays out of ours
     try:
         proc = subprocess.run(
             cmd, cwd=out, env=env, capture_output=True, text=True, check=False, timeout=1800
