@@ -15,6 +15,9 @@ check that they are read as released (ids, classes, known flaws):
 
 - NCBI-disease (Doğan et al. 2014; public domain, a work of the NCBI), train and test files
   as mirrored in GitHub ``yannistannier/textmining`` at commit c4b7e27….
+- NCBI-disease again, as issue 21 names it for concept linking: GitHub ``spyysalo/ncbi-disease``
+  at commit 5a266c6…, ``original-data/`` (train, devel and test; its training file's line 3249
+  is flawed too, trailing spaces in the mention column: read with ``trust_offsets``).
 - BC5CDR (Li et al. 2016; BioCreative V CDR task, free for research), train, development and
   test files as mirrored in GitHub ``MartinH2k3/SLM-NER`` at commit 2a22b37…, folder
   ``CDRdatasetPreprocessing/``.
@@ -50,6 +53,16 @@ DEFAULT_CACHE = Path(
 CHIA_ZIP_SHA256 = "1707d855acbd39cc76ef66618bcde1d9ff4d7c6600bf3453848c7d8c8f312a4c"
 NCBI_TRAIN_SHA256 = "59fdd503469ce052b2eb80ea1d53add00ff3706d98736958f9e9775e790dea36"
 NCBI_TEST_SHA256 = "61c8050bf6979ef7b943ec1158dfc03b651ea3367d4c37356f9de4841e85c9a3"
+NCBI_ORIGINAL_SHA256 = {
+    "train/NCBItrainset_corpus.txt": (
+        "f311381b28a6d0f641f57f4a963bb83619c2bdec5cd9caabb1381f894d5db817"
+    ),
+    "devel/NCBIdevelopset_corpus.txt": (
+        "02db559974624ae9cbe6cd95d64d953e6926bb63afb6b25b63e53bd8b41a4b55"
+    ),
+    "test/NCBItestset_corpus.txt": NCBI_TEST_SHA256,  # the same file as the other mirror's
+    "LICENSE": "77f63de888c0a31dbdcc3f19a66d9c7ea64072f487fb302f250b1e7593d50ec9",
+}
 CDR_SHA256 = {
     "Training": "8748e229c22504184fb242ab3819efdac04e7b0ff5ee7480c290b6439b98acb0",
     "Development": "265c2cd66808e3e03cddd59796bcf3e37c9577f6933cfbf2906a91edf4e447ab",
@@ -101,6 +114,13 @@ def corpora() -> dict[str, PinnedCorpus]:
                 "NCBItestset_corpus.txt": NCBI_TEST_SHA256,
             },
             "public domain (Dogan et al. 2014, doi:10.1016/j.jbi.2013.12.006)",
+        ),
+        "NCBI-disease-original": PinnedCorpus(
+            "NCBI-disease-original",
+            "spyysalo/ncbi-disease",
+            "5a266c6fc76fb2b5184cfa397ff0a5ecdb133aec",
+            {f"original-data/{path}": h for path, h in NCBI_ORIGINAL_SHA256.items()},
+            "public domain (original-data/LICENSE: a United States Government Work)",
         ),
         "BC5CDR-PubTator": PinnedCorpus(
             "BC5CDR-PubTator",

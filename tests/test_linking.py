@@ -1,0 +1,114 @@
+"""Concept linking (issue 21, first part): vocabularies, abbreviations, the TF-IDF linker."""
+
+from __future__ import annotations
+
+import pytest
+
+from mslm_core.corpus import Corpus, Mention, Sentence
+from mslm_core.errors import CorpusError
+from mslm_core.linking import (
+    Linker,
+    abbreviations,
+    from_corpora,
+    read_obo,
+    read_tsv,
+)
+
+TSV = (
+    "# a site's vocabulary\n"
+    "D051437\tRenal Insufficiency\tkidney failure|renal failure\n"
+    "D003920\tDiabetes Mellitus\tdiabetes\n"
+    "D009369\tNeoplasms\ttumour|tumor|cancer\n"
+    "D011125\tAdenomatous Polyposis Coli\n"
+)
+
+
+def _vocab(tmp_path):
+    path = tmp_path / "vocab.tsv"
+    path.write_text(TSV, encoding="utf-8")
+    return read_tsv(path, "MeSH")
+
+
+def test_tsv_vocabulary_and_its_refusals(tmp_path):
+    vocab = _vocab(tmp_path)
+    assert len(vocab) == 4 and vocab.concepts["D051437"].names == [
+        "Renal Insufficiency",
+        "kidney failure",
+        "renal failure",
+    ]
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("D1\tok\nD 2\tspace in id\nD3\t\nD4\tname\ta||b\nD5\n", encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        read_tsv(bad)
+    assert [(i.line, i.field) for i in refused.value.issues] == [
+        (2, "id"),
+        (3, "name"),
+        (4, "synonyms"),
+        (5, None),
+    ]
+    assert all(i.path == str(bad) for i in refused.value.issues)
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("# nothing\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="empty vocabulary"):
+        read_tsv(empty)
+
+
+def test_obo_vocabulary(tmp_path):
+    path = tmp_path / "doid.obo"
+    path.write_text(
+        "format-version: 1.2\n\n"
+        "[Term]\nid: DOID:9351\nname: diabetes mellitus\n"
+        'synonym: "diabetes" EXACT []\nsynonym: "DM \\"type\\"" RELATED []\n\n'
+        "[Term]\nid: DOID:0000\nname: gone\nis_obsolete: true\n\n"
+        "[Typedef]\nid: part_of\nname: part of\n",
+        encoding="utf-8",
+    )
+    vocab = read_obo(path)
+    assert list(vocab.concepts) == ["DOID:9351"]
+    assert vocab.concepts["DOID:9351"].synonyms == ["diabetes", 'DM "type"']
+    bad = tmp_path / "bad.obo"
+    bad.write_text("[Term]\nid: X:1\n\n[Term]\nid: X:2\nname: two\nsynonym: unquoted\n")
+    with pytest.raises(CorpusError) as refused:
+        read_obo(bad)
+    assert [(i.line, i.field) for i in refused.value.issues] == [(1, "name"), (7, "synonym")]
+
+
+def test_a_corpus_names_its_concepts_and_composites_are_left_out():
+    sentence = Sentence.from_words(
+        ["renal", "failure", "and", "kidney", "failure", "or", "both"],
+        [
+            Mention(0, 2, "Disease", "D051437"),
+            Mention(3, 5, "Disease", "D051437"),
+            Mention(6, 7, "Disease", "D1|D2"),
+        ],
+    )
+    twice = Sentence.from_words(["renal", "failure"], [Mention(0, 2, "Disease", "D051437")])
+    vocab = from_corpora([Corpus([sentence, twice])], "train")
+    assert list(vocab.concepts) == ["D051437"]
+    assert vocab.concepts["D051437"].names == ["renal failure", "kidney failure"]  # commonest
+
+
+def test_schwartz_hearst_abbreviations():
+    text = (
+        "The adenomatous polyposis coli (APC) gene; renal failure (RF) was seen "
+        "(p < 0.05) in 3 of 10 (30%) patients with myotonic dystrophy (DM)."
+    )
+    assert abbreviations(text) == {"APC": "adenomatous polyposis coli", "RF": "renal failure"}
+
+
+def test_the_linker_ranks_thresholds_and_expands_abbreviations(tmp_path):
+    linker = Linker(_vocab(tmp_path), threshold=0.5, k=3)
+    exact, typo, unrelated = linker.candidates(["Renal-Failure", "kidny failur", "xylophone"])
+    assert exact[0].id == "D051437" and exact[0].score == 1.0
+    assert exact[0].name == "Renal Insufficiency" and exact[0].vocabulary == "MeSH"
+    assert typo[0].id == "D051437" and 0.5 <= typo[0].score < 1.0
+    assert len({c.id for c in typo}) == len(typo) <= 3
+    assert linker.link(["xylophone"]) == [None]  # below the threshold: no concept
+    assert not unrelated or unrelated[0].score < 0.5
+    text = "Patients with adenomatous polyposis coli (APC) and RF. Later APC was confirmed."
+    start = text.rindex("APC")
+    (found,) = linker.candidates_in_text(text, [(start, start + 3)])
+    assert found[0].id == "D011125" and found[0].score == 1.0
+    assert text[start : start + 3] == "APC"  # the entity's text and offsets are not touched
+    plain = Linker(_vocab(tmp_path), threshold=0.5).candidates(["APC"])[0]
+    assert not plain or plain[0].id != "D011125" or plain[0].score < 1.0
