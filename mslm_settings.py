@@ -86,13 +86,25 @@ class Settings(BaseSettings):
     context_rules_mode: Literal["extend", "replace"] = Field(
         "extend", description="extend: the site's rules join ours (same phrase: theirs); replace"
     )
+    vocabulary: Path | None = Field(
+        None,
+        description="concepts entities are linked to: a TSV (id, name, synonyms) or OBO file; "
+        "unset: no concept",
+    )
+    vocabulary_name: str = Field("", description="the vocabulary's name in answers (default: file)")
+    link_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="the lowest candidate score given as the concept"
+    )
+    link_candidates: int = Field(5, ge=1, le=50, description="candidate concepts per entity")
     forwarded_allow_ips: str = Field(
         "",
         description="proxies trusted to set X-Forwarded-For (comma-separated addresses; empty: "
         "none, the connecting address is the client)",
     )
 
-    @field_validator("database_url", "broker_url", "artifacts_dir", "context_rules", mode="before")
+    @field_validator(
+        "database_url", "broker_url", "artifacts_dir", "context_rules", "vocabulary", mode="before"
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """``MSLM_BROKER_URL=`` (as compose files write it) means: not set."""

@@ -63,6 +63,13 @@ class AssertionOut(BaseModel):
     cues: list[CueOut] = Field(description="the triggers that set the attributes, nearest first")
 
 
+class ConceptOut(BaseModel):
+    id: str
+    name: str = Field(description="the concept's preferred name")
+    score: float = Field(description="similarity of its best-matching name; 1.0: an exact name")
+    vocabulary: str
+
+
 class EntityOut(BaseModel):
     start: int = Field(description="offset into the submitted string (code points)")
     end: int = Field(description="end offset, exclusive: text == texts[i][start:end]")
@@ -73,6 +80,14 @@ class EntityOut(BaseModel):
     type_score: float
     assertion: AssertionOut | None = Field(
         None, description="clinical context; absent when the service runs with MSLM_CONTEXT off"
+    )
+    concept: ConceptOut | None = Field(
+        None,
+        description="the linked concept (null below MSLM_LINK_THRESHOLD); absent when no "
+        "MSLM_VOCABULARY is set",
+    )
+    candidates: list[ConceptOut] | None = Field(
+        None, description="candidate concepts, best first; absent when no MSLM_VOCABULARY is set"
     )
 
 

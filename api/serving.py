@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core.context import ContextEngine, rules_for
 from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
+from mslm_core.linking import Linker
 from mslm_core.predict import AnnotationPlan, Entity
 from mslm_settings import Settings
 from store.models import Model
@@ -311,12 +312,26 @@ def context_engine(settings: Settings) -> ContextEngine | None:
     return ContextEngine(rules)
 
 
+def linker_for(settings: Settings) -> Linker | None:
+    """The concept linker of MSLM_VOCABULARY (OBO by its extension, TSV otherwise), or None."""
+    if settings.vocabulary is None:
+        return None
+    from mslm_core.linking import Linker, read_obo, read_tsv
+
+    path = settings.vocabulary
+    reader = read_obo if path.suffix.lower() == ".obo" else read_tsv
+    vocabulary = reader(path, settings.vocabulary_name or None)
+    log.info("vocabulary %s: %d concepts", vocabulary.name, len(vocabulary))
+    return Linker(vocabulary, settings.link_threshold, settings.link_candidates)
+
+
 class ModelManager:
     """The models this replica holds (LRU, the active one included) and which is active."""
 
     def __init__(self, settings: Settings, factory: sessionmaker[Session], metrics: Metrics):
         self.settings = settings
         self.context = context_engine(settings)  # a bad site rules file stops the start
+        self.linker = linker_for(settings)  # so does a bad vocabulary
         self.factory = factory
         self.metrics = metrics
         self.active_id: str | None = None
@@ -343,6 +358,7 @@ class ModelManager:
             inter_op_threads=s.inter_op_threads,
             spinning=False,  # the event loop shares these cores
             context=self.context,
+            linker=self.linker,
         )
 
     async def load(self, model_id: str) -> LoadedModel:

@@ -37,6 +37,7 @@ from .errors import (
 from .schema import (
     AnnotateResponse,
     Assertion,
+    Concept,
     Cue,
     Dataset,
     Entity,
@@ -60,6 +61,7 @@ __all__ = [
     "AsyncClient",
     "AuthenticationError",
     "Client",
+    "Concept",
     "ConflictError",
     "Cue",
     "Dataset",

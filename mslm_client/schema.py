@@ -86,6 +86,28 @@ class Assertion:
 
 
 @dataclass(frozen=True)
+class Concept:
+    """A concept an entity may denote (the service's MSLM_VOCABULARY)."""
+
+    id: str
+    name: str
+    score: float  # similarity of its best-matching name; 1.0: an exact name
+    vocabulary: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Concept:
+        return cls(d["id"], d["name"], float(d["score"]), d["vocabulary"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "score": self.score,
+            "vocabulary": self.vocabulary,
+        }
+
+
+@dataclass(frozen=True)
 class Entity:
     """One mention: ``text == texts[i][start:end]`` (code-point offsets, end exclusive)."""
 
@@ -97,6 +119,8 @@ class Entity:
     detection_score: float
     type_score: float
     assertion: Assertion | None = None  # None when the service runs with MSLM_CONTEXT off
+    concept: Concept | None = None  # None below the threshold, or with no vocabulary
+    candidates: tuple[Concept, ...] | None = None  # None when the service links no concepts
 
     @property
     def present(self) -> bool:
@@ -106,6 +130,7 @@ class Entity:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Entity:
         assertion = d.get("assertion")
+        concept, candidates = d.get("concept"), d.get("candidates")
         return cls(
             start=int(d["start"]),
             end=int(d["end"]),
@@ -115,6 +140,10 @@ class Entity:
             detection_score=float(d["detection_score"]),
             type_score=float(d["type_score"]),
             assertion=Assertion.from_dict(assertion) if assertion is not None else None,
+            concept=Concept.from_dict(concept) if concept is not None else None,
+            candidates=None
+            if candidates is None
+            else tuple(Concept.from_dict(c) for c in candidates),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +158,9 @@ class Entity:
         }
         if self.assertion is not None:
             out["assertion"] = self.assertion.to_dict()
+        if self.candidates is not None:
+            out["concept"] = None if self.concept is None else self.concept.to_dict()
+            out["candidates"] = [c.to_dict() for c in self.candidates]
         return out
 
 

@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from .errors import InferenceError
 from .features import WindowBuilder
 from .predict import AnnotationPlan, Entity, Predictor, ScoredMention
 from .tokenizer import RustWordTokenizer
+
+if TYPE_CHECKING:
+    from .linking import Linker
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +130,13 @@ class EntityExtractor:
         manifest: dict[str, Any],
         info: EngineInfo,
         context: ContextEngine | None = None,
+        linker: Linker | None = None,
     ):
         self.predictor = predictor
         self.manifest = manifest
         self.info = info
         self.context = context  # ConText assertion of each entity; None: no assertion
+        self.linker = linker  # the concept of each entity; None: no concept
 
     @property
     def id(self) -> str:
@@ -151,6 +156,7 @@ class EntityExtractor:
         max_batch_tokens: int = 8192,
         spinning: bool = True,
         context: ContextEngine | None = None,
+        linker: Linker | None = None,
     ) -> EntityExtractor:
         """Load a bundle (every checksum verified first).
 
@@ -161,7 +167,8 @@ class EntityExtractor:
         ``intra_op_threads`` / ``inter_op_threads``). ``batch_size``: windows per run; see
         :func:`_default_batch_size`. ``spinning=False`` lets idle ONNX Runtime threads sleep
         (a server sharing its cores with request handling). ``context``: the ConText engine that
-        sets each entity's ``assertion`` (``ContextEngine.default()``: our rules)."""
+        sets each entity's ``assertion`` (``ContextEngine.default()``: our rules). ``linker``:
+        the :class:`~mslm_core.linking.Linker` that sets each entity's ``concept``."""
         _check("backend", backend, BACKENDS)
         _check("precision", precision, PRECISIONS)
         _check("device", device, DEVICES)
@@ -214,7 +221,7 @@ class EntityExtractor:
             predictor.temperatures,
         )
         log.info("serving %s with %s %s (%s)", info.model_id, backend, precision, provider)
-        return cls(predictor, manifest, info, context)
+        return cls(predictor, manifest, info, context, linker)
 
     # -- prediction -------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
@@ -223,10 +230,18 @@ class EntityExtractor:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
-        entities = self.predictor.annotate(texts)
-        if self.context is None:
-            return entities
-        return self.context.apply_all(texts, entities)
+        return self._after(texts, self.predictor.annotate(texts))
+
+    def _after(
+        self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
+    ) -> list[list[Entity]]:
+        """The steps after prediction: the clinical context, then the concept."""
+        out = [list(e) for e in entities]
+        if self.context is not None:
+            out = self.context.apply_all(texts, out)
+        if self.linker is not None:
+            out = self.linker.apply_all(texts, out)
+        return out
 
     def plan(self, texts: Sequence[str]) -> AnnotationPlan:
         """:meth:`annotate` as steps for a scheduler (the service's micro-batcher runs the
@@ -234,7 +249,7 @@ class EntityExtractor:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
-        after = None if self.context is None else self.context.apply_all
+        after = None if self.context is None and self.linker is None else self._after
         return AnnotationPlan(self.predictor, texts, after)
 
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:

@@ -65,6 +65,17 @@ class Assertion:
 
 
 @dataclass(frozen=True)
+class LinkedConcept:
+    """A concept an entity may denote: ``score`` is the similarity of its best-matching name
+    (1.0: an exact name), ``vocabulary`` the vocabulary's name (``MeSH``)."""
+
+    id: str
+    name: str
+    score: float
+    vocabulary: str
+
+
+@dataclass(frozen=True)
 class Entity:
     """A predicted entity in raw text: ``text == input[start:end]`` (code points)."""
 
@@ -76,9 +87,17 @@ class Entity:
     detection_score: float
     type_score: float
     assertion: Assertion | None = None  # set by the ConText step (mslm_core.context)
+    # set by the linking step (mslm_core.linking): the concept (None below the threshold) and
+    # the candidates, best first; candidates None: no linking step ran
+    concept: LinkedConcept | None = None
+    candidates: tuple[LinkedConcept, ...] | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
         if self.assertion is None:
             del out["assertion"]
+        if self.candidates is None:
+            del out["concept"], out["candidates"]
+        else:
+            out["candidates"] = list(out["candidates"])
         return out

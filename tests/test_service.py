@@ -30,7 +30,7 @@ from service_helpers import (
 
 from api.background import sweep
 from api.main import create_app
-from mslm_core.errors import ConfigError
+from mslm_core.errors import ConfigError, CorpusError
 from mslm_settings import Settings
 from store.models import Job
 from worker.celery_app import TRAIN_QUEUE, queue_depth
@@ -125,6 +125,67 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
         assert "mslm_http_request_duration_seconds_bucket" in metrics
         assert f'mslm_annotated_texts_total{{model="{model_id}"}}' in metrics
+
+
+def test_annotate_links_concepts_in_every_format(trained_service, tmp_path):
+    """Issue 21: with MSLM_VOCABULARY each entity carries its concept and candidates; the
+    offsets and the rest of the entity are unchanged; no vocabulary, no keys."""
+    settings, _, _ = trained_service
+    text = "No sign of diabetes or cancer today ."
+    vocab = tmp_path / "mesh.tsv"
+    vocab.write_text(
+        "D003920\tDiabetes Mellitus\tdiabetes\nD009369\tNeoplasms\tcancer|tumour\n",
+        encoding="utf-8",
+    )
+    with TestClient(create_app(settings)) as c:
+        plain = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+    assert all("concept" not in e for e in plain["results"][0]["entities"])
+    linked = settings.model_copy(update={"vocabulary": vocab, "vocabulary_name": "MeSH"})
+    with TestClient(create_app(linked)) as c:
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+        ents = body["results"][0]["entities"]
+        for e, before in zip(ents, plain["results"][0]["entities"], strict=True):
+            assert {k: v for k, v in e.items() if k not in ("concept", "candidates")} == before
+        concepts = {e["text"]: e["concept"] for e in ents}
+        assert concepts["diabetes"] == {
+            "id": "D003920",
+            "name": "Diabetes Mellitus",
+            "score": 1.0,
+            "vocabulary": "MeSH",
+        }
+        assert concepts["cancer"]["id"] == "D009369"
+        assert all(e["candidates"][0] == e["concept"] for e in ents)
+        bioc = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text], "format": "bioc"}
+        ).json()
+        infons = [a["infons"] for a in bioc["documents"][0]["passages"][0]["annotations"]]
+        assert {(i["identifier"], i["concept_name"]) for i in infons} == {
+            ("D003920", "Diabetes Mellitus"),
+            ("D009369", "Neoplasms"),
+        }
+        pubtator = c.post(
+            "/v1/annotate/pubtator", headers=auth(ANNOTATE), json={"texts": [text]}
+        ).text
+        assert {line.split("\t")[5] for line in pubtator.splitlines()[2:] if line} == {
+            "D003920",
+            "D009369",
+        }
+        tasks = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text], "format": "labelstudio"}
+        ).json()
+        metas = [r["meta"]["text"] for r in tasks[0]["predictions"][0]["result"]]
+        assert all(any(m.startswith("concept: MeSH D") for m in meta) for meta in metas)
+    # below the threshold: candidates, no concept
+    strict = linked.model_copy(update={"link_threshold": 1.0})
+    vocab.write_text("D003920\tDiabetes Mellitus\tdiabetic\n", encoding="utf-8")
+    with TestClient(create_app(strict)) as c:
+        body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
+        diabetes = next(e for e in body["results"][0]["entities"] if e["text"] == "diabetes")
+        assert diabetes["concept"] is None and diabetes["candidates"][0]["id"] == "D003920"
+    # a bad vocabulary stops the start, naming file and line
+    vocab.write_text("D1\tok\nD 2\tbad id\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"mesh.tsv:2 \(id\)"), TestClient(create_app(linked)):
+        pass
 
 
 def test_annotate_reports_clinical_context_in_every_format(trained_service, tmp_path):

@@ -354,6 +354,11 @@ def _prediction_infons(e: Entity) -> dict[str, str]:
         for attr in ("negated", "possible", "hypothetical", "historical", "family"):
             infons[attr] = "true" if getattr(a, attr) else "false"
         infons["cues"] = ";".join(f"{c.attribute}@{c.start}-{c.end}" for c in a.cues)
+    if e.concept is not None:  # as PubTator Central's BioC writes it, and strings
+        infons["identifier"] = e.concept.id
+        infons["concept_name"] = e.concept.name
+        infons["concept_score"] = f"{e.concept.score:.4g}"
+        infons["vocabulary"] = e.concept.vocabulary
     return infons
 
 

@@ -312,8 +312,14 @@ def predictions_to_labelstudio(
         for k, e in enumerate(ents):
             region = {**_result(k, text, e.start, e.end, e.type, from_name, to_name)}
             region["score"] = e.confidence
+            meta = []
             if e.assertion is not None and e.assertion.cues:
-                region["meta"] = {"text": [f'{c.attribute}: "{c.text}"' for c in e.assertion.cues]}
+                meta += [f'{c.attribute}: "{c.text}"' for c in e.assertion.cues]
+            if e.concept is not None:
+                c = e.concept
+                meta.append(f"concept: {c.vocabulary} {c.id} {c.name} ({c.score:.2f})")
+            if meta:
+                region["meta"] = {"text": meta}
             result.append(region)
         prediction: dict[str, Any] = {"model_version": model_version, "result": result}
         if ents:

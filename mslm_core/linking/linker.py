@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 
+from ..types import Entity, LinkedConcept
 from .abbreviations import abbreviations
 from .vocabulary import Vocabulary
+
+#: A candidate concept (the type entities carry).
+Candidate = LinkedConcept
 
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
@@ -20,14 +24,6 @@ _NOT_WORD = re.compile(r"[^0-9a-z]+")
 def normalise(text: str) -> str:
     """Lower case, every run of other characters than letters and digits one space."""
     return _NOT_WORD.sub(" ", text.lower()).strip()
-
-
-@dataclass(frozen=True)
-class Candidate:
-    id: str
-    name: str  # the concept's preferred name
-    score: float  # cosine similarity of the best-matching name; 1.0 for an exact name
-    vocabulary: str
 
 
 class Linker:
@@ -102,6 +98,26 @@ class Linker:
         expand = abbreviations(text)
         mentions = [text[a:b] for a, b in spans]
         return self.candidates([expand.get(m.strip(), m) for m in mentions])
+
+    def apply_all(
+        self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
+    ) -> list[list[Entity]]:
+        """``entities`` (per text) with their ``concept`` (None below the threshold) and
+        ``candidates``; spans, types and confidences unchanged."""
+        out = []
+        for text, ents in zip(texts, entities, strict=True):
+            found = self.candidates_in_text(text, [(e.start, e.end) for e in ents]) if ents else []
+            out.append(
+                [
+                    replace(
+                        e,
+                        concept=c[0] if c and c[0].score >= self.threshold else None,
+                        candidates=tuple(c),
+                    )
+                    for e, c in zip(ents, found, strict=True)
+                ]
+            )
+        return out
 
     def _candidate(self, concept: int, score: float) -> Candidate:
         cid = self._ids[concept]
