@@ -92,6 +92,11 @@ class Settings(BaseSettings):
         "unset: no concept",
     )
     vocabulary_name: str = Field("", description="the vocabulary's name in answers (default: file)")
+    vocabulary_url: str = Field(
+        "",
+        description="a concept's page, {id} standing for its id (e.g. "
+        "https://meshb.nlm.nih.gov/record/ui?ui={id}); empty: none",
+    )
     link_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="the lowest candidate score given as the concept"
     )

@@ -68,6 +68,7 @@ class ConceptOut(BaseModel):
     name: str = Field(description="the concept's preferred name")
     score: float = Field(description="similarity of its best-matching name; 1.0: an exact name")
     vocabulary: str
+    url: str | None = Field(None, description="its page (MSLM_VOCABULARY_URL); null: none")
 
 
 class EntityOut(BaseModel):

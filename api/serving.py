@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core.context import ContextEngine, rules_for
-from mslm_core.errors import InferenceError, MSLMError
+from mslm_core.errors import ConfigError, InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
 from mslm_core.linking import Linker
 from mslm_core.predict import AnnotationPlan, Entity
@@ -322,7 +322,15 @@ def linker_for(settings: Settings) -> Linker | None:
     reader = read_obo if path.suffix.lower() == ".obo" else read_tsv
     vocabulary = reader(path, settings.vocabulary_name or None)
     log.info("vocabulary %s: %d concepts", vocabulary.name, len(vocabulary))
-    return Linker(vocabulary, settings.link_threshold, settings.link_candidates)
+    try:
+        return Linker(
+            vocabulary,
+            settings.link_threshold,
+            settings.link_candidates,
+            url_pattern=settings.vocabulary_url,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"MSLM_VOCABULARY_URL: {exc}") from None
 
 
 class ModelManager:

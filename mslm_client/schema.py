@@ -93,10 +93,11 @@ class Concept:
     name: str
     score: float  # similarity of its best-matching name; 1.0: an exact name
     vocabulary: str
+    url: str | None = None  # its page, when the service has MSLM_VOCABULARY_URL
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Concept:
-        return cls(d["id"], d["name"], float(d["score"]), d["vocabulary"])
+        return cls(d["id"], d["name"], float(d["score"]), d["vocabulary"], d.get("url"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +105,7 @@ class Concept:
             "name": self.name,
             "score": self.score,
             "vocabulary": self.vocabulary,
+            "url": self.url,
         }
 
 

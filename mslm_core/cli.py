@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="extend: the site's rules join ours, a same phrase replacing ours; replace: only "
         "the site's rules (default: extend)",
     )
+    p.add_argument(
+        "--vocabulary",
+        help="link entities to the concepts of this file: TSV (id, name, syn|syn) or OBO",
+    )
+    p.add_argument("--link-threshold", type=float, default=0.5, help="(default: 0.5)")
+    p.add_argument("--link-candidates", type=int, default=5, help="(default: 5)")
     _engine_flags(p)
 
     p = sub.add_parser("convert", help="convert an annotated corpus to another format")
@@ -243,12 +249,19 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     context = None
     if not args.no_context:  # rules checked before the model loads
         context = ContextEngine(rules_for(args.context_rules, args.context_rules_mode))
+    linker = None
+    if args.vocabulary:  # checked before the model loads, too
+        from .linking import Linker, read_obo, read_tsv
+
+        reader = read_obo if args.vocabulary.lower().endswith(".obo") else read_tsv
+        linker = Linker(reader(args.vocabulary), args.link_threshold, args.link_candidates)
     texts = list(args.texts)
     if not texts:
         data = sys.stdin.read()
         texts = data.splitlines() if args.lines else [data]
     extractor = _extractor(args)
     extractor.context = context
+    extractor.linker = linker
     kept = [
         [e for e in ents if e.confidence >= args.min_confidence]
         for ents in extractor.annotate(texts)

@@ -73,6 +73,7 @@ class LinkedConcept:
     name: str
     score: float
     vocabulary: str
+    url: str | None = None  # the concept's page, when the vocabulary gives a URL pattern
 
 
 @dataclass(frozen=True)

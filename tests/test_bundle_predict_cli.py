@@ -305,3 +305,28 @@ def test_cli_annotate_reports_clinical_context(bundle, tmp_path, capsys, caplog)
     site.write_text(json.dumps({"rules": [{**pseudo, "direction": "AROUND"}]}))
     assert cli.main(["annotate", "--model", str(bundle), "--context-rules", str(site), text]) == 2
     assert f"{site}: rules[0] ('no sign of'): field 'direction'" in caplog.text
+
+
+def test_cli_annotate_links_concepts(bundle, tmp_path, capsys, caplog):
+    """Issue 21: --vocabulary links each entity; a bad vocabulary stops before the model."""
+    text = "No sign of diabetes or cancer today ."
+    obo = tmp_path / "doid.obo"
+    obo.write_text(
+        '[Term]\nid: DOID:9351\nname: diabetes mellitus\nsynonym: "diabetes" EXACT []\n\n'
+        "[Term]\nid: DOID:162\nname: cancer\n",
+        encoding="utf-8",
+    )
+    assert cli.main(["annotate", "--model", str(bundle), "--vocabulary", str(obo), text]) == 0
+    (ents,) = [r["entities"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert {e["text"]: e["concept"]["id"] for e in ents} == {
+        "diabetes": "DOID:9351",
+        "cancer": "DOID:162",
+    }
+    assert {e["concept"]["vocabulary"] for e in ents} == {"doid"}
+    argv = ["annotate", "--model", str(bundle), "--vocabulary", str(obo), "--format", "pubtator"]
+    assert cli.main([*argv, text]) == 0
+    ids = {line.split("\t")[5] for line in capsys.readouterr().out.splitlines()[2:] if line}
+    assert ids == {"DOID:9351", "DOID:162"}
+    obo.write_text("[Term]\nid: DOID:1\n", encoding="utf-8")
+    assert cli.main(["annotate", "--model", str(bundle), "--vocabulary", str(obo), text]) == 2
+    assert f"{obo}:1 (name)" in caplog.text

@@ -549,3 +549,27 @@ def test_async_client_against_the_service(service, trained):
             assert invalid.value.errors[0]["field"] == "body.texts"
 
     asyncio.run(main())
+
+
+def test_an_entity_reads_its_concept_and_candidates():
+    """Issue 21: concept and candidates when the service links; None when it does not."""
+    base = {
+        "start": 0,
+        "end": 8,
+        "text": "diabetes",
+        "type": "Disease",
+        "confidence": 0.9,
+        "detection_score": 0.95,
+        "type_score": 0.95,
+    }
+    plain = Entity.from_dict(base)
+    assert plain.concept is None and plain.candidates is None and plain.to_dict() == base
+    mesh = {"id": "D003920", "name": "Diabetes Mellitus", "score": 1.0, "vocabulary": "MeSH"}
+    url = "https://meshb.nlm.nih.gov/record/ui?ui=D003920"
+    linked = {**base, "concept": {**mesh, "url": url}, "candidates": [{**mesh, "url": url}]}
+    entity = Entity.from_dict(linked)
+    assert entity.concept is not None and entity.concept.id == "D003920"
+    assert entity.concept.url == url and entity.candidates == (entity.concept,)
+    assert entity.to_dict() == linked
+    below = Entity.from_dict({**base, "concept": None, "candidates": []})
+    assert below.concept is None and below.candidates == ()

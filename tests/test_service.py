@@ -152,6 +152,7 @@ def test_annotate_links_concepts_in_every_format(trained_service, tmp_path):
             "name": "Diabetes Mellitus",
             "score": 1.0,
             "vocabulary": "MeSH",
+            "url": None,  # no MSLM_VOCABULARY_URL
         }
         assert concepts["cancer"]["id"] == "D009369"
         assert all(e["candidates"][0] == e["concept"] for e in ents)
@@ -182,6 +183,10 @@ def test_annotate_links_concepts_in_every_format(trained_service, tmp_path):
         body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
         diabetes = next(e for e in body["results"][0]["entities"] if e["text"] == "diabetes")
         assert diabetes["concept"] is None and diabetes["candidates"][0]["id"] == "D003920"
+    # a URL pattern that is not an http(s) URL with {id} stops the start
+    bad_url = linked.model_copy(update={"vocabulary_url": "javascript:alert({id})"})
+    with pytest.raises(ConfigError, match="MSLM_VOCABULARY_URL"), TestClient(create_app(bad_url)):
+        pass
     # a bad vocabulary stops the start, naming file and line
     vocab.write_text("D1\tok\nD 2\tbad id\n", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"mesh.tsv:2 \(id\)"), TestClient(create_app(linked)):

@@ -64,6 +64,15 @@ def site(tmp_path_factory, tiny_encoder):
         dataset = upload_toy(c, tmp / "corpus")
         job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB})
         assert run_training_job(job.json()["id"], settings) == "succeeded"
+    vocabulary = tmp / "mesh.tsv"  # concepts linked, with their MeSH pages
+    vocabulary.write_text("D009369\tNeoplasms\tcancer|tumour\n", encoding="utf-8")
+    linked = {
+        "vocabulary": vocabulary,
+        "vocabulary_name": "MeSH",
+        "vocabulary_url": "https://meshb.nlm.nih.gov/record/ui?ui={id}",
+        "link_threshold": 0.6,
+    }
+    settings = settings.model_copy(update=linked)
     with serving(create_app(settings)) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -185,6 +194,22 @@ def test_clinical_context_badges_and_the_present_only_filter(page):
     assert page.text_content("#result") == text
     page.uncheck("#present-only")
     assert page.locator("#result mark.ent").count() == len(marks)
+
+
+def test_the_entity_table_shows_each_concept_linked_to_its_page(page):
+    """Issue 21: the id is shown, as a link when the vocabulary gives a URL pattern; below
+    the threshold a dash."""
+    text = "The patient has breast cancer . No sign of diabetes today ."
+    highlighted(page, text, "m.textContent")
+    cells = page.eval_on_selector_all(
+        "#entities tr",
+        "rows => rows.map(r => [r.cells[0].textContent, r.querySelector('td.concept')"
+        "?.textContent, r.querySelector('td.concept a')?.href || ''])",
+    )
+    by_text = {t: (concept, href) for t, concept, href in cells if concept is not None}
+    assert by_text["breast cancer"][0] == "D009369 Neoplasms"
+    assert by_text["breast cancer"][1] == "https://meshb.nlm.nih.gov/record/ui?ui=D009369"
+    assert by_text["diabetes"] == ("–", "")  # nothing near enough in this vocabulary
 
 
 def test_offsets_hold_for_accents_and_emoji(page):

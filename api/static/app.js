@@ -143,6 +143,17 @@
     if (contextOf(e).length === 0) return "present";
     return e.assertion.cues.map((c) => `${c.attribute}: “${c.text}”`).join("; ");
   };
+  // the linked concept: its id (a link to its page when the vocabulary gives one) and name;
+  // "–" below the threshold; nothing when the service links no concepts
+  const conceptCell = (e) => {
+    if (e.candidates === undefined) return "";
+    if (!e.concept) return "–";
+    const c = e.concept;
+    const id = c.url
+      ? el("a", { href: c.url, target: "_blank", rel: "noopener noreferrer" }, c.id)
+      : el("span", {}, c.id);
+    return el("span", { title: `${c.vocabulary}, score ${c.score.toFixed(2)}` }, id, ` ${c.name}`);
+  };
   $("threshold").addEventListener("input", () => {
     $("threshold-value").textContent = threshold().toFixed(2);
     render();
@@ -236,6 +247,7 @@
           el("td", {}, e.type),
           el("td", {}, e.confidence.toFixed(3)),
           el("td", { class: badge ? "context flagged" : "context" }, context),
+          el("td", { class: "concept" }, conceptCell(e)),
           el("td", {}, `${e.start}–${e.end}`)),
       );
       at = e.end;

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from urllib.parse import quote
 
 import numpy as np
 
@@ -36,10 +37,16 @@ class Linker:
         threshold: float = 0.5,
         k: int = 5,
         ngrams: tuple[int, int] = (2, 4),
+        url_pattern: str = "",
     ):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         self.vocabulary, self.threshold, self.k = vocabulary, threshold, k
+        if url_pattern and (
+            "{id}" not in url_pattern or not url_pattern.startswith(("https://", "http://"))
+        ):
+            raise ValueError(f"URL pattern {url_pattern!r}: an http(s) URL with {{id}} in it")
+        self.url_pattern = url_pattern
         pairs = [(cid, normalise(n)) for cid, n in vocabulary.names()]
         pairs = [(cid, n) for cid, n in pairs if n]
         if not pairs:
@@ -121,4 +128,5 @@ class Linker:
 
     def _candidate(self, concept: int, score: float) -> Candidate:
         cid = self._ids[concept]
-        return Candidate(cid, self.vocabulary.concepts[cid].name, score, self.vocabulary.name)
+        url = self.url_pattern.replace("{id}", quote(cid, safe=":")) if self.url_pattern else None
+        return Candidate(cid, self.vocabulary.concepts[cid].name, score, self.vocabulary.name, url)
