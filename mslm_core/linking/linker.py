@@ -38,6 +38,7 @@ class Linker:
         k: int = 5,
         ngrams: tuple[int, int] = (2, 4),
         url_pattern: str = "",
+        max_df: float = 0.02,
     ):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -59,18 +60,26 @@ class Linker:
             hits = self._exact.setdefault(n, [])
             if index[cid] not in hits:
                 hits.append(index[cid])
+        # n-grams in more than max_df of the names say little and cost the most (every query
+        # meets every name that has one): left out of the index when the vocabulary is large
         self._vectorizer = TfidfVectorizer(
-            analyzer="char_wb", ngram_range=ngrams, sublinear_tf=True, dtype=np.float32
+            analyzer="char_wb",
+            ngram_range=ngrams,
+            sublinear_tf=True,
+            dtype=np.float32,
+            max_df=max_df if len(pairs) >= 10_000 else 1.0,
         )
         self._names = self._vectorizer.fit_transform([n for _, n in pairs]).T.tocsr()
 
     def candidates(self, texts: Sequence[str]) -> list[list[Candidate]]:
-        """Up to ``k`` candidates per text, best first (any score)."""
+        """Up to ``k`` candidates per text, best first (any score). A text met several times
+        in one call is looked up once."""
         if not texts:
             return []
-        queries = [normalise(t) for t in texts]
+        normalised = [normalise(t) for t in texts]
+        queries = list(dict.fromkeys(normalised))
         sims = (self._vectorizer.transform(queries) @ self._names).tocsr()
-        out = []
+        found: dict[str, list[Candidate]] = {}
         for row, query in enumerate(queries):
             best: dict[int, float] = {}
             for concept in self._exact.get(query, []):
@@ -86,8 +95,8 @@ class Linker:
                     if len(best) >= self.k:
                         break
             ranked = sorted(best.items(), key=lambda kv: -kv[1])[: self.k]
-            out.append([self._candidate(c, s) for c, s in ranked])
-        return out
+            found[query] = [self._candidate(c, s) for c, s in ranked]
+        return [found[q] for q in normalised]
 
     def link(self, texts: Sequence[str]) -> list[Candidate | None]:
         """The concept of each text: its top candidate when it scores at least the
@@ -102,29 +111,38 @@ class Linker:
     ) -> list[list[Candidate]]:
         """Candidates for the entities ``text[start:end]``; an abbreviation the text defines
         (``renal failure (RF)``) is looked up by its long form. Offsets are not changed."""
+        return self.candidates(self._lookups(text, spans))
+
+    @staticmethod
+    def _lookups(text: str, spans: Sequence[tuple[int, int]]) -> list[str]:
+        """The strings to look up for ``spans``: an abbreviation the text defines by its long
+        form, anything else as it is."""
+        if not spans:
+            return []
         expand = abbreviations(text)
-        mentions = [text[a:b] for a, b in spans]
-        return self.candidates([expand.get(m.strip(), m) for m in mentions])
+        return [expand.get(text[a:b].strip(), text[a:b]) for a, b in spans]
 
     def apply_all(
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
     ) -> list[list[Entity]]:
         """``entities`` (per text) with their ``concept`` (None below the threshold) and
         ``candidates``; spans, types and confidences unchanged."""
-        out = []
-        for text, ents in zip(texts, entities, strict=True):
-            found = self.candidates_in_text(text, [(e.start, e.end) for e in ents]) if ents else []
-            out.append(
-                [
-                    replace(
-                        e,
-                        concept=c[0] if c and c[0].score >= self.threshold else None,
-                        candidates=tuple(c),
-                    )
-                    for e, c in zip(ents, found, strict=True)
-                ]
-            )
-        return out
+        lookups = [
+            self._lookups(text, [(e.start, e.end) for e in ents])
+            for text, ents in zip(texts, entities, strict=True)
+        ]
+        found = iter(self.candidates([q for qs in lookups for q in qs]))  # one batch for all
+        return [
+            [
+                replace(
+                    e,
+                    concept=c[0] if c and c[0].score >= self.threshold else None,
+                    candidates=tuple(c),
+                )
+                for e, c in zip(ents, (next(found) for _ in ents), strict=True)
+            ]
+            for ents in entities
+        ]
 
     def _candidate(self, concept: int, score: float) -> Candidate:
         cid = self._ids[concept]
