@@ -18,6 +18,9 @@ check that they are read as released (ids, classes, known flaws):
 - NCBI-disease again, as issue 21 names it for concept linking: GitHub ``spyysalo/ncbi-disease``
   at commit 5a266c6…, ``original-data/`` (train, devel and test; its training file's line 3249
   is flawed too, trailing spaces in the mention column: read with ``trust_offsets``).
+- BC5CDR as issue 21 names it: GitHub ``cryptoradon/biomedRelExt``,
+  ``CDR_Data/CDR.Corpus.v010516/``, all three files at commit e42e945… (at HEAD the training
+  file is train+dev concatenated; dev and test are the same blobs at both commits).
 - BC5CDR (Li et al. 2016; BioCreative V CDR task, free for research), train, development and
   test files as mirrored in GitHub ``MartinH2k3/SLM-NER`` at commit 2a22b37…, folder
   ``CDRdatasetPreprocessing/``.
@@ -62,6 +65,11 @@ NCBI_ORIGINAL_SHA256 = {
     ),
     "test/NCBItestset_corpus.txt": NCBI_TEST_SHA256,  # the same file as the other mirror's
     "LICENSE": "77f63de888c0a31dbdcc3f19a66d9c7ea64072f487fb302f250b1e7593d50ec9",
+}
+CDR_ORIGINAL_SHA256 = {
+    "Training": "fb00f93b06ca946dac9d909245679493a22ff742c70df2448c4bab2ab1a5140d",
+    "Development": "9e18d8e700168887a7919e62f67ac2ce2357e3f409a48ee992906abdd80fe3e5",
+    "Test": "a3c48d5f35bdfce20c2371778abedc9fd24d1da092207072e5181ad53c8d0e2f",
 }
 CDR_SHA256 = {
     "Training": "8748e229c22504184fb242ab3819efdac04e7b0ff5ee7480c290b6439b98acb0",
@@ -121,6 +129,16 @@ def corpora() -> dict[str, PinnedCorpus]:
             "5a266c6fc76fb2b5184cfa397ff0a5ecdb133aec",
             {f"original-data/{path}": h for path, h in NCBI_ORIGINAL_SHA256.items()},
             "public domain (original-data/LICENSE: a United States Government Work)",
+        ),
+        "BC5CDR-original": PinnedCorpus(
+            "BC5CDR-original",
+            "cryptoradon/biomedRelExt",
+            "e42e94570138158963ae4696298bf09232071740",
+            {
+                f"CDR_Data/CDR.Corpus.v010516/CDR_{split}Set.PubTator.txt": digest
+                for split, digest in CDR_ORIGINAL_SHA256.items()
+            },
+            "free for research (Li et al. 2016, doi:10.1093/database/baw068)",
         ),
         "BC5CDR-PubTator": PinnedCorpus(
             "BC5CDR-PubTator",
