@@ -48,6 +48,17 @@ class Vocabulary:
         return [(c.id, n) for c in self.concepts.values() for n in c.names]
 
 
+@dataclass
+class _Term:
+    """An OBO ``[Term]`` stanza being read."""
+
+    line: int
+    id: str | None = None
+    name: str = ""
+    synonyms: list[str] = field(default_factory=list)
+    obsolete: bool = False
+
+
 def _valid_id(value: str) -> str | None:
     if not value:
         return "empty id"
@@ -91,32 +102,27 @@ def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
     source = os.fspath(path)
     issues = IssueCollector(source)
     concepts: dict[str, Concept] = {}
-    term: dict[str, object] | None = None
+    term: _Term | None = None
     stanza = ""
 
     def finish() -> None:
         if term is None:
             return
-        start = term["line"]
-        assert isinstance(start, int)
-        cid, label = term.get("id"), term.get("name")
-        if not isinstance(cid, str):
-            issues.add(start, "[Term] without an id", "id")
-        elif problem := _valid_id(cid):
-            issues.add(start, problem, "id")
-        elif not isinstance(label, str) or not label:
-            issues.add(start, f"term {cid} has no name", "name")
-        elif not term.get("obsolete"):
-            synonyms = term.get("synonyms", [])
-            assert isinstance(synonyms, list)
-            _add(concepts, cid, label, synonyms)
+        if term.id is None:
+            issues.add(term.line, "[Term] without an id", "id")
+        elif problem := _valid_id(term.id):
+            issues.add(term.line, problem, "id")
+        elif not term.name:
+            issues.add(term.line, f"term {term.id} has no name", "name")
+        elif not term.obsolete:
+            _add(concepts, term.id, term.name, term.synonyms)
 
     for number, line in numbered_lines(source, issues):
         text = line.strip()
         if text.startswith("[") and text.endswith("]"):
             finish()
             stanza = text
-            term = {"line": number, "synonyms": []} if text == "[Term]" else None
+            term = _Term(number) if text == "[Term]" else None
             continue
         if term is None or not text or text.startswith("!"):
             continue
@@ -126,19 +132,17 @@ def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
             continue
         value = value.split(" !", 1)[0].strip()
         if key == "id":
-            term["id"] = value
+            term.id = value
         elif key == "name":
-            term["name"] = value
+            term.name = value
         elif key == "synonym":
             quoted = _OBO_SYNONYM.match(value)
             if quoted is None:
                 issues.add(number, 'a synonym must be quoted: synonym: "text" EXACT []', "synonym")
             else:
-                synonyms = term["synonyms"]
-                assert isinstance(synonyms, list)
-                synonyms.append(quoted.group(1).replace('\\"', '"'))
+                term.synonyms.append(quoted.group(1).replace('\\"', '"'))
         elif key == "is_obsolete" and value == "true":
-            term["obsolete"] = True
+            term.obsolete = True
     finish()
     issues.raise_if_any()
     if not concepts:
