@@ -18,7 +18,6 @@ Writes benchmarks/results/linking/summary.json.
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from harness.clinical import DEFAULT_CACHE, fetch_corpus
 from mslm_core.corpus import read_corpus
 from mslm_core.linking import Linker, Vocabulary, from_corpora, normalise
 from mslm_core.linking.mesh import merged, mesh_descriptors
+from mslm_core.linking.vocabulary import COMPOSITE, NO_ID
 
 _CDR = "CDR_Data/CDR.Corpus.v010516/CDR_{}Set.PubTator.txt"
 CORPORA = {  # pinned name -> (train and dev files, test file)
@@ -43,7 +43,6 @@ CORPORA = {  # pinned name -> (train and dev files, test file)
     ),
     "BC5CDR-original": ([_CDR.format("Training"), _CDR.format("Development")], _CDR.format("Test")),
 }
-NO_ID = "-1"  # BC5CDR's mark of a mention it could not link
 ANCHORS = {
     "DNorm (normalised F1, end to end, NCBI-disease test)": 0.78,
     "TaggerOne (normalised F1, end to end, NCBI-disease test)": 0.81,
@@ -76,7 +75,6 @@ def evaluate(name: str, root: Path, threshold: float, mesh: Vocabulary | None = 
         vocabulary = from_corpora(fit, f"{name} train+dev", str(root))
     else:
         vocabulary = merged(mesh, fit, f"{name} train+dev")
-    vocabulary.concepts.pop(NO_ID, None)
     started = time.perf_counter()
     linker = Linker(vocabulary, threshold=threshold, k=5)
     build_s = time.perf_counter() - started
@@ -92,7 +90,7 @@ def evaluate(name: str, root: Path, threshold: float, mesh: Vocabulary | None = 
         found = linker.candidates_in_text(text, [(a, b) for a, b, _ in mentions])
         seconds.append((time.perf_counter() - t0) / len(mentions))
         for (a, b, gold), candidates in zip(mentions, found, strict=True):
-            golds = set(re.split(r"[|+]", gold))
+            golds = set(COMPOSITE.split(gold))
             ids = [c.id for c in candidates]
             n += 1
             at1 += bool(ids[:1]) and ids[0] in golds

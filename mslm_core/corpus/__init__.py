@@ -72,13 +72,6 @@ from .pubtator import (
 #: Format names accepted by :func:`read_corpus`, :func:`write_corpus` and :func:`convert`.
 FORMATS = ("conll", "jsonl", "labelstudio", "bioc", "pubtator")
 
-_READERS: dict[str, Callable[[str], Corpus]] = {
-    "conll": read_conll,
-    "jsonl": read_jsonl,
-    "labelstudio": read_labelstudio,
-    "bioc": read_bioc,
-    "pubtator": read_pubtator,
-}
 _FILLERS: dict[str, Callable[[str, Sink], None]] = {
     "conll": fill_conll,
     "jsonl": fill_jsonl,
@@ -247,8 +240,6 @@ def read_corpus(
     differs from the text at its offsets is replaced by that text, each logged, instead of
     refused."""
     name, chosen = _reader_format(path, format)
-    if not type_map and not trust_offsets:
-        return _READERS[chosen](name)
     sink = SentenceList(type_map)
     _fill(chosen, name, sink, trust_offsets)
     return sink.corpus(name)

@@ -58,17 +58,14 @@ class Sentence:
                 tags[i] = f"I-{m.label}"
         return tags
 
+    def char_mentions(self) -> list[tuple[int, int, str]]:
+        """Mentions as ``(start, end, label)`` character offsets into ``text`` (end exclusive)."""
+        return [(a, b, label) for a, b, label, _ in self.linked_char_mentions()]
+
     def linked_char_mentions(self) -> list[tuple[int, int, str, str | None]]:
         """:meth:`char_mentions` with each mention's concept (``None``: not linked)."""
         return [
             (self.word_spans[m.start][0], self.word_spans[m.end - 1][1], m.label, m.concept)
-            for m in self.mentions
-        ]
-
-    def char_mentions(self) -> list[tuple[int, int, str]]:
-        """Mentions as ``(start, end, label)`` character offsets into ``text`` (end exclusive)."""
-        return [
-            (self.word_spans[m.start][0], self.word_spans[m.end - 1][1], m.label)
             for m in self.mentions
         ]
 
@@ -111,14 +108,22 @@ class Corpus:
     def stats(self) -> dict[str, Any]:
         """Counts: sentences, words, mentions, mentions per type, repairs and stripped."""
         per_type = Counter(m.label for s in self.sentences for m in s.mentions)
-        return {
-            "sentences": len(self.sentences),
-            "words": self.n_words,
-            "mentions": sum(per_type.values()),
-            "mentions_per_type": {t: per_type[t] for t in sorted(per_type)},
-            "repairs": self.repairs,
-            "stripped": self.stripped,
-        }
+        return _stats(len(self.sentences), self.n_words, per_type, self.repairs, self.stripped)
+
+
+def _stats(
+    sentences: int, words: int, per_type: Counter[str], repairs: int, stripped: int
+) -> dict[str, Any]:
+    """The shape of :meth:`Corpus.stats` (types sorted; a type counted 0 times left out)."""
+    kept = {t: n for t, n in sorted(per_type.items()) if n > 0}
+    return {
+        "sentences": sentences,
+        "words": words,
+        "mentions": sum(kept.values()),
+        "mentions_per_type": kept,
+        "repairs": repairs,
+        "stripped": stripped,
+    }
 
 
 class Sink:
@@ -224,13 +229,5 @@ class Tally(Sink):
         return words, labels
 
     def summary(self) -> CorpusSummary:
-        per_type = {t: n for t, n in sorted(self.per_type.items()) if n > 0}
-        stats = {
-            "sentences": self.count,
-            "words": self.words,
-            "mentions": sum(per_type.values()),
-            "mentions_per_type": per_type,
-            "repairs": self.repairs,
-            "stripped": self.stripped,
-        }
-        return CorpusSummary(stats, sorted(per_type))
+        stats = _stats(self.count, self.words, self.per_type, self.repairs, self.stripped)
+        return CorpusSummary(stats, list(stats["mentions_per_type"]))

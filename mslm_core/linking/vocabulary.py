@@ -16,7 +16,11 @@ from ..corpus.model import Corpus
 from ..errors import CorpusError
 
 _OBO_SYNONYM = re.compile(r'"((?:[^"\\]|\\.)*)"')
-_SPLIT_IDS = re.compile(r"[|+]")
+#: What joins the ids of a composite mention (``D1|D2``, ``D1+D2``: one mention, several
+#: concepts) in NCBI-disease and BC5CDR.
+COMPOSITE = re.compile(r"[|+]")
+#: BC5CDR's id of a mention it could not link.
+NO_ID = "-1"
 
 
 @dataclass
@@ -89,7 +93,7 @@ def read_tsv(path: StrPath, name: str | None = None) -> Vocabulary:
         elif any(not s for s in synonyms):
             issues.add(number, "an empty synonym (two '|' in a row, or one at an end)", "synonyms")
         else:
-            _add(concepts, cid, label, synonyms)
+            add_names(concepts, cid, label, synonyms)
     issues.raise_if_any()
     if not concepts:
         raise CorpusError.single(source, None, "no concept found (empty vocabulary)")
@@ -115,7 +119,7 @@ def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
         elif not term.name:
             issues.add(term.line, f"term {term.id} has no name", "name")
         elif not term.obsolete:
-            _add(concepts, term.id, term.name, term.synonyms)
+            add_names(concepts, term.id, term.name, term.synonyms)
 
     for number, line in numbered_lines(source, issues):
         text = line.strip()
@@ -152,13 +156,13 @@ def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
 
 def from_corpora(corpora: Iterable[Corpus], name: str, source: str = "") -> Vocabulary:
     """The mention → concept pairs of annotated corpora: each concept named by its mentions
-    (the most frequent first). Composite ids (``D1|D2``, ``D1+D2``: one mention, several
-    concepts) and mentions without a concept are left out."""
+    (the most frequent first). Composite ids (:data:`COMPOSITE`) and mentions without a
+    concept (none, or :data:`NO_ID`) are left out."""
     seen: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for corpus in corpora:
         for sentence in corpus:
             for a, b, _, concept in sentence.linked_char_mentions():
-                if concept and not _SPLIT_IDS.search(concept):
+                if concept and concept != NO_ID and not COMPOSITE.search(concept):
                     seen[concept][sentence.text[a:b]] += 1
     concepts = {}
     for cid, counts in seen.items():
@@ -167,7 +171,9 @@ def from_corpora(corpora: Iterable[Corpus], name: str, source: str = "") -> Voca
     return Vocabulary(name, concepts, source)
 
 
-def _add(concepts: dict[str, Concept], cid: str, label: str, synonyms: list[str]) -> None:
+def add_names(concepts: dict[str, Concept], cid: str, label: str, synonyms: list[str]) -> None:
+    """Concept ``cid`` named ``label`` with ``synonyms``; when it is there already, the names
+    it lacks become synonyms."""
     found = concepts.get(cid)
     if found is None:
         concepts[cid] = Concept(cid, label, list(synonyms))
