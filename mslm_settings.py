@@ -86,10 +86,11 @@ class Settings(BaseSettings):
     context_rules_mode: Literal["extend", "replace"] = Field(
         "extend", description="extend: the site's rules join ours (same phrase: theirs); replace"
     )
-    vocabulary: Path | None = Field(
-        None,
-        description="concepts entities are linked to: a TSV (id, name, synonyms) or OBO file; "
-        "unset: no concept",
+    vocabulary: str = Field(
+        "mesh",
+        description="the deployment's own vocabulary, which entities are linked to unless an "
+        "imported one is activated: 'mesh' (the packaged MeSH vocabulary; also when empty), "
+        "'none' (no concept), or a TSV (id, name, synonyms) or OBO file",
     )
     vocabulary_name: str = Field("", description="the vocabulary's name in answers (default: file)")
     vocabulary_url: str = Field(
@@ -107,13 +108,18 @@ class Settings(BaseSettings):
         "none, the connecting address is the client)",
     )
 
-    @field_validator(
-        "database_url", "broker_url", "artifacts_dir", "context_rules", "vocabulary", mode="before"
-    )
+    @field_validator("database_url", "broker_url", "artifacts_dir", "context_rules", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """``MSLM_BROKER_URL=`` (as compose files write it) means: not set."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("vocabulary", mode="before")
+    @classmethod
+    def _default_vocabulary(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return "mesh"
+        return str(value).strip() if isinstance(value, (str, Path)) else value
 
     @model_validator(mode="after")
     def _defaults(self) -> Settings:
@@ -132,6 +138,18 @@ class Settings(BaseSettings):
         return self
 
     # -- derived ----------------------------------------------------------------------------
+    @property
+    def vocabulary_path(self) -> Path | None:
+        """The deployment's vocabulary file (the packaged one for 'mesh'); None for 'none'."""
+        value = str(self.vocabulary)
+        if value.lower() == "none":
+            return None
+        if value.lower() == "mesh":
+            from mslm_core.linking.builtin import DEFAULT_VOCABULARY
+
+            return DEFAULT_VOCABULARY
+        return Path(value).expanduser()
+
     @property
     def artifacts(self) -> Path:
         assert self.artifacts_dir is not None

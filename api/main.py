@@ -35,7 +35,7 @@ from .deps import AppState, authenticate
 from .metrics import Metrics
 from .middleware import ServiceMiddleware
 from .problems import Problem
-from .routes import annotate, datasets, evaluations, health, jobs, models
+from .routes import annotate, datasets, evaluations, health, jobs, models, vocabularies
 from .serving import ModelManager
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.models.close()
 
 
+#: Paths whose bodies are files (MSLM_MAX_UPLOAD_MB); others are JSON.
+UPLOADS = ("/v1/datasets", "/v1/vocabularies")
+
+
 def _body_limit(settings: Settings) -> int:
     # JSON worst case: every character escaped as a surrogate pair (12 bytes)
     return settings.max_texts * settings.max_text_chars * 12 + (1 << 20)
@@ -121,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         datasets.router,
         jobs.router,
         models.router,
+        vocabularies.router,
         evaluations.router,
     ):
         app.include_router(router)
@@ -149,7 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         ServiceMiddleware,
         metrics=metrics,
-        body_limit=lambda path: upload_limit if path.startswith("/v1/datasets") else json_limit,
+        body_limit=lambda path: upload_limit if path.startswith(UPLOADS) else json_limit,
         key_check=key_check,
     )
     return app

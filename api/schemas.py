@@ -84,11 +84,11 @@ class EntityOut(BaseModel):
     )
     concept: ConceptOut | None = Field(
         None,
-        description="the linked concept (null below MSLM_LINK_THRESHOLD); absent when no "
-        "MSLM_VOCABULARY is set",
+        description="the linked concept (null below MSLM_LINK_THRESHOLD); absent when the "
+        "service links to no vocabulary (MSLM_VOCABULARY=none and none activated)",
     )
     candidates: list[ConceptOut] | None = Field(
-        None, description="candidate concepts, best first; absent when no MSLM_VOCABULARY is set"
+        None, description="candidate concepts, best first; absent when there is no vocabulary"
     )
 
 
@@ -302,6 +302,45 @@ class ModelDetail(ModelOut):
 class ModelList(BaseModel):
     data: list[ModelOut]
     count: int
+
+
+# -- vocabularies -----------------------------------------------------------------------------
+class VocabularyOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str = Field(description="the name linked concepts carry (their `vocabulary`)")
+    filename: str
+    format: Literal["tsv", "obo"]
+    sha256: str
+    bytes: int
+    concepts: int
+    names: int = Field(description="names and synonyms, all concepts together")
+    url_pattern: str = Field(description="a concept's page, {id} standing for its id; empty: none")
+    source: str = Field(description="provenance, from the file's first line (TSV)")
+    created_by: str | None = Field(
+        None, description="the id of the API key that imported it (never the secret)"
+    )
+    created_at: dt.datetime
+    active: bool = False
+
+
+class LinkingOut(BaseModel):
+    """What answers link to now, in this replica (the others follow within seconds)."""
+
+    id: str = Field(description="the stored vocabulary's id, or 'default': MSLM_VOCABULARY")
+    origin: Literal["store", "packaged", "file", "none"] = Field(
+        description="store: imported; packaged: the MeSH vocabulary shipped with mslm; file: "
+        "MSLM_VOCABULARY's file; none: no linking"
+    )
+    name: str | None
+    concepts: int
+
+
+class VocabularyList(BaseModel):
+    data: list[VocabularyOut]
+    count: int
+    linking: LinkingOut
 
 
 # -- evaluations ------------------------------------------------------------------------------

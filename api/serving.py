@@ -25,14 +25,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core.context import ContextEngine, rules_for
-from mslm_core.errors import ConfigError, InferenceError, MSLMError
+from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
-from mslm_core.linking import Linker
 from mslm_core.predict import AnnotationPlan, Entity
 from mslm_settings import Settings
 from store.models import Model
 from store.service import active_model_id
 
+from .linking import Linking, VocabularyManager
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -312,34 +312,13 @@ def context_engine(settings: Settings) -> ContextEngine | None:
     return ContextEngine(rules)
 
 
-def linker_for(settings: Settings) -> Linker | None:
-    """The concept linker of MSLM_VOCABULARY (OBO by its extension, TSV otherwise), or None."""
-    if settings.vocabulary is None:
-        return None
-    from mslm_core.linking import Linker, read_obo, read_tsv
-
-    path = settings.vocabulary
-    reader = read_obo if path.suffix.lower() == ".obo" else read_tsv
-    vocabulary = reader(path, settings.vocabulary_name or None)
-    log.info("vocabulary %s: %d concepts", vocabulary.name, len(vocabulary))
-    try:
-        return Linker(
-            vocabulary,
-            settings.link_threshold,
-            settings.link_candidates,
-            url_pattern=settings.vocabulary_url,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"MSLM_VOCABULARY_URL: {exc}") from None
-
-
 class ModelManager:
     """The models this replica holds (LRU, the active one included) and which is active."""
 
     def __init__(self, settings: Settings, factory: sessionmaker[Session], metrics: Metrics):
         self.settings = settings
         self.context = context_engine(settings)  # a bad site rules file stops the start
-        self.linker = linker_for(settings)  # so does a bad vocabulary
+        self.vocabularies = VocabularyManager(settings, factory)  # so does a bad vocabulary
         self.factory = factory
         self.metrics = metrics
         self.active_id: str | None = None
@@ -366,7 +345,7 @@ class ModelManager:
             inter_op_threads=s.inter_op_threads,
             spinning=False,  # the event loop shares these cores
             context=self.context,
-            linker=self.linker,
+            linker=self.vocabularies.linker,
         )
 
     async def load(self, model_id: str) -> LoadedModel:
@@ -423,10 +402,30 @@ class ModelManager:
         with self.factory() as session:
             return set(session.scalars(select(Model.id).where(Model.id.in_(model_ids))))
 
+    # -- the vocabulary ---------------------------------------------------------------------
+    def _link_with(self, linking: Linking) -> None:
+        """Every loaded model links with ``linking`` from its next batch on (and models
+        loaded later too)."""
+        self.vocabularies.current = linking
+        for loaded in self._models.values():
+            loaded.extractor.linker = linking.linker
+
+    async def activate_vocabulary(self, vocabulary_id: str | None) -> Linking:
+        """Build the vocabulary's linker and, only if that worked, link with it here and
+        record it in the store; the other replicas follow within ``model_poll_seconds``."""
+        async with self._lock:
+            linking = await asyncio.to_thread(self.vocabularies.activate, vocabulary_id)
+            self._link_with(linking)
+            return linking
+
     # -- the active model -------------------------------------------------------------------
     async def refresh(self) -> None:
-        """Follow the store's active model id, and drop models deleted since they were loaded
-        (every replica calls this periodically)."""
+        """Follow the store's active model id and vocabulary, and drop models deleted since
+        they were loaded (every replica calls this periodically)."""
+        linking = await asyncio.to_thread(self.vocabularies.follow)
+        if linking is not None:
+            async with self._lock:
+                self._link_with(linking)
         held = list(self._models)
         if held:
             existing = await asyncio.to_thread(self._existing, held)

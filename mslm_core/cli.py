@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--vocabulary",
-        help="link entities to the concepts of this file: TSV (id, name, syn|syn) or OBO",
+        help="link entities to the concepts of this file: TSV (id, name, syn|syn) or OBO; "
+        "'mesh': the packaged MeSH vocabulary (what the service links to by default)",
     )
     p.add_argument("--link-threshold", type=float, default=0.5, help="(default: 0.5)")
     p.add_argument("--link-candidates", type=int, default=5, help="(default: 5)")
@@ -154,10 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--corpus", action="append", default=[], help="an annotated corpus with ids")
     p.add_argument("--trust-offsets", action="store_true", help="PubTator: see mslm convert")
+    p.add_argument(
+        "--corpus-source",
+        help="the corpora as the provenance line names them (default: their paths)",
+    )
     p.set_defaults(handler=cmd_vocab_build)
     p = vocab.add_parser("check", help="read a vocabulary (TSV or OBO) and say what it holds")
     p.add_argument("path")
     p.set_defaults(handler=cmd_vocab_check)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="mslm.vocab_commands"):  # import: the store's
+        ep.load()(vocab)
 
     p = sub.add_parser("convert", help="convert an annotated corpus to another format")
     p.add_argument("src", help="corpus to read")
@@ -190,8 +199,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     # the service's commands (serve, up, worker, migrate) come from the packages that provide
     # them, through entry points: the library itself never imports the service
-    from importlib.metadata import entry_points
-
     for ep in entry_points(group="mslm.commands"):
         ep.load()(sub)
     return parser
@@ -272,10 +279,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         context = ContextEngine(rules_for(args.context_rules, args.context_rules_mode))
     linker = None
     if args.vocabulary:  # checked before the model loads, too
-        from .linking import Linker, read_obo, read_tsv
+        from .linking.builtin import DEFAULT_VOCABULARY, load_linker
 
-        reader = read_obo if args.vocabulary.lower().endswith(".obo") else read_tsv
-        linker = Linker(reader(args.vocabulary), args.link_threshold, args.link_candidates)
+        path = DEFAULT_VOCABULARY if args.vocabulary == "mesh" else args.vocabulary
+        linker = load_linker(path, threshold=args.link_threshold, k=args.link_candidates)
     texts = list(args.texts)
     if not texts:
         data = sys.stdin.read()
@@ -334,7 +341,8 @@ def cmd_vocab_build(args: argparse.Namespace) -> int:
 
     mesh = mesh_descriptors(args.mesh_wheel)
     corpora = [read_corpus(c, trust_offsets=args.trust_offsets) for c in args.corpus]
-    vocabulary = merged(mesh, corpora, ", ".join(args.corpus)) if corpora else mesh
+    source = args.corpus_source or ", ".join(args.corpus)
+    vocabulary = merged(mesh, corpora, source) if corpora else mesh
     write_tsv(vocabulary, args.out)
     names = len(vocabulary.names())
     print(json.dumps({"out": args.out, "concepts": len(vocabulary), "names": names}))
@@ -342,11 +350,15 @@ def cmd_vocab_build(args: argparse.Namespace) -> int:
 
 
 def cmd_vocab_check(args: argparse.Namespace) -> int:
-    from .linking import read_obo, read_tsv
+    from .linking import read_vocabulary
 
-    reader = read_obo if args.path.lower().endswith(".obo") else read_tsv
-    vocabulary = reader(args.path)
-    summary = {"path": args.path, "concepts": len(vocabulary), "names": len(vocabulary.names())}
+    vocabulary = read_vocabulary(args.path)
+    summary = {
+        "path": args.path,
+        "name": vocabulary.name,
+        "concepts": len(vocabulary),
+        "names": len(vocabulary.names()),
+    }
     print(json.dumps(summary))
     return 0
 

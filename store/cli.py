@@ -1,5 +1,5 @@
-"""``mslm migrate`` and ``mslm import-model`` (registered with the ``mslm`` command through
-the ``mslm.commands`` entry points)."""
+"""``mslm migrate``, ``mslm import-model`` and ``mslm vocab import`` (registered with the
+``mslm`` command through the ``mslm.commands`` and ``mslm.vocab_commands`` entry points)."""
 
 from __future__ import annotations
 
@@ -56,4 +56,39 @@ def run_import_model(args: argparse.Namespace) -> int:
         if args.activate:
             set_active_model(session, model.id)
     print(model.id)
+    return 0
+
+
+def import_vocabulary(vocab: argparse._SubParsersAction) -> None:
+    p = vocab.add_parser(
+        "import",
+        help="check, index and store a vocabulary (TSV or OBO) that the service can link to",
+    )
+    p.add_argument("path", help="TSV (id, name, synonym|synonym…) or OBO (*.obo)")
+    p.add_argument("--name", help="the name concepts carry (default: the file's own)")
+    p.add_argument("--url", default="", help="a concept's page, {id} standing for its id")
+    p.add_argument("--activate", action="store_true", help="link to it (every replica follows)")
+    p.set_defaults(handler=run_import_vocabulary)
+
+
+def run_import_vocabulary(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from mslm_settings import get_settings
+
+    from .db import session_factory
+    from .migrate import upgrade
+    from .service import import_vocabulary, set_active_vocabulary
+
+    settings = get_settings()
+    if settings.auto_migrate:
+        upgrade(settings.sqlalchemy_url)
+    path = Path(args.path)
+    with session_factory(settings.sqlalchemy_url)() as session:
+        row = import_vocabulary(settings, session, path, path.name, args.name, args.url)
+        if args.activate:
+            set_active_vocabulary(session, row.id)
+        summary = {"id": row.id, "name": row.name, "concepts": row.concepts, "names": row.names}
+    print(json.dumps({**summary, "active": args.activate}))
     return 0

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
@@ -169,11 +170,34 @@ class Evaluation(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
+class StoredVocabulary(Base):
+    """A concept vocabulary a site imported (``mslm vocab import``, ``POST /v1/vocabularies``):
+    the file, as checked, and its linker index live in ``path`` under the artifacts."""
+
+    __tablename__ = "vocabularies"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))  # the name concepts carry in answers
+    filename: Mapped[str] = mapped_column(String(200))  # as uploaded: shown, never a path
+    format: Mapped[str] = mapped_column(String(8))  # tsv | obo
+    path: Mapped[str] = mapped_column(String(400))  # the folder, relative to the artifacts
+    sha256: Mapped[str] = mapped_column(String(64))
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    concepts: Mapped[int] = mapped_column(Integer)
+    names: Mapped[int] = mapped_column(Integer)
+    url_pattern: Mapped[str] = mapped_column(String(400), default="")
+    source: Mapped[str] = mapped_column(Text, default="")  # provenance, from the file
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class ServingState(Base):
-    """One row: the model every API replica serves."""
+    """One row: the model every API replica serves, and the vocabulary it links to (None:
+    the deployment's own, MSLM_VOCABULARY)."""
 
     __tablename__ = "serving_state"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, default=1)
     active_model_id: Mapped[str | None] = mapped_column(String(80))
+    active_vocabulary_id: Mapped[str | None] = mapped_column(String(40))
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -13,7 +13,12 @@ log = logging.getLogger(__name__)
 
 # What an upload or an import leaves while it runs (renamed or removed when it ends); a
 # process killed mid-way leaves it behind for good.
-IN_PROGRESS = ("uploads/tmp*", "datasets/.staging-*", "models/.staging-*")
+IN_PROGRESS = (
+    "uploads/tmp*",
+    "datasets/.staging-*",
+    "models/.staging-*",
+    "vocabularies/.staging-*",
+)
 
 
 def dataset_dir(settings: Settings, dataset_id: str) -> Path:
@@ -22,6 +27,11 @@ def dataset_dir(settings: Settings, dataset_id: str) -> Path:
 
 def model_dir(settings: Settings, model_id: str) -> Path:
     return settings.artifacts / "models" / model_id
+
+
+def vocabulary_dir(settings: Settings, vocabulary_id: str) -> Path:
+    """An imported vocabulary: its file and its linker index."""
+    return settings.artifacts / "vocabularies" / vocabulary_id
 
 
 def work_dir(settings: Settings, job_id: str) -> Path:

@@ -28,10 +28,11 @@ from .models import (
     Job,
     Model,
     ServingState,
+    StoredVocabulary,
     new_id,
     utcnow,
 )
-from .paths import dataset_dir, model_dir
+from .paths import dataset_dir, model_dir, vocabulary_dir
 
 log = logging.getLogger(__name__)
 
@@ -316,19 +317,25 @@ def active_model_id(session: Session) -> str | None:
     return state.active_model_id if state else None
 
 
-def _lock_serving(
-    session: Session, model_id: str | None
-) -> tuple[ServingState | None, Model | None]:
-    """Lock the serving state's row, then the model's (always in this order, so activating
-    and deleting the same model run one after the other and never deadlock)."""
+def _lock_state(session: Session) -> ServingState:
+    """The serving state's row, locked (created first in a fresh store, once, whoever wins)."""
     state = session.get(ServingState, 1, with_for_update=True)
-    if state is None:  # a fresh store: the row to lock is created first (once, whoever wins)
+    if state is None:
         try:
             with session.begin_nested():
                 session.add(ServingState(id=1, active_model_id=None, updated_at=utcnow()))
         except IntegrityError:
             pass
         state = session.get(ServingState, 1, with_for_update=True, populate_existing=True)
+    if state is None:  # a store that refuses to create it is broken
+        raise RuntimeError("the serving state's row could not be created")
+    return state
+
+
+def _lock_serving(session: Session, model_id: str | None) -> tuple[ServingState, Model | None]:
+    """Lock the serving state's row, then the model's (always in this order, so activating
+    and deleting the same model run one after the other and never deadlock)."""
+    state = _lock_state(session)
     model = session.get(Model, model_id, with_for_update=True) if model_id else None
     return state, model
 
@@ -340,8 +347,6 @@ def set_active_model(session: Session, model_id: str | None) -> None:
     if model_id is not None and model is None:
         session.rollback()
         raise NotFound(f"model {model_id}")
-    if state is None:  # _lock_serving creates it; a store that refuses that is broken
-        raise RuntimeError("the serving state's row could not be created")
     state.active_model_id, state.updated_at = model_id, utcnow()
     session.commit()
 
@@ -352,7 +357,7 @@ def delete_model(settings: Settings, session: Session, model_id: str) -> None:
     state, model = _lock_serving(session, model_id)
     if model is None:
         raise NotFound(f"model {model_id}")
-    if state is not None and state.active_model_id == model_id:
+    if state.active_model_id == model_id:
         raise Conflict(f"model {model_id} is being served; activate another one first")
     session.delete(model)
     session.commit()
@@ -403,3 +408,112 @@ def import_bundle(settings: Settings, session: Session, source: Path) -> Model:
     session.add(model)
     session.commit()
     return model
+
+
+# -- vocabularies ----------------------------------------------------------------------------
+def active_vocabulary_id(session: Session) -> str | None:
+    """The stored vocabulary answers link to; None: the deployment's own (MSLM_VOCABULARY)."""
+    state = session.get(ServingState, 1)
+    return state.active_vocabulary_id if state else None
+
+
+def import_vocabulary(
+    settings: Settings,
+    session: Session,
+    path: Path,
+    filename: str,
+    name: str | None = None,
+    url_pattern: str = "",
+    created_by: str | None = None,
+) -> StoredVocabulary:
+    """Check a vocabulary file (TSV, or OBO by its name ``*.obo``), index it, and store both;
+    a bad file raises :class:`CorpusError` naming ``filename``'s line and field, and stores
+    nothing. ``url_pattern``: a concept's page, ``{id}`` standing for its id."""
+    from mslm_core.linking import Linker
+    from mslm_core.linking.builtin import cached_index
+    from mslm_core.linking.vocabulary import is_obo, read_vocabulary
+
+    shown = Path(filename).name[:200] or "vocabulary"
+    fmt = "obo" if is_obo(shown) else "tsv"
+    vocabulary_id = new_id("voc")
+    staging = settings.artifacts / "vocabularies" / f".staging-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    try:
+        stored = staging / f"vocabulary.{fmt}"
+        shutil.copyfile(path, stored)
+        try:
+            # named by the form, else by the file's first line, else by the client's file
+            vocabulary = read_vocabulary(stored, name or None)
+            if not name and vocabulary.source == os.fspath(stored):
+                vocabulary.name = Path(shown).stem or vocabulary.name
+            # the index is built now, so that activating it later is quick and cannot fail
+            # on a vocabulary with no usable name
+            index = cached_index(stored, staging / "index", vocabulary)
+            Linker(vocabulary, url_pattern=url_pattern, index=index)
+        except CorpusError as exc:  # name the file as the client knows it
+            raise CorpusError(
+                [type(i)(shown, i.line, i.message, i.field) for i in exc.issues]
+            ) from None
+        except ValueError as exc:
+            raise CorpusError.single(shown, None, str(exc)) from None
+        target = vocabulary_dir(settings, vocabulary_id)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    row = StoredVocabulary(
+        id=vocabulary_id,
+        name=vocabulary.name[:200],
+        filename=shown,
+        format=fmt,
+        path=str(target.relative_to(settings.artifacts)),
+        sha256=sha256_file(target / stored.name),
+        bytes=(target / stored.name).stat().st_size,
+        concepts=len(vocabulary),
+        names=len(vocabulary.names()),
+        url_pattern=url_pattern,
+        source="" if vocabulary.source == os.fspath(stored) else vocabulary.source[:2000],
+        created_by=created_by,
+    )
+    session.add(row)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return row
+
+
+def vocabulary_file(settings: Settings, row: StoredVocabulary) -> Path:
+    return settings.artifacts / row.path / f"vocabulary.{row.format}"
+
+
+def set_active_vocabulary(session: Session, vocabulary_id: str | None) -> None:
+    """Link answers to ``vocabulary_id`` (None: the deployment's own). One deleted meanwhile
+    is NotFound (the serving state's row is locked first, then the vocabulary's)."""
+    state = _lock_state(session)
+    if (
+        vocabulary_id is not None
+        and session.get(StoredVocabulary, vocabulary_id, with_for_update=True) is None
+    ):
+        session.rollback()
+        raise NotFound(f"vocabulary {vocabulary_id}")
+    state.active_vocabulary_id, state.updated_at = vocabulary_id, utcnow()
+    session.commit()
+
+
+def delete_vocabulary(settings: Settings, session: Session, vocabulary_id: str) -> None:
+    """Delete a stored vocabulary answers do not link to (the same locks as activation)."""
+    state = _lock_state(session)
+    row = session.get(StoredVocabulary, vocabulary_id, with_for_update=True)
+    if row is None:
+        session.rollback()
+        raise NotFound(f"vocabulary {vocabulary_id}")
+    if state.active_vocabulary_id == vocabulary_id:
+        session.rollback()
+        raise Conflict(
+            f"vocabulary {vocabulary_id} is in use; activate another one (or 'default') first"
+        )
+    session.delete(row)
+    session.commit()
+    shutil.rmtree(settings.artifacts / row.path, ignore_errors=True)

@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the packaged MeSH vocabulary costs seconds per service start (its index is built once per
+# artifact store): tests that link ask for a vocabulary themselves
+os.environ.setdefault("MSLM_VOCABULARY", "none")
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

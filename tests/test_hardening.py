@@ -390,7 +390,7 @@ def test_migration_0002_keeps_rows_and_makes_idempotency_keys_per_owner(backend,
             "('job-old', 'queued', '{}', '{}', 'k', 'key-a', '2026-01-01 00:00:00', 0, "
             "false, '{}', '[]', '{}')"
         )
-    upgrade(url)
+    upgrade(url, "0002")
     assert current_revision(url) == "0002"
     with engine.begin() as conn:
         assert conn.exec_driver_sql("SELECT idempotency_key FROM jobs").scalar() == "k"
@@ -458,3 +458,54 @@ def test_a_huge_header_is_refused_without_being_read(tmp_path, tiny_encoder):
         # ordinary headers (keys, request ids) are far below the limit
         r = c.get("/v1/jobs", headers={**auth(TRAIN), "X-Request-ID": "r" * 100})
         assert r.status_code == 200
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0003_adds_vocabularies_and_keeps_the_serving_state(backend, tmp_path, request):
+    from alembic import command
+    from sqlalchemy import insert
+
+    from store.db import engine_for
+    from store.migrate import alembic_config, current_revision, upgrade
+    from store.models import StoredVocabulary
+
+    url = (
+        f"sqlite:///{tmp_path / 'm.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    upgrade(url, "0002")
+    engine = engine_for(url)
+    with engine.begin() as conn:  # the served model, in the old schema
+        conn.exec_driver_sql(
+            "INSERT INTO serving_state (id, active_model_id, updated_at) "
+            "VALUES (1, 'model-a', '2026-01-01 00:00:00')"
+        )
+    upgrade(url)
+    assert current_revision(url) == "0003"
+    with engine.begin() as conn:
+        row = conn.exec_driver_sql(
+            "SELECT active_model_id, active_vocabulary_id FROM serving_state"
+        ).one()
+        assert tuple(row) == ("model-a", None)  # null: the deployment's own vocabulary
+        fields = {
+            "id": "voc-1",
+            "name": "Site",
+            "filename": "site.tsv",
+            "format": "tsv",
+            "path": "vocabularies/voc-1",
+            "sha256": "0" * 64,
+            "bytes": 5_000_000_000,  # wider than 32 bits
+            "concepts": 1,
+            "names": 1,
+            "url_pattern": "",
+            "source": "",
+        }
+        conn.execute(insert(StoredVocabulary), [fields])
+    command.downgrade(alembic_config(url), "0002")
+    assert current_revision(url) == "0002"
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT active_model_id FROM serving_state").scalar() == (
+            "model-a"
+        )
+    engine.dispose()

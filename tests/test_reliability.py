@@ -112,6 +112,10 @@ def _served(tmp_path_factory, tiny_encoder, database_url: str, broker_url: str):
 
 
 # -- schemathesis ------------------------------------------------------------------------------
+#: Operations that take a file (a corpus, a vocabulary).
+UPLOADS = {("POST", "/v1/datasets"), ("POST", "/v1/vocabularies")}
+
+
 def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
     import schemathesis
     from schemathesis.checks import CHECKS, load_all_checks
@@ -162,7 +166,7 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
             body = response.json()
             assert {"type", "title", "status", "detail"} <= set(body)
         checks = every_check
-        if (case.method, case.operation.path) == ("POST", "/v1/datasets"):
+        if (case.method, case.operation.path) in UPLOADS:
             # a file is "schema-valid" whatever it holds; its content is checked against the
             # corpus formats, which JSON Schema cannot express: 422 (documented) for noise
             checks = [c for c in every_check if c.__name__ != "positive_data_acceptance"]
@@ -195,8 +199,9 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
         "every operation of /openapi.json, generated requests with no key and with an "
         "admin key (15 examples each way per operation), against `mslm serve` on PostgreSQL "
         "and Redis; every schemathesis check (positive_data_acceptance left out for the "
-        "content of uploaded files, which JSON Schema cannot describe); each case from its "
-        "own client address, so wrong-key probes do not meet the bad-key throttle",
+        "content of uploaded corpora and vocabularies, which JSON Schema cannot describe); "
+        "each case from its own client address, so wrong-key probes do not meet the bad-key "
+        "throttle",
         {k: v for k, v in stats.items()},
         "pass" if not problems else "FAIL",
     )

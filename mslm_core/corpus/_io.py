@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import secrets
 from collections.abc import Iterator
@@ -48,7 +49,9 @@ def numbered_lines(path: str, issues: IssueCollector) -> Iterator[tuple[int, str
     byte-order mark at the start of the file is dropped.
     """
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        # a packaged vocabulary is gzip-compressed; what a service stores never is
+        opener = gzip.open if str(path).endswith(".gz") else open
+        handle = opener(path, "rb")
     except FileNotFoundError:
         raise CorpusError.single(path, None, "file not found") from None
     except IsADirectoryError:

@@ -5,16 +5,27 @@ API image."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import numpy as np
+from scipy import sparse
 
 from ..types import Entity, LinkedConcept
 from .abbreviations import abbreviations
 from .vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+#: Bumped whenever what LinkerIndex.save writes, or how it is built, changes.
+INDEX_VERSION = 1
 
 #: A candidate concept (the type entities carry).
 Candidate = LinkedConcept
@@ -37,39 +48,18 @@ class Linker:
         threshold: float = 0.5,
         k: int = 5,
         ngrams: tuple[int, int] = (2, 4),
-        url_pattern: str = "",
+        url_pattern: str | dict[str, str] = "",
         max_df: float = 0.02,
+        index: LinkerIndex | None = None,
     ):
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
         self.vocabulary, self.threshold, self.k = vocabulary, threshold, k
-        if url_pattern and (
-            "{id}" not in url_pattern or not url_pattern.startswith(("https://", "http://"))
-        ):
-            raise ValueError(f"URL pattern {url_pattern!r}: an http(s) URL with {{id}} in it")
-        self.url_pattern = url_pattern
-        pairs = [(cid, normalise(n)) for cid, n in vocabulary.names()]
-        pairs = [(cid, n) for cid, n in pairs if n]
-        if not pairs:
-            raise ValueError(f"vocabulary {vocabulary.name!r} has no usable name")
-        self._ids = sorted({cid for cid, _ in pairs})
-        index = {cid: i for i, cid in enumerate(self._ids)}
-        self._name_concept = np.array([index[cid] for cid, _ in pairs])
-        self._exact: dict[str, list[int]] = {}
-        for cid, n in pairs:
-            hits = self._exact.setdefault(n, [])
-            if index[cid] not in hits:
-                hits.append(index[cid])
-        # n-grams in more than max_df of the names say little and cost the most (every query
-        # meets every name that has one): left out of the index when the vocabulary is large
-        self._vectorizer = TfidfVectorizer(
-            analyzer="char_wb",
-            ngram_range=ngrams,
-            sublinear_tf=True,
-            dtype=np.float32,
-            max_df=max_df if len(pairs) >= 10_000 else 1.0,
-        )
-        self._names = self._vectorizer.fit_transform([n for _, n in pairs]).T.tocsr()
+        self.url_patterns = _url_patterns(url_pattern)
+        self.index = index if index is not None else LinkerIndex.build(vocabulary, ngrams, max_df)
+
+    @property
+    def url_pattern(self) -> str:
+        """The pattern of ids without a namespace of their own (``""``: none)."""
+        return self.url_patterns.get("", "")
 
     def candidates(self, texts: Sequence[str]) -> list[list[Candidate]]:
         """Up to ``k`` candidates per text, best first (any score). A text met several times
@@ -78,18 +68,19 @@ class Linker:
             return []
         normalised = [normalise(t) for t in texts]
         queries = list(dict.fromkeys(normalised))
-        sims = (self._vectorizer.transform(queries) @ self._names).tocsr()
+        index = self.index
+        sims = (index.vectorizer.transform(queries) @ index.names).tocsr()
         found: dict[str, list[Candidate]] = {}
         for row, query in enumerate(queries):
             best: dict[int, float] = {}
-            for concept in self._exact.get(query, []):
+            for concept in index.exact.get(query, []):
                 best[concept] = 1.0
             start, end = sims.indptr[row], sims.indptr[row + 1]
             cols, vals = sims.indices[start:end], sims.data[start:end]
             if len(vals):
                 top = np.argsort(-vals)[: 8 * self.k]  # enough names for k distinct concepts
                 for j in top:
-                    concept = int(self._name_concept[cols[j]])
+                    concept = int(index.name_concept[cols[j]])
                     if concept not in best:
                         best[concept] = float(min(vals[j], 0.9999))  # below an exact name
                     if len(best) >= self.k:
@@ -145,6 +136,129 @@ class Linker:
         ]
 
     def _candidate(self, concept: int, score: float) -> Candidate:
-        cid = self._ids[concept]
-        url = self.url_pattern.replace("{id}", quote(cid, safe=":")) if self.url_pattern else None
-        return Candidate(cid, self.vocabulary.concepts[cid].name, score, self.vocabulary.name, url)
+        cid = self.index.ids[concept]
+        name = self.vocabulary.concepts[cid].name
+        return Candidate(cid, name, score, self.vocabulary.name, self.url_of(cid))
+
+    def url_of(self, cid: str) -> str | None:
+        """The concept's page: the pattern of the longest prefix of ``cid`` that has one
+        (``OMIM:`` before ``""``), or None."""
+        for prefix, pattern in self.url_patterns.items():
+            if cid.startswith(prefix):
+                return pattern.replace("{id}", quote(cid.removeprefix(prefix), safe=":"))
+        return None
+
+
+def _url_patterns(value: str | dict[str, str]) -> dict[str, str]:
+    """``{id prefix: pattern}``, longest prefix first, each pattern checked."""
+    patterns = {"": value} if isinstance(value, str) else dict(value)
+    for pattern in patterns.values():
+        if pattern and ("{id}" not in pattern or not pattern.startswith(("https://", "http://"))):
+            raise ValueError(f"URL pattern {pattern!r}: an http(s) URL with {{id}} in it")
+    ordered = sorted(((p, u) for p, u in patterns.items() if u), key=lambda pu: -len(pu[0]))
+    return dict(ordered)
+
+
+@dataclass
+class LinkerIndex:
+    """What the linker searches: the names' character n-gram TF-IDF vectors (a column per
+    name), each name's concept, and the exact normalised names. Built from a vocabulary
+    (scikit-learn's vectoriser), or loaded from what :meth:`save` wrote (a JSON file and a
+    NumPy archive: no pickle), which is what a service start reads instead of refitting."""
+
+    ids: list[str]
+    name_concept: np.ndarray
+    exact: dict[str, list[int]]
+    vectorizer: TfidfVectorizer
+    names: sparse.csr_matrix
+    params: dict[str, float | int]
+
+    @classmethod
+    def build(cls, vocabulary: Vocabulary, ngrams: tuple[int, int], max_df: float) -> LinkerIndex:
+        pairs = [(cid, normalise(n)) for cid, n in vocabulary.names()]
+        pairs = [(cid, n) for cid, n in pairs if n]
+        if not pairs:
+            raise ValueError(f"vocabulary {vocabulary.name!r} has no usable name")
+        ids = sorted({cid for cid, _ in pairs})
+        position = {cid: i for i, cid in enumerate(ids)}
+        exact: dict[str, list[int]] = {}
+        for cid, n in pairs:
+            hits = exact.setdefault(n, [])
+            if position[cid] not in hits:
+                hits.append(position[cid])
+        # n-grams in more than max_df of the names say little and cost the most (every query
+        # meets every name that has one): left out of the index when the vocabulary is large
+        max_df = max_df if len(pairs) >= 10_000 else 1.0
+        params = {"low": ngrams[0], "high": ngrams[1], "max_df": max_df}
+        vectorizer = _vectorizer(params)
+        names = vectorizer.fit_transform([n for _, n in pairs]).T.tocsr()
+        name_concept = np.array([position[cid] for cid, _ in pairs], dtype=np.int64)
+        return cls(ids, name_concept, exact, vectorizer, names, params)
+
+    def save(self, folder: str | os.PathLike[str]) -> None:
+        """Write ``index.json`` and ``index.npz`` into ``folder`` (created; the files are
+        written under temporary names and renamed, the JSON last)."""
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        arrays = {
+            "idf": self.vectorizer.idf_.astype(np.float32),
+            "name_concept": self.name_concept,
+            "data": self.names.data,
+            "indices": self.names.indices,
+            "indptr": self.names.indptr,
+            "shape": np.array(self.names.shape, dtype=np.int64),
+        }
+        tmp = out / f".index.{os.getpid()}.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, out / "index.npz")
+        meta = {
+            "version": INDEX_VERSION,
+            "params": self.params,
+            "ids": self.ids,
+            "ngrams": self.vectorizer.vocabulary_,
+            "exact": self.exact,
+        }
+        tmp = out / f".index.{os.getpid()}.json"
+        tmp.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, out / "index.json")
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> LinkerIndex:
+        """What :meth:`save` wrote; ValueError when it is missing, of another version, or
+        does not hold together."""
+        src = Path(folder)
+        try:
+            meta = json.loads((src / "index.json").read_text(encoding="utf-8"))
+            with np.load(src / "index.npz", allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"no usable linker index in {src}: {exc}") from None
+        if meta.get("version") != INDEX_VERSION:
+            raise ValueError(f"linker index in {src}: version {meta.get('version')!r}")
+        vectorizer = _vectorizer(meta["params"])
+        vectorizer.vocabulary_ = {str(k): int(v) for k, v in meta["ngrams"].items()}
+        vectorizer.idf_ = arrays["idf"]
+        shape = tuple(int(v) for v in arrays["shape"])
+        names = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape)
+        name_concept = arrays["name_concept"]
+        ids = [str(i) for i in meta["ids"]]
+        if (
+            shape != (len(vectorizer.vocabulary_), len(name_concept))
+            or len(vectorizer.idf_) != shape[0]
+            or (len(name_concept) and int(name_concept.max()) >= len(ids))
+        ):
+            raise ValueError(f"linker index in {src} does not hold together")
+        exact = {str(k): [int(i) for i in v] for k, v in meta["exact"].items()}
+        return cls(ids, name_concept, exact, vectorizer, names, meta["params"])
+
+
+def _vectorizer(params: dict[str, float | int]) -> TfidfVectorizer:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(
+        analyzer="char_wb",
+        ngram_range=(int(params["low"]), int(params["high"])),
+        sublinear_tf=True,
+        dtype=np.float32,
+        max_df=float(params["max_df"]),
+    )

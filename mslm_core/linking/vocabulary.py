@@ -77,7 +77,10 @@ def read_tsv(path: StrPath, name: str | None = None) -> Vocabulary:
     source = os.fspath(path)
     issues = IssueCollector(source)
     concepts: dict[str, Concept] = {}
+    header = ""
     for number, line in numbered_lines(source, issues):
+        if number == 1 and line.startswith("# "):
+            header = line[2:].strip()
         if not line.strip() or line.startswith("#"):
             continue
         cols = line.split("\t")
@@ -97,7 +100,27 @@ def read_tsv(path: StrPath, name: str | None = None) -> Vocabulary:
     issues.raise_if_any()
     if not concepts:
         raise CorpusError.single(source, None, "no concept found (empty vocabulary)")
-    return Vocabulary(name or os.path.splitext(os.path.basename(source))[0], concepts, source)
+    # a first line "# NAME: PROVENANCE" (as write_tsv writes it) names the vocabulary and
+    # says where it came from
+    own, _, provenance = header.partition(": ")
+    if own and provenance and len(own) <= 100:
+        return Vocabulary(name or own, concepts, provenance)
+    return Vocabulary(name or _stem(source), concepts, source)
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path).removesuffix(".gz")
+    return os.path.splitext(base)[0]
+
+
+def is_obo(path: StrPath) -> bool:
+    """OBO by the file name (``.obo``, ``.obo.gz``); anything else is read as TSV."""
+    return os.fspath(path).lower().removesuffix(".gz").endswith(".obo")
+
+
+def read_vocabulary(path: StrPath, name: str | None = None) -> Vocabulary:
+    """A TSV or OBO vocabulary (:func:`is_obo`), gzip-compressed or not."""
+    return (read_obo if is_obo(path) else read_tsv)(path, name)
 
 
 def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
@@ -151,7 +174,7 @@ def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
     issues.raise_if_any()
     if not concepts:
         raise CorpusError.single(source, None, "no concept found (empty vocabulary)")
-    return Vocabulary(name or os.path.splitext(os.path.basename(source))[0], concepts, source)
+    return Vocabulary(name or _stem(source), concepts, source)
 
 
 def from_corpora(corpora: Iterable[Corpus], name: str, source: str = "") -> Vocabulary:

@@ -1,0 +1,142 @@
+"""The vocabulary answers link to, in every replica: the deployment's own (MSLM_VOCABULARY —
+the packaged MeSH vocabulary unless set otherwise) or one a site imported and activated
+(``POST /v1/vocabularies/{id}/activate``), which every replica follows like the active model.
+A linker's index is built once and read from the artifact store afterwards."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from mslm_core.errors import ConfigError, MSLMError
+from mslm_core.linking import Linker
+from mslm_settings import Settings
+from store.models import StoredVocabulary
+from store.service import NotFound, active_vocabulary_id, set_active_vocabulary, vocabulary_file
+
+log = logging.getLogger(__name__)
+
+#: The id that stands for the deployment's own vocabulary in ``/v1/vocabularies/{id}/activate``.
+DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Linking:
+    """What answers link to now: ``vocabulary_id`` None is the deployment's own."""
+
+    vocabulary_id: str | None
+    linker: Linker | None
+    origin: str  # store | packaged | file | none
+
+    def describe(self) -> dict[str, Any]:
+        vocabulary = self.linker.vocabulary if self.linker is not None else None
+        return {
+            "id": self.vocabulary_id or DEFAULT,
+            "origin": self.origin,
+            "name": vocabulary.name if vocabulary else None,
+            "concepts": len(vocabulary) if vocabulary else 0,
+        }
+
+
+class VocabularyManager:
+    """Builds the linker of the vocabulary the store names (the deployment's own when none),
+    and follows the store when another replica activates one."""
+
+    def __init__(self, settings: Settings, factory: sessionmaker[Session]):
+        self.settings, self.factory = settings, factory
+        self.last_error: str | None = None
+        wanted = self._read_active()
+        try:
+            self.current = self.build(wanted)
+        except (KeyError, MSLMError, OSError) as exc:
+            if wanted is None:
+                raise  # a bad MSLM_VOCABULARY stops the start
+            self._failed(wanted, exc)
+            self.current = self.build(None)
+
+    @property
+    def linker(self) -> Linker | None:
+        return self.current.linker
+
+    def _read_active(self) -> str | None:
+        with self.factory() as session:
+            return active_vocabulary_id(session)
+
+    def build(self, vocabulary_id: str | None) -> Linking:
+        """The linking of ``vocabulary_id`` (None: the deployment's own). KeyError for an
+        unknown id; MSLMError (file, line, field) for a file that cannot be read."""
+        from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
+
+        s = self.settings
+        if vocabulary_id is None:
+            path = s.vocabulary_path
+            if path is None:
+                return Linking(None, None, "none")
+            try:
+                linker = load_linker(
+                    path,
+                    cache=s.artifacts / "linking",
+                    name=s.vocabulary_name or None,
+                    threshold=s.link_threshold,
+                    k=s.link_candidates,
+                    url_pattern=s.vocabulary_url,
+                )
+            except ValueError as exc:
+                raise ConfigError(f"MSLM_VOCABULARY_URL: {exc}") from None
+            origin = "packaged" if path == DEFAULT_VOCABULARY else "file"
+        else:
+            with self.factory() as session:
+                row = session.get(StoredVocabulary, vocabulary_id)
+                if row is None:
+                    raise KeyError(vocabulary_id)
+                session.expunge(row)
+            linker = load_linker(
+                vocabulary_file(s, row),
+                cache=s.artifacts / row.path / "index",
+                name=row.name,
+                threshold=s.link_threshold,
+                k=s.link_candidates,
+                url_pattern=row.url_pattern,
+            )
+            origin = "store"
+        log.info(
+            "linking to vocabulary %s (%s, %d concepts)",
+            vocabulary_id or DEFAULT,
+            origin,
+            len(linker.vocabulary),
+        )
+        return Linking(vocabulary_id, linker, origin)
+
+    def follow(self) -> Linking | None:
+        """The new linking when the store names another vocabulary than this replica links
+        to (built here: call it off the event loop), else None."""
+        wanted = self._read_active()
+        if wanted == self.current.vocabulary_id:
+            return None
+        try:
+            return self.build(wanted)
+        except (KeyError, MSLMError, OSError) as exc:
+            self._failed(wanted, exc)
+            return None
+
+    def activate(self, vocabulary_id: str | None) -> Linking:
+        """Build the linking of ``vocabulary_id`` (None: the deployment's own) and, only if
+        that worked, record it in the store. NotFound for an unknown id."""
+        try:
+            linking = self.build(vocabulary_id)
+        except KeyError:
+            raise NotFound(f"vocabulary {vocabulary_id}") from None
+        with self.factory() as session:
+            set_active_vocabulary(session, vocabulary_id)
+        return linking
+
+    def _failed(self, vocabulary_id: str | None, exc: BaseException) -> None:
+        reason = f"vocabulary {vocabulary_id} cannot be used: {type(exc).__name__}: {exc}"
+        if reason != self.last_error:
+            current = getattr(self, "current", None)
+            still = (current.vocabulary_id or DEFAULT) if current else DEFAULT
+            log.error("%s; linking to %s", reason, still)
+        self.last_error = reason

