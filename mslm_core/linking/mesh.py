@@ -82,7 +82,10 @@ def write_tsv(vocabulary: Vocabulary, path: str | os.PathLike[str]) -> None:
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as out,
+        ):
             for line in lines():
                 out.write(line.encode("utf-8"))
         os.replace(tmp, target)
