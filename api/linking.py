@@ -32,12 +32,14 @@ class Linking:
     origin: str  # store | packaged | file | none
 
     def describe(self) -> dict[str, Any]:
-        vocabulary = self.linker.vocabulary if self.linker is not None else None
+        linker = self.linker
+        reranker = linker.reranker if linker is not None else None
         return {
             "id": self.vocabulary_id or DEFAULT,
             "origin": self.origin,
-            "name": vocabulary.name if vocabulary else None,
-            "concepts": len(vocabulary) if vocabulary else 0,
+            "name": linker.vocabulary.name if linker is not None else None,
+            "concepts": len(linker.vocabulary) if linker is not None else 0,
+            "rerank": reranker.encoder if reranker is not None else None,
         }
 
 
@@ -93,9 +95,11 @@ class VocabularyManager:
                 if row is None:
                     raise KeyError(vocabulary_id)
                 session.expunge(row)
+            rerank = s.artifacts / row.path / "rerank"
             linker = load_linker(
                 vocabulary_file(s, row),
                 cache=s.artifacts / row.path / "index",
+                rerank=rerank if rerank.is_dir() else None,
                 name=row.name,
                 threshold=s.link_threshold,
                 k=s.link_candidates,

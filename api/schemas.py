@@ -335,6 +335,9 @@ class LinkingOut(BaseModel):
     )
     name: str | None
     concepts: int
+    rerank: str | None = Field(
+        None, description="the encoder whose embeddings re-rank candidates; null: TF-IDF order"
+    )
 
 
 class VocabularyList(BaseModel):

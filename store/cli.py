@@ -64,7 +64,16 @@ def import_vocabulary(vocab: argparse._SubParsersAction) -> None:
         "import",
         help="check, index and store a vocabulary (TSV or OBO) that the service can link to",
     )
-    p.add_argument("path", help="TSV (id, name, synonym|synonym…) or OBO (*.obo)")
+    p.add_argument(
+        "path", help="TSV (id, name, synonym|synonym…) or OBO (*.obo); 'mesh': the packaged one"
+    )
+    p.add_argument(
+        "--rerank",
+        nargs="?",
+        const="minilm",
+        metavar="ENCODER",
+        help="re-rank candidates by this encoder's embeddings (default: minilm; needs torch)",
+    )
     p.add_argument("--name", help="the name concepts carry (default: the file's own)")
     p.add_argument("--url", default="", help="a concept's page, {id} standing for its id")
     p.add_argument("--activate", action="store_true", help="link to it (every replica follows)")
@@ -84,11 +93,17 @@ def run_import_vocabulary(args: argparse.Namespace) -> int:
     settings = get_settings()
     if settings.auto_migrate:
         upgrade(settings.sqlalchemy_url)
-    path = Path(args.path)
+    if args.path == "mesh":
+        from mslm_core.linking.builtin import DEFAULT_VOCABULARY as path
+    else:
+        path = Path(args.path)
     with session_factory(settings.sqlalchemy_url)() as session:
-        row = import_vocabulary(settings, session, path, path.name, args.name, args.url)
+        row = import_vocabulary(
+            settings, session, path, path.name, args.name, args.url, rerank_encoder=args.rerank
+        )
         if args.activate:
             set_active_vocabulary(session, row.id)
         summary = {"id": row.id, "name": row.name, "concepts": row.concepts, "names": row.names}
+        summary["rerank"] = args.rerank
     print(json.dumps({**summary, "active": args.activate}))
     return 0

@@ -425,10 +425,13 @@ def import_vocabulary(
     name: str | None = None,
     url_pattern: str = "",
     created_by: str | None = None,
+    rerank_encoder: str | None = None,
 ) -> StoredVocabulary:
     """Check a vocabulary file (TSV, or OBO by its name ``*.obo``), index it, and store both;
     a bad file raises :class:`CorpusError` naming ``filename``'s line and field, and stores
-    nothing. ``url_pattern``: a concept's page, ``{id}`` standing for its id."""
+    nothing. ``url_pattern``: a concept's page, ``{id}`` standing for its id.
+    ``rerank_encoder``: also prepare the re-rank of candidates by this encoder's embeddings
+    (``minilm``; needs torch, so the command line of an install with torch, not the API)."""
     from mslm_core.linking import Linker
     from mslm_core.linking.builtin import cached_index
     from mslm_core.linking.vocabulary import is_obo, read_vocabulary
@@ -450,6 +453,8 @@ def import_vocabulary(
             # on a vocabulary with no usable name
             index = cached_index(stored, staging / "index", vocabulary)
             Linker(vocabulary, url_pattern=url_pattern, index=index)
+            if rerank_encoder:
+                _prepare_rerank(vocabulary, index, staging / "rerank", rerank_encoder)
         except CorpusError as exc:  # name the file as the client knows it
             raise CorpusError(
                 [type(i)(shown, i.line, i.message, i.field) for i in exc.issues]
@@ -482,6 +487,22 @@ def import_vocabulary(
         shutil.rmtree(target, ignore_errors=True)
         raise
     return row
+
+
+def _prepare_rerank(vocabulary: Any, index: Any, folder: Path, encoder: str) -> None:
+    try:
+        from mslm_core.linking.rerank import prepare
+    except ImportError as exc:  # pragma: no cover - the API image has no torch
+        raise ConfigError(f"the re-rank needs torch and transformers ({exc})") from None
+    try:
+        prepare(vocabulary, index, folder, encoder)
+    except ImportError as exc:
+        raise ConfigError(
+            f"the re-rank needs torch and transformers: run mslm vocab import --rerank where "
+            f"they are installed, such as the worker image ({exc})"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"encoder {encoder!r} for the re-rank: {exc}") from None
 
 
 def vocabulary_file(settings: Settings, row: StoredVocabulary) -> Path:

@@ -214,3 +214,34 @@ def test_a_linker_index_is_saved_loaded_and_rebuilt_when_damaged(tmp_path, caplo
     LinkerIndex.load(folder)  # saved again
     index = cached_index(path, None)
     assert index.ids == sorted(read_tsv(path).concepts)
+
+
+@pytest.mark.integration
+def test_the_encoder_rerank_finds_synonyms_tfidf_misses(tmp_path):
+    """MiniLM's embeddings, served by ONNX Runtime: 'kidney failure' is renal insufficiency
+    (by characters it is closest to hypertension's 'high blood pressure'); an exact name
+    still scores 1; a folder prepared for another vocabulary is refused."""
+    from mslm_core.linking import LinkerIndex
+    from mslm_core.linking.rerank import Reranker, prepare
+
+    path = tmp_path / "vocab.tsv"
+    path.write_text(
+        "D051437\tRenal Insufficiency\n"
+        "D006973\tHypertension\thigh blood pressure\n"
+        "D009369\tNeoplasms\ttumour\n",
+        encoding="utf-8",
+    )
+    vocabulary = read_tsv(path)
+    index = LinkerIndex.build(vocabulary, (2, 4), 0.02)
+    prepare(vocabulary, index, tmp_path / "rerank")
+    plain = Linker(vocabulary, index=index, k=3)
+    reranked = Linker(vocabulary, index=index, k=3, reranker=Reranker(tmp_path / "rerank", index))
+    assert plain.candidates(["kidney failure"])[0][0].id == "D006973"
+    assert reranked.candidates(["kidney failure"])[0][0].id == "D051437"
+    exact = reranked.candidates(["Hypertension"])[0][0]
+    assert (exact.id, exact.score) == ("D006973", 1.0)
+    assert all(c.score < 1.0 for c in reranked.candidates(["kidney failure"])[0])
+    other = read_tsv(path)
+    other.concepts.pop("D009369")
+    with pytest.raises(ValueError, match="name embeddings for"):
+        Reranker(tmp_path / "rerank", LinkerIndex.build(other, (2, 4), 0.02))

@@ -77,7 +77,13 @@ def test_import_activate_follow_and_delete_on_two_replicas(served):
         assert row["filename"] == "site.tsv" and row["url_pattern"] == URL
         listed = a.get("/v1/vocabularies", headers=auth(ANNOTATE)).json()
         assert listed["count"] == 1 and listed["data"][0]["id"] == row["id"]
-        assert listed["linking"] == {"id": "default", "origin": "none", "name": None, "concepts": 0}
+        assert listed["linking"] == {
+            "id": "default",
+            "origin": "none",
+            "name": None,
+            "concepts": 0,
+            "rerank": None,
+        }
 
         linking = a.post(f"/v1/vocabularies/{row['id']}/activate", headers=auth(ADMIN))
         assert linking.status_code == 200, linking.text
@@ -86,6 +92,7 @@ def test_import_activate_follow_and_delete_on_two_replicas(served):
             "origin": "store",
             "name": "Site terms",
             "concepts": 3,
+            "rerank": None,
         }
         concepts = _concepts(a)
         assert concepts["breast cancer"] == {
@@ -103,7 +110,13 @@ def test_import_activate_follow_and_delete_on_two_replicas(served):
         # the one in use cannot be deleted; 'default' goes back to the deployment's own
         assert a.delete(f"/v1/vocabularies/{row['id']}", headers=auth(ADMIN)).status_code == 409
         back = b.post("/v1/vocabularies/default/activate", headers=auth(ADMIN))
-        assert back.json() == {"id": "default", "origin": "none", "name": None, "concepts": 0}
+        assert back.json() == {
+            "id": "default",
+            "origin": "none",
+            "name": None,
+            "concepts": 0,
+            "rerank": None,
+        }
         wait_for(lambda: _concepts(a), lambda c: c["breast cancer"] is None, timeout=30)
         folder = served.artifacts / "vocabularies" / row["id"]
         assert (folder / "vocabulary.tsv").is_file() and any((folder / "index").iterdir())
@@ -173,3 +186,31 @@ def test_a_vocabulary_that_cannot_be_read_any_more_leaves_the_default_in_place(s
         assert _concepts(c)["breast cancer"] is None
         assert c.post("/v1/vocabularies/default/activate", headers=auth(ADMIN)).status_code == 200
         assert c.delete(f"/v1/vocabularies/{row['id']}", headers=auth(ADMIN)).status_code == 204
+
+
+@pytest.mark.integration
+def test_mslm_vocab_import_rerank_is_served_without_torch(tmp_path, tiny_encoder):
+    """``--rerank`` exports MiniLM beside the vocabulary; the service reads it with ONNX
+    Runtime (the API image has no torch) and says so."""
+    settings = make_settings(tmp_path, tiny_encoder, vocabulary="none")
+    env = {**os.environ, "MSLM_HOME": str(settings.home), "MSLM_API_KEYS": ""}
+    site = tmp_path / "site.tsv"
+    site.write_text(SITE_TSV, encoding="utf-8")
+    cmd = [sys.executable, "-m", "mslm_core.cli", "vocab", "import", str(site), "--rerank"]
+    done = subprocess.run([*cmd, "--activate"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert printed["rerank"] == "minilm"
+    folder = settings.artifacts / "vocabularies" / printed["id"] / "rerank"
+    assert {p.name for p in folder.iterdir()} == {
+        "encoder.onnx",
+        "tokenizer.json",
+        "names.npy",
+        "rerank.json",
+    }
+    with TestClient(create_app(settings)) as c:
+        linking = c.get("/v1/vocabularies", headers=auth(ADMIN)).json()["linking"]
+        assert linking["rerank"] == "minilm" and linking["id"] == printed["id"]
+        linker = c.app.state.mslm.models.vocabularies.linker
+        assert linker.candidates(["pyrexia"])[0][0].score == 1.0  # exact stays exact
+        assert linker.candidates(["high temperature"])[0][0].id == "D005334"

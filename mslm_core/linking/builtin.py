@@ -70,12 +70,19 @@ def load_linker(
     threshold: float = 0.5,
     k: int = 5,
     url_pattern: str | dict[str, str] = "",
+    rerank: str | os.PathLike[str] | None = None,
 ) -> Linker:
     """A linker over the vocabulary file ``path`` (TSV or OBO, gzip or not); ``cache``: see
-    :func:`cached_index`. The packaged default links to MeSH's and OMIM's pages unless
-    ``url_pattern`` says otherwise."""
+    :func:`cached_index`; ``rerank``: a folder :func:`~mslm_core.linking.rerank.prepare`
+    made for this vocabulary (its candidates re-ranked by the encoder's embeddings). The
+    packaged default links to MeSH's and OMIM's pages unless ``url_pattern`` says otherwise."""
     vocabulary = read_vocabulary(path, name)
     index = cached_index(path, cache, vocabulary)
     if not url_pattern and Path(path).resolve() == DEFAULT_VOCABULARY:
         url_pattern = DEFAULT_URLS
-    return Linker(vocabulary, threshold, k, url_pattern=url_pattern, index=index)
+    reranker = None
+    if rerank is not None:
+        from .rerank import Reranker
+
+        reranker = Reranker(rerank, index)
+    return Linker(vocabulary, threshold, k, url_pattern=url_pattern, index=index, reranker=reranker)

@@ -19,10 +19,13 @@ from scipy import sparse
 
 from ..types import Entity, LinkedConcept
 from .abbreviations import abbreviations
+from .rerank import POOL
 from .vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from .rerank import Reranker
 
 #: Bumped whenever what LinkerIndex.save writes, or how it is built, changes.
 INDEX_VERSION = 1
@@ -51,10 +54,12 @@ class Linker:
         url_pattern: str | dict[str, str] = "",
         max_df: float = 0.02,
         index: LinkerIndex | None = None,
+        reranker: Reranker | None = None,
     ):
         self.vocabulary, self.threshold, self.k = vocabulary, threshold, k
         self.url_patterns = _url_patterns(url_pattern)
         self.index = index if index is not None else LinkerIndex.build(vocabulary, ngrams, max_df)
+        self.reranker = reranker  # None: TF-IDF order
 
     @property
     def url_pattern(self) -> str:
@@ -70,7 +75,8 @@ class Linker:
         queries = list(dict.fromkeys(normalised))
         index = self.index
         sims = (index.vectorizer.transform(queries) @ index.names).tocsr()
-        found: dict[str, list[Candidate]] = {}
+        pool = max(self.k, POOL) if self.reranker is not None else self.k
+        ranked: list[list[tuple[int, float]]] = []
         for row, query in enumerate(queries):
             best: dict[int, float] = {}
             for concept in index.exact.get(query, []):
@@ -78,15 +84,20 @@ class Linker:
             start, end = sims.indptr[row], sims.indptr[row + 1]
             cols, vals = sims.indices[start:end], sims.data[start:end]
             if len(vals):
-                top = np.argsort(-vals)[: 8 * self.k]  # enough names for k distinct concepts
+                top = np.argsort(-vals)[: 8 * pool]  # enough names for the distinct concepts
                 for j in top:
                     concept = int(index.name_concept[cols[j]])
                     if concept not in best:
                         best[concept] = float(min(vals[j], 0.9999))  # below an exact name
-                    if len(best) >= self.k:
+                    if len(best) >= pool:
                         break
-            ranked = sorted(best.items(), key=lambda kv: -kv[1])[: self.k]
-            found[query] = [self._candidate(c, s) for c, s in ranked]
+            ranked.append(sorted(best.items(), key=lambda kv: -kv[1]))
+        if self.reranker is not None:
+            ranked = self.reranker.scores(queries, ranked)
+        found = {
+            query: [self._candidate(c, s) for c, s in pairs[: self.k]]
+            for query, pairs in zip(queries, ranked, strict=True)
+        }
         return [found[q] for q in normalised]
 
     def link(self, texts: Sequence[str]) -> list[Candidate | None]:
@@ -175,8 +186,7 @@ class LinkerIndex:
 
     @classmethod
     def build(cls, vocabulary: Vocabulary, ngrams: tuple[int, int], max_df: float) -> LinkerIndex:
-        pairs = [(cid, normalise(n)) for cid, n in vocabulary.names()]
-        pairs = [(cid, n) for cid, n in pairs if n]
+        pairs = name_pairs(vocabulary)
         if not pairs:
             raise ValueError(f"vocabulary {vocabulary.name!r} has no usable name")
         ids = sorted({cid for cid, _ in pairs})
@@ -250,6 +260,13 @@ class LinkerIndex:
             raise ValueError(f"linker index in {src} does not hold together")
         exact = {str(k): [int(i) for i in v] for k, v in meta["exact"].items()}
         return cls(ids, name_concept, exact, vectorizer, names, meta["params"])
+
+
+def name_pairs(vocabulary: Vocabulary) -> list[tuple[str, str]]:
+    """(concept id, normalised name) of every name that has a letter or digit, in the order
+    an index holds them."""
+    pairs = [(cid, normalise(n)) for cid, n in vocabulary.names()]
+    return [(cid, n) for cid, n in pairs if n]
 
 
 def _vectorizer(params: dict[str, float | int]) -> TfidfVectorizer:
