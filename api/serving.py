@@ -369,6 +369,7 @@ class ModelManager:
         finally:
             self._loading.pop(model_id, None)
         self.metrics.model_loads.labels("loaded").inc()
+        extractor.linker = self.vocabularies.linker  # a vocabulary swapped while it loaded
         s = self.settings
         loaded = LoadedModel(
             model_id,
