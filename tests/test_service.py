@@ -324,11 +324,14 @@ def test_every_protected_route_refuses_missing_bad_and_wrong_scope_keys(client, 
             assert call(url).status_code == 401, (method, path)
             assert call(url, headers=auth("not-a-key-at-all-xxxxxx")).status_code == 401
             client.app.state.mslm.throttle.reset()  # this test is not a brute force
+            admin = "activate" in path or (
+                method in ("delete", "post") and path.startswith(("/v1/models", "/v1/vocabularies"))
+            )
             scope = (
                 "admin"
-                if "activate" in path or (method == "delete" and "models" in path)
+                if admin
                 else "annotate"
-                if path.startswith(("/v1/annotate", "/v1/models"))
+                if path.startswith(("/v1/annotate", "/v1/models", "/v1/vocabularies"))
                 else "train"
             )
             wrong = {"admin": TRAIN, "annotate": TRAIN, "train": ANNOTATE}[scope]
