@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
 log = logging.getLogger("mslm.store")
 
@@ -39,19 +40,27 @@ def import_model(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_import_model)
 
 
-def run_import_model(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+def _store() -> tuple[Any, Any]:
+    """The settings, and sessions on a store at the current schema (upgraded first unless
+    MSLM_AUTO_MIGRATE is off)."""
     from mslm_settings import get_settings
 
     from .db import session_factory
     from .migrate import upgrade
-    from .service import import_bundle, set_active_model
 
     settings = get_settings()
     if settings.auto_migrate:
         upgrade(settings.sqlalchemy_url)
-    with session_factory(settings.sqlalchemy_url)() as session:
+    return settings, session_factory(settings.sqlalchemy_url)
+
+
+def run_import_model(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .service import import_bundle, set_active_model
+
+    settings, sessions = _store()
+    with sessions() as session:
         model = import_bundle(settings, session, Path(args.path))
         if args.activate:
             set_active_model(session, model.id)
@@ -84,20 +93,14 @@ def run_import_vocabulary(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from mslm_settings import get_settings
-
-    from .db import session_factory
-    from .migrate import upgrade
     from .service import import_vocabulary, set_active_vocabulary
 
-    settings = get_settings()
-    if settings.auto_migrate:
-        upgrade(settings.sqlalchemy_url)
+    settings, sessions = _store()
     if args.path == "mesh":
         from mslm_core.linking.builtin import DEFAULT_VOCABULARY as path
     else:
         path = Path(args.path)
-    with session_factory(settings.sqlalchemy_url)() as session:
+    with sessions() as session:
         row = import_vocabulary(
             settings, session, path, path.name, args.name, args.url, rerank_encoder=args.rerank
         )

@@ -3,10 +3,13 @@ first-start bootstrap of ``mslm up``. No web framework here."""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,6 +84,19 @@ class Upload:
     path: Path
 
 
+@contextlib.contextmanager
+def staged(parent: Path) -> Iterator[Path]:
+    """A new staging folder under ``parent`` (swept as an orphan if the process dies), removed
+    when the block raises; the block moves it into place when it succeeds."""
+    staging = parent / f".staging-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def _format_of(upload: Upload) -> str:
     """By the client's file name, and the content where that leaves a choice (.json, .txt)."""
     return detect_format(upload.path, name=upload.filename)
@@ -100,9 +116,7 @@ def create_dataset(
     if "train" not in by_split:
         raise CorpusError.single("train", None, "a train file is required")
     dataset_id = new_id("ds")
-    staging = settings.artifacts / "datasets" / f".staging-{uuid.uuid4().hex}"
-    staging.mkdir(parents=True)
-    try:
+    with staged(settings.artifacts / "datasets") as staging:
         files: dict[str, Any] = {}
         stats: dict[str, Any] = {}
         issues = []
@@ -138,9 +152,6 @@ def create_dataset(
             raise CorpusError(issues)
         target = dataset_dir(settings, dataset_id)
         os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     dataset = Dataset(
         id=dataset_id,
         name=(name or by_split["train"].filename or dataset_id)[:200],
@@ -436,14 +447,16 @@ def import_vocabulary(
     from mslm_core.linking.builtin import cached_index
     from mslm_core.linking.vocabulary import is_obo, read_vocabulary
 
-    shown = Path(filename).name[:200] or "vocabulary"
+    shown = Path(filename).name.removesuffix(".gz")[:200] or "vocabulary"
     fmt = "obo" if is_obo(shown) else "tsv"
     vocabulary_id = new_id("voc")
-    staging = settings.artifacts / "vocabularies" / f".staging-{uuid.uuid4().hex}"
-    staging.mkdir(parents=True)
-    try:
+    with staged(settings.artifacts / "vocabularies") as staging:
         stored = staging / f"vocabulary.{fmt}"
-        shutil.copyfile(path, stored)
+        if path.suffix == ".gz":  # a local file (the packaged one); uploads are spooled plain
+            with gzip.open(path, "rb") as src, open(stored, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        else:
+            shutil.copyfile(path, stored)
         try:
             # named by the form, else by the file's first line, else by the client's file
             vocabulary = read_vocabulary(stored, name or None)
@@ -463,9 +476,6 @@ def import_vocabulary(
             raise CorpusError.single(shown, None, str(exc)) from None
         target = vocabulary_dir(settings, vocabulary_id)
         os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     row = StoredVocabulary(
         id=vocabulary_id,
         name=vocabulary.name[:200],

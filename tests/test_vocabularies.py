@@ -171,6 +171,11 @@ def test_mslm_vocab_import_stores_and_activates(tmp_path, tiny_encoder):
     site.write_text("D1\tok\nD 2\tbad id\n", encoding="utf-8")
     bad = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "site.tsv:2 (id)" in bad.stderr
+    # 'mesh': the packaged vocabulary, stored like any other (for a re-rank of it, say)
+    mesh = subprocess.run([*cmd[:5], "mesh"], env=env, capture_output=True, text=True)
+    assert mesh.returncode == 0, mesh.stderr
+    printed = json.loads(mesh.stdout.strip().splitlines()[-1])
+    assert printed["name"] == "MeSH" and printed["concepts"] > 30_000 and not printed["active"]
 
 
 def test_a_vocabulary_that_cannot_be_read_any_more_leaves_the_default_in_place(served):
