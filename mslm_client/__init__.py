@@ -44,12 +44,14 @@ from .schema import (
     Evaluation,
     Job,
     JobProgress,
+    Linking,
     Model,
     Page,
     Readiness,
     ServedModel,
     SplitFile,
     TextResult,
+    Vocabulary,
 )
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "JobError",
     "JobParams",
     "JobProgress",
+    "Linking",
     "MSLMError",
     "Model",
     "NotFoundError",
@@ -86,6 +89,7 @@ __all__ = [
     "SplitFile",
     "TextResult",
     "ValidationError",
+    "Vocabulary",
     "WaitTimeout",
     "__version__",
 ]

@@ -20,7 +20,18 @@ from . import _endpoints as ep
 from ._core import Call, FileInput, Protocol, RetryPolicy, Send
 from ._endpoints import AnnotateOptions, JobParams
 from ._helpers import RunT, Watch, abatches, check_batching, series_result, series_texts
-from .schema import AnnotateResponse, Dataset, Entity, Evaluation, Job, Model, Page, Readiness
+from .schema import (
+    AnnotateResponse,
+    Dataset,
+    Entity,
+    Evaluation,
+    Job,
+    Linking,
+    Model,
+    Page,
+    Readiness,
+    Vocabulary,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -253,6 +264,35 @@ class AsyncClient:
 
     async def model_calibration_png(self, model_id: str) -> bytes:
         return await self._request(ep.model_calibration_png(model_id))
+
+    # -- vocabularies -------------------------------------------------------------------------
+    async def import_vocabulary(
+        self,
+        file: FileInput,
+        *,
+        name: str | None = None,
+        url_pattern: str = "",
+        activate: bool = False,
+    ) -> Vocabulary:
+        """Import a concept vocabulary (TSV, or OBO by a file name ending in ``.obo``; an
+        admin key); a bad file is refused with its line and field (:class:`ValidationError`)."""
+        return await self._request(ep.import_vocabulary(file, name, url_pattern, activate))
+
+    async def list_vocabularies(
+        self, *, limit: int = 100, offset: int = 0
+    ) -> tuple[Page[Vocabulary], Linking]:
+        """The imported vocabularies, and what answers link to now."""
+        return await self._request(ep.list_vocabularies(limit, offset))
+
+    async def get_vocabulary(self, vocabulary_id: str) -> Vocabulary:
+        return await self._request(ep.get_vocabulary(vocabulary_id))
+
+    async def activate_vocabulary(self, vocabulary_id: str) -> Linking:
+        """Link every replica's answers to it (``default``: the deployment's own)."""
+        return await self._request(ep.activate_vocabulary(vocabulary_id))
+
+    async def delete_vocabulary(self, vocabulary_id: str) -> None:
+        await self._request(ep.delete_vocabulary(vocabulary_id))
 
     # -- evaluations --------------------------------------------------------------------------
     async def create_evaluation(

@@ -11,7 +11,17 @@ from urllib.parse import quote
 import httpx
 
 from ._core import Call, FileInput
-from .schema import AnnotateResponse, Dataset, Evaluation, Job, Model, Page, Readiness
+from .schema import (
+    AnnotateResponse,
+    Dataset,
+    Evaluation,
+    Job,
+    Linking,
+    Model,
+    Page,
+    Readiness,
+    Vocabulary,
+)
 
 T = TypeVar("T")
 
@@ -196,6 +206,43 @@ def activate_model(model_id: str) -> Call[Model]:
 
 def delete_model(model_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/models/{_segment(model_id)}", _nothing)
+
+
+# -- vocabularies -----------------------------------------------------------------------------
+def import_vocabulary(
+    file: FileInput, name: str | None, url_pattern: str, activate: bool
+) -> Call[Vocabulary]:
+    """``POST /v1/vocabularies``: stores a vocabulary per call, so it is not sent twice."""
+    data: dict[str, Any] = {"url_pattern": url_pattern, "activate": str(activate).lower()}
+    if name is not None:
+        data["name"] = name
+    return Call(
+        "POST", "/v1/vocabularies", _json(Vocabulary.from_dict), data=data, files={"file": file}
+    )
+
+
+def list_vocabularies(limit: int, offset: int) -> Call[tuple[Page[Vocabulary], Linking]]:
+    def parse(response: httpx.Response) -> tuple[Page[Vocabulary], Linking]:
+        body = response.json()
+        page = Page([Vocabulary.from_dict(v) for v in body["data"]], int(body["count"]))
+        return page, Linking.from_dict(body["linking"])
+
+    return Call("GET", "/v1/vocabularies", parse, params=_paging(limit, offset))
+
+
+def get_vocabulary(vocabulary_id: str) -> Call[Vocabulary]:
+    path = f"/v1/vocabularies/{_segment(vocabulary_id)}"
+    return Call("GET", path, _json(Vocabulary.from_dict))
+
+
+def activate_vocabulary(vocabulary_id: str) -> Call[Linking]:
+    """Activating the one in use changes nothing: retried. ``default``: the deployment's own."""
+    path = f"/v1/vocabularies/{_segment(vocabulary_id)}/activate"
+    return Call("POST", path, _json(Linking.from_dict), idempotent=True)
+
+
+def delete_vocabulary(vocabulary_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/vocabularies/{_segment(vocabulary_id)}", _nothing)
 
 
 def model_calibration_png(model_id: str) -> Call[bytes]:

@@ -348,6 +348,60 @@ class Model:
         )
 
 
+# -- vocabularies -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Vocabulary:
+    """An imported concept vocabulary (``active``: answers link to it)."""
+
+    id: str
+    name: str  # the name linked concepts carry
+    filename: str
+    format: str  # tsv | obo
+    concepts: int
+    names: int
+    url_pattern: str
+    source: str  # provenance
+    created_at: dt.datetime
+    active: bool
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Vocabulary:
+        return cls(
+            id=d["id"],
+            name=d.get("name", ""),
+            filename=d.get("filename", ""),
+            format=d.get("format", ""),
+            concepts=int(d.get("concepts", 0)),
+            names=int(d.get("names", 0)),
+            url_pattern=d.get("url_pattern", ""),
+            source=d.get("source", ""),
+            created_at=_required_time(d["created_at"]),
+            active=bool(d.get("active", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Linking:
+    """What answers link to: an imported vocabulary's id, or ``default`` (the deployment's own,
+    ``origin`` packaged, file or none)."""
+
+    id: str
+    origin: str  # store | packaged | file | none
+    name: str | None
+    concepts: int
+    rerank: str | None  # the encoder that re-ranks candidates
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Linking:
+        return cls(
+            id=d["id"],
+            origin=d.get("origin", ""),
+            name=d.get("name"),
+            concepts=int(d.get("concepts", 0)),
+            rerank=d.get("rerank"),
+        )
+
+
 # -- evaluations ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Evaluation:

@@ -573,3 +573,29 @@ def test_an_entity_reads_its_concept_and_candidates():
     assert entity.to_dict() == linked
     below = Entity.from_dict({**base, "concept": None, "candidates": []})
     assert below.concept is None and below.candidates == ()
+
+
+def test_vocabularies_are_imported_activated_and_deleted(service, trained, tmp_path):
+    url = service[0]
+    tsv = tmp_path / "site.tsv"
+    tsv.write_text("# Site: a test\nD051437\tRenal Insufficiency\trenal failure\n", "utf-8")
+    with Client(url, api_key=ADMIN) as client:
+        vocabulary = client.import_vocabulary(tsv, url_pattern="https://x.example/{id}")
+        assert (vocabulary.name, vocabulary.concepts, vocabulary.active) == ("Site", 1, False)
+        page, linking = client.list_vocabularies()
+        assert [v.id for v in page.data] == [vocabulary.id] and linking.id == "default"
+        linking = client.activate_vocabulary(vocabulary.id)
+        assert (linking.id, linking.origin, linking.rerank) == (vocabulary.id, "store", None)
+        entities = client.annotate(TEXTS[:1]).results[0].entities
+        renal = next(e for e in entities if e.text == "renal failure")
+        assert renal.concept is not None and renal.concept.id == "D051437"
+        assert renal.concept.url == "https://x.example/D051437"
+        with pytest.raises(ConflictError):
+            client.delete_vocabulary(vocabulary.id)
+        assert client.activate_vocabulary("default").origin == "none"
+        client.delete_vocabulary(vocabulary.id)
+        with pytest.raises(NotFoundError):
+            client.get_vocabulary(vocabulary.id)
+        with pytest.raises(ValidationError) as refused:
+            client.import_vocabulary(b"D 1\tname\n")
+        assert refused.value.status == 422
