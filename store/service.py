@@ -97,6 +97,16 @@ def staged(parent: Path) -> Iterator[Path]:
         raise
 
 
+def _record(session: Session, row: Any, folder: Path) -> None:
+    """Commit ``row``; when that fails, the folder stored for it goes too."""
+    session.add(row)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 def _format_of(upload: Upload) -> str:
     """By the client's file name, and the content where that leaves a choice (.json, .txt)."""
     return detect_format(upload.path, name=upload.filename)
@@ -160,12 +170,7 @@ def create_dataset(
         stats=stats,
         types=sorted(types),
     )
-    session.add(dataset)
-    try:
-        session.commit()
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
+    _record(session, dataset, target)
     return dataset
 
 
@@ -490,12 +495,7 @@ def import_vocabulary(
         source="" if vocabulary.source == os.fspath(stored) else vocabulary.source[:2000],
         created_by=created_by,
     )
-    session.add(row)
-    try:
-        session.commit()
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
+    _record(session, row, target)
     return row
 
 
