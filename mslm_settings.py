@@ -139,18 +139,6 @@ class Settings(BaseSettings):
 
     # -- derived ----------------------------------------------------------------------------
     @property
-    def vocabulary_path(self) -> Path | None:
-        """The deployment's vocabulary file (the packaged one for 'mesh'); None for 'none'."""
-        value = str(self.vocabulary)
-        if value.lower() == "none":
-            return None
-        if value.lower() == "mesh":
-            from mslm_core.linking.builtin import DEFAULT_VOCABULARY
-
-            return DEFAULT_VOCABULARY
-        return Path(value).expanduser()
-
-    @property
     def artifacts(self) -> Path:
         assert self.artifacts_dir is not None
         return self.artifacts_dir

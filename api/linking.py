@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,6 +22,19 @@ log = logging.getLogger(__name__)
 
 #: The id that stands for the deployment's own vocabulary in ``/v1/vocabularies/{id}/activate``.
 DEFAULT = "default"
+
+
+def deployment_vocabulary(settings: Settings) -> Path | None:
+    """MSLM_VOCABULARY's file: the packaged one for ``mesh`` (the default), None for
+    ``none``, else the path given."""
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY
+
+    value = str(settings.vocabulary).strip()
+    if value.lower() == "none":
+        return None
+    if value.lower() == "mesh":
+        return DEFAULT_VOCABULARY
+    return Path(value).expanduser()
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class VocabularyManager:
 
         s = self.settings
         if vocabulary_id is None:
-            path = s.vocabulary_path
+            path = deployment_vocabulary(s)
             if path is None:
                 return Linking(None, None, "none")
             try:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 import numpy as np
@@ -19,16 +19,27 @@ from scipy import sparse
 
 from ..types import Entity, LinkedConcept
 from .abbreviations import abbreviations
-from .rerank import POOL
 from .vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from .rerank import Reranker
-
 #: Bumped whenever what LinkerIndex.save writes, or how it is built, changes.
 INDEX_VERSION = 1
+
+#: TF-IDF candidates a re-rank looks at (the linker returns its k of them).
+POOL = 20
+
+
+class Reranker(Protocol):
+    """Re-scores candidate concepts (:class:`~mslm_core.linking.rerank.Reranker`)."""
+
+    encoder: str
+
+    def scores(
+        self, queries: list[str], pools: list[list[tuple[int, float]]]
+    ) -> list[list[tuple[int, float]]]: ...
+
 
 #: A candidate concept (the type entities carry).
 Candidate = LinkedConcept

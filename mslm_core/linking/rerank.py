@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .linker import POOL, LinkerIndex, name_pairs
+
 if TYPE_CHECKING:
-    from .linker import LinkerIndex
     from .vocabulary import Vocabulary
 
 ENCODER_ONNX, TOKENIZER = "encoder.onnx", "tokenizer.json"
@@ -29,8 +30,6 @@ NAMES, CONFIG = "names.npy", "rerank.json"
 #: The best of 0.5, 1, 2 and 4 on the development sets of NCBI-disease and BC5CDR (both: 4;
 #: benchmarks/linking.py --dev --rerank 0.5,1,2,4, results/linking/dev.json).
 DEFAULT_WEIGHT = 4.0
-#: TF-IDF candidates a re-rank looks at (it returns the linker's k of them).
-POOL = 20
 MAX_TOKENS = 32
 BATCH = 64
 
@@ -87,7 +86,9 @@ class Reranker:
         self._rows = [order[bounds[c] : bounds[c + 1]] for c in range(len(index.ids))]
         self.encoder = str(config.get("encoder", ""))
 
-    def scores(self, queries: list[str], pools: list[list[tuple[int, float]]]) -> list[list]:
+    def scores(
+        self, queries: list[str], pools: list[list[tuple[int, float]]]
+    ) -> list[list[tuple[int, float]]]:
         """``pools``: per query, (concept, TF-IDF score) pairs; returns them re-scored and
         sorted best first."""
         vectors = self.embed(queries) if queries else np.zeros((0, 0), np.float32)
@@ -159,8 +160,6 @@ def prepare(
 ) -> None:
     """Make ``folder`` a re-rank for ``index`` (built from ``vocabulary``): the encoder's
     graph, and every name embedded in the index's order."""
-    from .linker import name_pairs
-
     out = Path(folder)
     export_encoder(encoder, out)
     names = [name for _, name in name_pairs(vocabulary)]
