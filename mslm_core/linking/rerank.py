@@ -115,11 +115,14 @@ def export_encoder(encoder: str, folder: str | os.PathLike[str]) -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from ..model import resolve_encoder
+    from ..model import resolve_encoder, split_revision
 
-    path = resolve_encoder(encoder)
-    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    # an alias or a local path; a hub id only as NAME@REVISION pins it (HF_HUB_OFFLINE=1 in
+    # every process of ours)
+    path, revision = split_revision(resolve_encoder(encoder))
+    model = AutoModel.from_pretrained(path, revision=revision, attn_implementation="eager")
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
 
     class Pooled(torch.nn.Module):
         def __init__(self) -> None:
