@@ -22,6 +22,7 @@ import numpy as np
 
 from .corpus import Corpus, Mention
 from .features import B, I, O
+from .metrics import judge
 from .predict import RawPredictions
 
 BINS = 10
@@ -79,16 +80,30 @@ def reliability(confidences: Sequence[float], correct: Sequence[bool]) -> Reliab
 
 
 def entity_outcomes(
-    gold: Sequence[Sequence[Mention]], predicted: Sequence[Sequence[Any]]
+    gold: Sequence[Sequence[Mention]],
+    predicted: Sequence[Sequence[Any]],
+    annotated: Sequence[Any] | None = None,
 ) -> tuple[list[float], list[bool]]:
-    """Each predicted entity's confidence, and whether it is exactly a gold mention."""
+    """Each predicted entity's confidence, and whether it is exactly a gold mention (judged
+    on the types each sentence's corpus annotates: ``metrics.judge``)."""
     confidences, correct = [], []
-    for g, p in zip(gold, predicted, strict=True):
+    for i, (g, p) in enumerate(zip(gold, predicted, strict=True)):
+        if annotated is not None:
+            g, p = judge(g, p, annotated[i])
         exact = {(m.start, m.end, m.label) for m in g}
         for m in p:
             confidences.append(m.confidence)
             correct.append((m.start, m.end, m.label) in exact)
     return confidences, correct
+
+
+def _gold(corpus: Corpus) -> tuple[list[list[Mention]], list[Any] | None]:
+    """The gold mentions per sentence, and the types each sentence's corpus annotates
+    (None when every sentence annotates every type)."""
+    annotated = [s.annotated for s in corpus.sentences]
+    return [s.mentions for s in corpus.sentences], (
+        None if all(a is None for a in annotated) else annotated
+    )
 
 
 def word_tags(sentence_len: int, mentions: Sequence[Mention]) -> np.ndarray:
@@ -107,9 +122,9 @@ def calibration_report(
 ) -> dict[str, Any]:
     """ECE of the entity confidences in ``raw`` against ``corpus``'s gold mentions, before
     (untempered) and after ``temperatures``."""
-    gold = [s.mentions for s in corpus.sentences]
+    gold, annotated = _gold(corpus)
     return {
-        when: reliability(*entity_outcomes(gold, raw.mentions(types, t))).to_dict()
+        when: reliability(*entity_outcomes(gold, raw.mentions(types, t), annotated)).to_dict()
         for when, t in (("before", (1.0, 1.0)), ("after", temperatures))
     }
 
@@ -129,13 +144,14 @@ def fit_entity_temperature(
     (no entity, or every one right, or none)."""
     from scipy.optimize import minimize_scalar
 
-    gold = [s.mentions for s in corpus.sentences]
-    _, correct = entity_outcomes(gold, raw.mentions(types, (1.0, t_type)))
+    gold, annotated = _gold(corpus)
+    _, correct = entity_outcomes(gold, raw.mentions(types, (1.0, t_type)), annotated)
     if all(correct) or not any(correct):
         return None
 
     def nll(log_t: float) -> float:
-        return entity_nll(*entity_outcomes(gold, raw.mentions(types, (math.exp(log_t), t_type))))
+        tempered = raw.mentions(types, (math.exp(log_t), t_type))
+        return entity_nll(*entity_outcomes(gold, tempered, annotated))
 
     # not convex in T (an entity's confidence is a product of tempered probabilities): the
     # best point of a coarse grid, then Brent's method between its neighbours

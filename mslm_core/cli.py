@@ -30,10 +30,30 @@ def _field_type(field: dataclasses.Field) -> type:
     return tp
 
 
+def _json_sources(value: str) -> list:
+    """``--sources``: a JSON file holding the list, or the list itself."""
+    text = value if value.lstrip().startswith("[") else None
+    if text is None:
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {value}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value}: not JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise argparse.ArgumentTypeError(f"{value}: must hold a JSON list of corpora")
+    return data
+
+
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         help_text = f.metadata.get("help", "")
+        if f.name == "sources":
+            parser.add_argument(flag, dest=f.name, type=_json_sources, default=None, help=help_text)
+            continue
         tp = _field_type(f)
         if tp is bool:
             # booleans that default to True get a --no-… switch, the others a plain switch

@@ -17,7 +17,8 @@ class MaskingCollator:
 
     Returns tensors: ``input_ids`` [B, T] (masked), ``clean_ids`` [B, T], ``attention_mask``
     [B, T], ``detection_labels`` [B, T], ``mask_type`` [B, T] int64 (0/1/2), ``mentions``
-    [N, 4] (batch index, start, end, type id).
+    [N, 4] (batch index, start, end, type id), and ``allowed`` [B, T, L] bool when the windows
+    carry partial labels (training on several corpora).
     """
 
     strategy: MaskingStrategy | None
@@ -59,7 +60,7 @@ class MaskingCollator:
             else:
                 masked[r, :n] = w.input_ids
             mentions.extend((r, a, b, t) for a, b, t in w.mentions)
-        return {
+        batch = {
             "input_ids": torch.from_numpy(masked),
             "clean_ids": torch.from_numpy(clean),
             "attention_mask": torch.from_numpy(attention),
@@ -67,3 +68,11 @@ class MaskingCollator:
             "mask_type": torch.from_numpy(mask_type),
             "mentions": torch.tensor(mentions, dtype=torch.int64).reshape(-1, 4),
         }
+        if windows[0].allowed is not None:
+            allowed = np.zeros((*shape, windows[0].allowed.shape[1]), bool)
+            for r, w in enumerate(windows):
+                if w.allowed is None:
+                    raise ValueError("partial labels: every window of a run carries them, or none")
+                allowed[r, : len(w)] = w.allowed
+            batch["allowed"] = torch.from_numpy(allowed)
+        return batch

@@ -65,6 +65,18 @@ class TrainConfig:
     train: str = _f("", "training corpus (CoNLL-IOB or JSONL)")
     dev: str = _f("", "development corpus: model selection and early stopping")
     test: str | None = _f(None, "optional test corpus, evaluated once with the best model")
+    sources: list[dict[str, Any]] = field(
+        default_factory=list,
+        metadata={
+            "help": "several corpora on one target schema, instead of train/dev/test: a "
+            "list of {name, train, dev, test, type_map, weight} (docs/clinical-schema.md)"
+        },
+    )
+    partial_labels: bool = _f(
+        True,
+        "sources: a word a corpus leaves O may still be any type that corpus does not "
+        "annotate (partial-label loss); off, it is taken as O",
+    )
     base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id")
     strategy: str = _f(DEFAULT_STRATEGY, "one of: " + ", ".join(STRATEGIES))
     head: str = _f(
@@ -143,6 +155,12 @@ class TrainConfig:
 
         if self.strategy not in STRATEGIES:
             raise bad("strategy", "must be one of " + ", ".join(STRATEGIES))
+        if self.sources:
+            from .sources import parse_sources  # no torch: the API validates jobs with it
+
+            if self.train or self.dev or self.test:
+                raise ConfigError("give either train/dev/test or sources, not both")
+            parse_sources(self.sources)
         for name in ("elm_rate", "blm_rate"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise bad(name, "must be in [0, 1]")

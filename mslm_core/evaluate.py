@@ -34,14 +34,45 @@ def score_predictions(
     total_nll: float | None = None,
     n_masked: int = 0,
 ) -> dict:
-    """DESIGN.md's metrics.json of ``predicted`` against the gold mentions of ``corpus``."""
+    """DESIGN.md's metrics.json of ``predicted`` against the gold mentions of ``corpus``
+    (each sentence judged on the types its corpus annotates: ``Sentence.annotated``)."""
+    annotated = [s.annotated for s in corpus.sentences]
     return evaluation_report(
         [s.mentions for s in corpus.sentences],
         predicted,
         [len(s.word_spans) for s in corpus.sentences],
         total_nll=total_nll,
         n_masked=n_masked,
+        annotated=None if all(a is None for a in annotated) else annotated,
     )
+
+
+def score_by_source(
+    corpus: Corpus,
+    predicted: list[list[Mention]],
+    ranges: dict[str, tuple[int, int]],
+    total_nll: float | None = None,
+    n_masked: int = 0,
+) -> dict:
+    """:func:`score_predictions` of a corpus merged from several (``ranges``: each corpus's
+    sentences, name → (first, end)), with ``sources`` — each corpus's own report — and
+    ``macro_f1``, the mean of their strict F1: what model selection compares, so that a small
+    corpus counts as much as a large one. One corpus: the plain report."""
+    report = score_predictions(corpus, predicted, total_nll, n_masked)
+    if len(ranges) < 2:
+        return report
+    report["sources"] = {
+        name: score_predictions(Corpus(corpus.sentences[a:b]), predicted[a:b])
+        for name, (a, b) in ranges.items()
+    }
+    report["macro_f1"] = sum(r["strict"]["f1"] for r in report["sources"].values()) / len(ranges)
+    return report
+
+
+def selection_f1(report: dict) -> float:
+    """The dev figure a run keeps the best epoch by: the macro F1 over its corpora when it
+    trains on several, else the strict F1."""
+    return float(report.get("macro_f1", report["strict"]["f1"]))
 
 
 def predictions_digest(predicted: list[list[Mention]]) -> str:
@@ -183,7 +214,7 @@ def bundle_perplexity(
     words = [s.words for s in sentences]
     mentions = [s.mentions for s in sentences]
     if config.pack:  # the windows the model was trained on
-        words, mentions = builder.pack(words, mentions)
+        words, mentions, _ = builder.pack(words, mentions)
     windows = builder.training_windows(words, mentions, type_ids)
     plan = plan_masking(config, windows, words)
     collator = MaskingCollator(plan.strategy, tok.mask_token_id, tok.pad_token_id or 0)

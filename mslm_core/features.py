@@ -19,7 +19,9 @@ from typing import TypeVar
 
 import numpy as np
 
+from .partial import word_allowed
 from .tokenizer import as_word_tokenizer
+from .typemap import OUTSIDE, is_plain, label_set
 from .types import Mention
 
 BIO_LABELS = ("B", "I", "O")
@@ -83,7 +85,9 @@ class Window:
     of each subword, -1 for special tokens. ``labels``: [T] BIO id at the first subword of each
     word, -100 elsewhere (training only). ``mentions``: (subword start, subword end, type id)
     of the gold mentions inside the window (training only; a mention cut by the window edge
-    contributes its part).
+    contributes its part; type id -1: its label lists several types). ``allowed``: [T, L]
+    the tags each first subword may take (partial labels, ``mslm_core.partial``; training on
+    several corpora only), False elsewhere.
     """
 
     sentence: int
@@ -93,6 +97,7 @@ class Window:
     word_index: np.ndarray
     labels: np.ndarray | None = None
     mentions: list[tuple[int, int, int]] = field(default_factory=list)
+    allowed: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -177,10 +182,13 @@ class WindowBuilder:
         self,
         sentences: Sequence[list[str]],
         mentions: Sequence[Sequence[Mention]],
-    ) -> tuple[list[list[str]], list[list[Mention]]]:
-        """Training corpora packed: the runs' words and their mentions."""
-        packing = self.packing(self.subwords(list(sentences)))
-        return packing.concat(sentences), packing.mentions(mentions)
+        groups: Sequence[Hashable] | None = None,
+    ) -> tuple[list[list[str]], list[list[Mention]], list[int]]:
+        """Training corpora packed: the runs' words, their mentions, and the index of each
+        run's first sentence. A run never mixes ``groups`` (e.g. two corpora)."""
+        packing = self.packing(self.subwords(list(sentences)), groups)
+        firsts = [a for a, _ in packing.ranges]
+        return packing.concat(sentences), packing.mentions(mentions), firsts
 
     # -- window layouts ---------------------------------------------------------------------
     def training_layout(self, counts: list[int], mentions: list[Mention]) -> list[tuple[int, int]]:
@@ -264,15 +272,26 @@ class WindowBuilder:
         sentences: list[list[str]],
         mentions: list[list[Mention]],
         type_ids: dict[str, int],
+        unannotated: Sequence[frozenset[int]] | None = None,
     ) -> list[Window]:
+        """Windows with their labels. ``unannotated``: per sentence (run), the type ids its
+        corpus leaves unannotated — given, every window gets the tags each word may take
+        (``allowed``), and mention labels may list several types (``typemap``); a mention
+        that may be no entity (``O`` listed) is then neither tagged nor masked as one."""
         out = []
         for s, (per_word, ments) in enumerate(zip(self.subwords(sentences), mentions, strict=True)):
             counts = [len(x) for x in per_word]
+            entities = [m for m in ments if OUTSIDE not in label_set(m.label)]
             tags = [O] * len(per_word)
-            for m in ments:
+            for m in entities:
                 tags[m.start] = B
                 for j in range(m.start + 1, m.end):
                     tags[j] = I
+            allowed = (
+                None
+                if unannotated is None
+                else word_allowed(len(per_word), ments, type_ids, unannotated[s])
+            )
             for a, b in self.training_layout(counts, ments):
                 if a == b:
                     continue
@@ -283,15 +302,18 @@ class WindowBuilder:
                     # the first word of a window continuing a mention is still labelled I
                     labels[pos] = tags[j]
                 win.labels = labels
-                for m in ments:
+                if allowed is not None:
+                    win.allowed = np.zeros((len(win), allowed.shape[1]), bool)
+                    for j, pos in first.items():
+                        win.allowed[pos] = allowed[j]
+                for m in entities:
                     lo, hi = max(m.start, a), min(m.end, b)
                     if lo >= hi:
                         continue
                     positions = np.nonzero((win.word_index >= lo) & (win.word_index < hi))[0]
                     if len(positions):
-                        win.mentions.append(
-                            (int(positions[0]), int(positions[-1]) + 1, type_ids[m.label])
-                        )
+                        type_id = type_ids[m.label] if is_plain(m.label) else -1
+                        win.mentions.append((int(positions[0]), int(positions[-1]) + 1, type_id))
                 out.append(win)
         return out
 

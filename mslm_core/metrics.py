@@ -8,21 +8,32 @@ denominator is zero is reported as ``0.0``.
 
 Matching is one-to-one: each gold mention can be matched by at most one prediction, so a
 duplicated prediction counts once as a true positive and once as a false positive.
+*Overlap* matching (reported beside strict) pairs a prediction with a gold mention of its type
+whose words it shares at least one of, each at most once.
+
+A corpus that annotates only some types (one of several a job trains on, ``typemap``) is
+judged on those alone: :func:`judge` leaves out predictions of types it does not annotate,
+accepts any listed type of a label such as ``"Procedure|Test"``, and neither rewards nor
+counts a prediction of a mention that may be no entity (``"O|Result"``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from .corpus import Mention
+from .typemap import is_plain, label_set
 
 __all__ = [
     "entity_scores",
     "evaluation_report",
+    "judge",
     "mentions_to_tags",
+    "overlap_scores",
     "perplexity",
     "tags_to_mentions",
     "token_macro_f1",
@@ -110,6 +121,85 @@ def tags_to_mentions(tags: Sequence[str]) -> tuple[list[Mention], int]:
     if start is not None:
         mentions.append(Mention(start, len(tags), label))
     return mentions, repairs
+
+
+M = TypeVar("M")
+
+
+def judge(
+    gold: Sequence[Mention], pred: Sequence[M], annotated: Collection[str] | None = None
+) -> tuple[list[Mention], list[M]]:
+    """One sentence's gold and predicted mentions as its corpus can judge them.
+
+    ``annotated``: the types the corpus annotates (None: every type) — predictions of other
+    types are left out (a prediction's own label may list types too: one annotated is
+    enough). A gold label listing several types (``"Procedure|Test"``) takes a
+    prediction of any of them on its exact span: the prediction is relabelled as the gold, so
+    that strict matching counts it. A gold mention that may be no entity (``"O|Result"``) is
+    not counted, and neither is a prediction of it (exact span, a listed type). ``pred`` items
+    need ``start``, ``end`` and ``label`` (dataclasses: ``Mention``, ``ScoredMention``)."""
+    if annotated is None and all(is_plain(g.label) for g in gold):
+        return list(gold), list(pred)
+    by_span = {(g.start, g.end): g.label for g in gold if not is_plain(g.label)}
+    kept: list[M] = []
+    for p in pred:
+        label: str = p.label  # type: ignore[attr-defined]
+        if annotated is not None and not label_set(label) & set(annotated):
+            continue
+        span = (p.start, p.end)  # type: ignore[attr-defined]
+        gold_label = by_span.get(span)
+        if gold_label is not None and (label == gold_label or label in label_set(gold_label)):
+            if OUTSIDE in label_set(gold_label):
+                continue  # a mention that may be no entity: found, but not counted
+            p = replace(p, label=gold_label)  # type: ignore[type-var]
+        kept.append(p)
+    return [g for g in gold if OUTSIDE not in label_set(g.label)], kept
+
+
+def _same_type(pred_label: str, gold_label: str) -> bool:
+    return pred_label == gold_label or pred_label in label_set(gold_label)
+
+
+def overlap_scores(
+    gold: Sequence[Sequence[Mention]], pred: Sequence[Sequence[Mention]]
+) -> dict[str, Any]:
+    """Micro and per-type precision, recall and F1 when a prediction is right as soon as it
+    shares a word with a gold mention of its type (one-to-one, predictions in order, each
+    taking the first such gold mention left). Per type: recall by the gold's label,
+    precision by the prediction's."""
+    _check_same_length(gold, pred, "overlap_scores")
+    hit_gold: Counter[str] = Counter()
+    hit_pred: Counter[str] = Counter()
+    n_gold: Counter[str] = Counter()
+    n_pred: Counter[str] = Counter()
+    for g_sent, p_sent in zip(gold, pred, strict=True):
+        taken = [False] * len(g_sent)
+        n_gold.update(g.label for g in g_sent)
+        for p in sorted(p_sent):
+            n_pred[p.label] += 1
+            for k, g in enumerate(g_sent):
+                if (
+                    not taken[k]
+                    and p.start < g.end
+                    and g.start < p.end
+                    and _same_type(p.label, g.label)
+                ):
+                    taken[k] = True
+                    hit_gold[g.label] += 1
+                    hit_pred[p.label] += 1
+                    break
+    total = sum(hit_gold.values())
+    precision, recall, f1 = _prf(total, sum(n_pred.values()), sum(n_gold.values()))
+    per_type = {}
+    for label in sorted(set(n_gold) | set(n_pred)):
+        prec = _ratio(hit_pred[label], n_pred[label])
+        rec = _ratio(hit_gold[label], n_gold[label])
+        per_type[label] = {
+            "precision": prec,
+            "recall": rec,
+            "f1": _ratio(2 * prec * rec, prec + rec),
+        }
+    return {"precision": precision, "recall": recall, "f1": f1, "per_type": per_type}
 
 
 def entity_scores(
@@ -205,15 +295,19 @@ def evaluation_report(
     n_words: Sequence[int],
     total_nll: float | None = None,
     n_masked: int = 0,
+    annotated: Sequence[Collection[str] | None] | None = None,
 ) -> dict[str, Any]:
     """The evaluation report of a corpus.
 
     ``n_words[i]`` is the number of words of sentence ``i`` (needed for token scores);
     ``total_nll`` is the summed negative log-likelihood over ``n_masked`` masked tokens, or
-    ``None`` when no language-model loss was measured. Returns::
+    ``None`` when no language-model loss was measured; ``annotated[i]``: the types sentence
+    ``i``'s corpus annotates (:func:`judge`; None: all). Returns::
 
         {"strict": {"precision", "recall", "f1"},
-         "per_type": {TYPE: {"precision", "recall", "f1", "support"}},
+         "overlap": {"precision", "recall", "f1"},
+         "per_type": {TYPE: {"precision", "recall", "f1", "support",
+                             "overlap": {"precision", "recall", "f1"}}},
          "exact_match": float, "token_macro_f1": float, "perplexity": float | None,
          "n_gold": int, "n_pred": int}
 
@@ -226,7 +320,13 @@ def evaluation_report(
             f"evaluation_report: n_words has {len(n_words)} entries for {len(gold)} sentences "
             f"(first unmatched sentence {min(len(n_words), len(gold))})"
         )
+    if annotated is not None:
+        judged = [judge(g, p, a) for g, p, a in zip(gold, pred, annotated, strict=True)]
+        gold, pred = [g for g, _ in judged], [p for _, p in judged]
     entities = entity_scores(gold, pred)
+    overlap = overlap_scores(gold, pred)
+    for label, scores in entities["per_type"].items():
+        scores["overlap"] = overlap["per_type"][label]
     gold_tags: list[list[str]] = []
     pred_tags: list[list[str]] = []
     for i, (n, g_sent, p_sent) in enumerate(zip(n_words, gold, pred, strict=True)):
@@ -237,6 +337,7 @@ def evaluation_report(
                 raise ValueError(f"evaluation_report: sentence {i} ({side}): {exc}") from exc
     return {
         "strict": entities["strict"],
+        "overlap": {k: overlap[k] for k in ("precision", "recall", "f1")},
         "per_type": entities["per_type"],
         "exact_match": entities["exact_match"],
         "token_macro_f1": token_macro_f1(gold_tags, pred_tags),

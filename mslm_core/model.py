@@ -19,6 +19,7 @@ from torch import nn
 from .errors import ConfigError, UnknownNameError
 from .features import B, I, O
 from .losses import mask_specific_loss
+from .partial import partial_label_loss
 
 log = logging.getLogger(__name__)
 
@@ -245,13 +246,17 @@ class MSLMModel(nn.Module):
         mask_type: torch.Tensor,
         mentions: torch.Tensor,
         spec: LossSpec = LossSpec(),
+        allowed: torch.Tensor | None = None,
     ) -> MSLMOutput:
         """Joint loss on one batch.
 
         ``input_ids``: [B, T] masked ids (equal to ``clean_ids`` when nothing is masked);
         ``detection_labels``: [B, T] BIO ids at first subwords, -100 elsewhere; ``mask_type``:
-        [B, T] 0/1/2; ``mentions``: [N, 4] (batch index, start, end, type id) in subwords.
-        ``spec`` says how the batch is scored (:class:`LossSpec`).
+        [B, T] 0/1/2; ``mentions``: [N, 4] (batch index, start, end, type id; -1: several
+        types allowed) in subwords. ``allowed``: [B, T, 2C + 1] the tags each first subword may
+        take (partial labels, ``mslm_core.partial``): given, the detection loss is their
+        marginal likelihood instead of the cross-entropy of one tag. ``spec`` says how the
+        batch is scored (:class:`LossSpec`).
         """
         masked = mask_type > 0  # [B, T]
         n_masked = int(masked.sum())
@@ -276,24 +281,44 @@ class MSLMModel(nn.Module):
         labels = detection_labels
         if spec.detect_ignore_masked and spec.detect_on == "masked":
             labels = labels.masked_fill(masked, -100)
-        if self.head == "linear":
-            labels = typed_tags(labels, mentions, len(self.types))
-        detection_loss = (
-            F.cross_entropy(
-                det_logits.reshape(-1, det_logits.shape[-1]).float(), labels.reshape(-1)
+        if allowed is not None:
+            positions = (labels != -100) & allowed.any(-1)
+            detection_loss = partial_label_loss(
+                self.tag_logprobs(det_logits, hidden, clean_ids), allowed, positions
             )
-            if bool((labels != -100).any())
-            else zero
-        )
+        else:
+            if self.head == "linear":
+                labels = typed_tags(labels, mentions, len(self.types))
+            detection_loss = (
+                F.cross_entropy(
+                    det_logits.reshape(-1, det_logits.shape[-1]).float(), labels.reshape(-1)
+                )
+                if bool((labels != -100).any())
+                else zero
+            )
 
         classification_loss = zero
-        if self.head == "paper" and len(self.types) > 1 and mentions.shape[0]:
+        typed = mentions[mentions[:, 3] >= 0]  # a mention of several allowed types: in `allowed`
+        if self.head == "paper" and len(self.types) > 1 and typed.shape[0]:
             feats = self.type_features(hidden, clean_ids)  # [B, T, H]
-            pooled = pool_spans(feats, mentions[:, 0], mentions[:, 1], mentions[:, 2])
-            classification_loss = F.cross_entropy(self.classify(pooled).float(), mentions[:, 3])
+            pooled = pool_spans(feats, typed[:, 0], typed[:, 1], typed[:, 2])
+            classification_loss = F.cross_entropy(self.classify(pooled).float(), typed[:, 3])
 
         loss = spec.mlm_weight * mlm_loss + detection_loss + classification_loss
         return MSLMOutput(loss, mlm_loss, detection_loss, classification_loss, det_logits, n_masked)
+
+    def tag_logprobs(
+        self, det_logits: torch.Tensor, hidden: torch.Tensor, clean_ids: torch.Tensor
+    ) -> torch.Tensor:
+        """Log-probabilities [B, T, 2C + 1] of the typed tags (B-type c at c, I-type c at
+        C + c, O at 2C) — what a partial label marginalises. The linear head predicts them
+        directly; the paper head's are its untyped B/I/O times the type its classifier gives
+        the word alone: log p(B) + log q(c), log p(I) + log q(c), log p(O)."""
+        if self.head == "linear":
+            return det_logits.float().log_softmax(-1)
+        bio = det_logits.float().log_softmax(-1)  # [B, T, 3]
+        q = self.classify(self.type_features(hidden, clean_ids)).float().log_softmax(-1)
+        return torch.cat([bio[..., B : B + 1] + q, bio[..., I : I + 1] + q, bio[..., O:]], -1)
 
 
 def typed_tags(labels: torch.Tensor, mentions: torch.Tensor, n_types: int) -> torch.Tensor:

@@ -449,7 +449,7 @@ def test_packing_never_mixes_groups(tiny12):
 def test_packed_mentions_shift_to_their_run(tiny12):
     sents = [words(3), words(4)]
     ms = [[Mention(1, 2, "Disease")], [Mention(0, 2, "Chemical"), Mention(3, 4, "Disease")]]
-    runs, packed = tiny12.pack(sents, ms)
+    runs, packed, _ = tiny12.pack(sents, ms)
     assert runs == [words(3) + words(4)]
     assert packed == [
         [Mention(1, 2, "Disease"), Mention(3, 5, "Chemical"), Mention(6, 7, "Disease")]

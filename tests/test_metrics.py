@@ -13,6 +13,7 @@ from mslm_core.metrics import (
     entity_scores,
     evaluation_report,
     mentions_to_tags,
+    overlap_scores,
     perplexity,
     tags_to_mentions,
     token_macro_f1,
@@ -240,6 +241,7 @@ def test_perplexity():
 
 REPORT_KEYS = {
     "strict",
+    "overlap",
     "per_type",
     "exact_match",
     "token_macro_f1",
@@ -255,8 +257,15 @@ def test_evaluation_report_contract():
     report = evaluation_report(gold, pred, [4, 3], total_nll=2 * math.log(3.0), n_masked=2)
     assert set(report) == REPORT_KEYS
     scores = entity_scores(gold, pred)
-    for key in ("strict", "per_type", "exact_match", "n_gold", "n_pred"):
+    for key in ("strict", "exact_match", "n_gold", "n_pred"):
         assert report[key] == scores[key]
+    # per type: the strict scores, and the overlap ones beside them
+    overlap = overlap_scores(gold, pred)
+    for label, entry in report["per_type"].items():
+        assert {k: v for k, v in entry.items() if k != "overlap"} == scores["per_type"][label]
+        assert entry["overlap"] == overlap["per_type"][label]
+    assert report["overlap"] == {k: overlap[k] for k in ("precision", "recall", "f1")}
+    assert report["overlap"]["f1"] == 1.0  # the C prediction shares a word with the gold C
     # gold tags B-D I-D O O | O B-C O ; pred B-D I-D O O | B-C I-C O
     expected_tokens = token_macro_f1(
         [["B-D", "I-D", "O", "O"], ["O", "B-C", "O"]],

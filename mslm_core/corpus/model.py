@@ -17,12 +17,15 @@ class Sentence:
     """One sentence: its text, the character span of each word, and its gold mentions.
 
     ``words[i] == text[word_spans[i][0]:word_spans[i][1]]``. Mentions are sorted and never
-    overlap. A CoNLL sentence gets ``text = " ".join(words)``.
+    overlap. A CoNLL sentence gets ``text = " ".join(words)``. ``annotated``: the types its
+    corpus annotates, when it is one of several a job trains on (``typemap``); None: every
+    type the mentions could have (what a corpus read from a file means).
     """
 
     text: str
     word_spans: list[tuple[int, int]]
     mentions: list[Mention] = field(default_factory=list)
+    annotated: frozenset[str] | None = None
 
     @property
     def words(self) -> list[str]:

@@ -30,21 +30,24 @@ class Callback:
 
 class DevEvaluation(Callback):
     """After each fine-tuning epoch, strict F1 on dev through the serving prediction path
-    (unmasked words, never the gold); logs the epoch. The masked-LM stage of a two-stage run
-    has untrained heads: no dev score there."""
+    (unmasked words, never the gold) — with several corpora, the macro F1 over their dev sets
+    (``evaluate.selection_f1``), and each corpus's in ``dev_sources``; logs the epoch. The
+    masked-LM stage of a two-stage run has untrained heads: no dev score there."""
 
     def on_epoch_end(self, trainer: Trainer) -> None:
-        from ..evaluate import evaluate_corpus
+        from ..evaluate import predict_mentions, selection_f1
 
         st, entry = trainer.state, trainer.state.history[-1]
         if entry["stage"] != "mlm":
             started = time.perf_counter()
-            dev = evaluate_corpus(trainer.predictor, trainer.corpora["dev"])
+            dev = trainer.score("dev", predict_mentions(trainer.predictor, trainer.corpora["dev"]))
             entry.update(
-                dev_f1=dev["strict"]["f1"],
+                dev_f1=selection_f1(dev),
                 dev_precision=dev["strict"]["precision"],
                 dev_recall=dev["strict"]["recall"],
             )
+            if "sources" in dev:
+                entry["dev_sources"] = {k: r["strict"]["f1"] for k, r in dev["sources"].items()}
             entry["seconds"] += time.perf_counter() - started
         log.info(
             "epoch %d/%d (%s) loss %.4f dev strict F1 %s",

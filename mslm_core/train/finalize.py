@@ -12,13 +12,32 @@ import torch
 from .. import __version__
 from ..bundle import save_bundle
 from ..calibration import CALIBRATION_PNG, calibrate, diagram_for, gold_type_spans
-from ..evaluate import as_mentions, masked_nll, score_predictions
+from ..evaluate import as_mentions, masked_nll
 from .checkpoint import BEST
 
 if TYPE_CHECKING:
     from .loop import Trainer
 
 log = logging.getLogger("mslm_core.train")
+
+
+def _sources_manifest(trainer: Trainer) -> dict[str, Any]:
+    """A multi-corpus run's corpora: each one's files, type map, weight, the target types it
+    annotates and its splits' counts (nothing for a run on one corpus)."""
+    data = trainer.data
+    if not data.partial:
+        return {}
+    return {
+        "sources": [
+            {
+                **d.source.to_json(),
+                "annotated": sorted(d.annotated),
+                "corpora": {split: c.stats() for split, c in d.splits.items()},
+            }
+            for d in data.sources
+        ],
+        "partial_labels": trainer.config.partial_labels,
+    }
 
 
 def finalize(trainer: Trainer) -> dict[str, Any]:
@@ -48,7 +67,7 @@ def finalize(trainer: Trainer) -> dict[str, Any]:
     for split, predictions in raw.items():
         predicted = as_mentions(predictions.mentions(predictor.types))
         extra = (nll, n_masked) if split == "dev" else (None, 0)  # perplexity: dev only
-        metrics[split] = score_predictions(trainer.corpora[split], predicted, *extra)
+        metrics[split] = trainer.score(split, predicted, *extra)
     calibration = calibrate(
         predictor, trainer.corpora["dev"], trainer.corpora.get("test"), passes=raw
     )
@@ -80,6 +99,7 @@ def finalize(trainer: Trainer) -> dict[str, Any]:
         "train_seconds": round(state.train_seconds, 2),
         "train_cpu_seconds": round(state.train_cpu_seconds, 2),
         "corpora": {k: c.stats() for k, c in trainer.corpora.items()},
+        **_sources_manifest(trainer),
         "max_length": cfg.max_length,
         "mslm_version": __version__,
         "torch_version": torch.__version__,

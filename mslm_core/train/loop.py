@@ -28,13 +28,14 @@ import torch
 from ..bundle import predictor_options
 from ..collate import MaskingCollator
 from ..config import TrainConfig
-from ..corpus import Corpus, Mention, read_corpus
+from ..corpus import Corpus, Mention
 from ..device import keep_large_blocks, resolve_device
 from ..errors import ConfigError
 from ..features import WindowBuilder
 from ..masking import plan_masking
 from ..model import LossSpec, MSLMOutput, load_pretrained
 from ..predict import Predictor, TorchBackend
+from ..sources import TrainingData, load_training_data
 from .callbacks import Callback, Checkpointing, DevEvaluation, EarlyStopping, KeepWeights
 from .checkpoint import load_checkpoint
 from .finalize import finalize
@@ -66,14 +67,9 @@ class TrainingCancelled(Exception):
 
 
 def load_corpora(config: TrainConfig) -> dict[str, Corpus]:
-    if not config.train or not config.dev:
-        raise ConfigError("train and dev corpora are both required")
-    out = {"train": read_corpus(config.train), "dev": read_corpus(config.dev)}
-    if config.test:
-        out["test"] = read_corpus(config.test)
-    if config.max_train_sentences:
-        out["train"].sentences = out["train"].sentences[: config.max_train_sentences]
-    return out
+    """``train``, ``dev`` and ``test`` (when given) as a run reads them: several corpora
+    (``sources``) merged, each sentence knowing what its corpus annotates."""
+    return load_training_data(config, config.partial_labels).corpora()
 
 
 class Trainer:
@@ -102,11 +98,11 @@ class Trainer:
         if self.output.exists() and not self.overwrite:
             raise ConfigError(f"output {self.output} already exists (choose another --output)")
         torch.manual_seed(cfg.seed)
-        self.corpora = load_corpora(cfg)
-        train = self.corpora["train"]
-        self.types = train.types
+        self.data: TrainingData = load_training_data(cfg, cfg.partial_labels)
+        self.corpora = self.data.corpora()
+        self.types = self.data.types
         unseen = sorted(set(self.corpora["dev"].types) - set(self.types))
-        if unseen:
+        if unseen and not self.data.partial:
             log.warning("dev has types never seen in train (never predicted): %s", unseen)
         self.model, self.tokenizer, self.encoder_info = load_pretrained(
             cfg.base_model, self.types, cfg.dropout, cfg.head
@@ -114,8 +110,13 @@ class Trainer:
         self.model.to(self.device)
         self.builder = WindowBuilder(self.tokenizer, cfg.max_length)
         type_ids = {t: i for i, t in enumerate(self.types)}
-        words, mentions = self._runs(train)
-        self.windows = self.builder.training_windows(words, mentions, type_ids)
+        sentence_source = self.data.train_source()
+        words, mentions, run_source = self._runs(self.corpora["train"], sentence_source)
+        unannotated = (
+            [self.data.unannotated(k, type_ids) for k in run_source] if self.data.partial else None
+        )
+        self.windows = self.builder.training_windows(words, mentions, type_ids, unannotated)
+        self.window_source = np.asarray([run_source[w.sentence] for w in self.windows], np.int64)
         tok = self.tokenizer
         collator_kw = dict(
             mask_token_id=tok.mask_token_id,
@@ -135,7 +136,8 @@ class Trainer:
         self.mlm_loss_spec = replace(self.loss_spec, heads=False)
         self.collator = MaskingCollator(plan.strategy, **collator_kw)
         self.clean_collator = MaskingCollator(None, **collator_kw)
-        self.dev_windows = self.builder.training_windows(*self._runs(self.corpora["dev"]), type_ids)
+        dev_words, dev_mentions, _ = self._runs(self.corpora["dev"])
+        self.dev_windows = self.builder.training_windows(dev_words, dev_mentions, type_ids)
         self.predictor = Predictor(
             TorchBackend(self.model, self.device),
             self.builder,
@@ -144,7 +146,7 @@ class Trainer:
             pad_id=collator_kw["pad_token_id"],
             **predictor_options(self.serving_manifest()),
         )
-        self.state.steps_per_epoch = math.ceil(len(self.windows) / cfg.batch_size)
+        self.state.steps_per_epoch = math.ceil(len(self.epoch_windows(0)) / cfg.batch_size)
         self.state.total_steps = self.state.steps_per_epoch * cfg.total_epochs
         self.learning_rate = cfg.learning_rate_for(self.model.mlm_model.config.hidden_size)
         self.optimizer = torch.optim.AdamW(
@@ -152,12 +154,34 @@ class Trainer:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
 
-    def _runs(self, corpus: Corpus) -> tuple[list[list[str]], list[list[Mention]]]:
-        """The corpus's words and mentions per window run: its sentences, or consecutive
-        sentences packed together (``pack``)."""
+    def _runs(
+        self, corpus: Corpus, source: list[int] | None = None
+    ) -> tuple[list[list[str]], list[list[Mention]], list[int]]:
+        """The corpus's words and mentions per window run — its sentences, or consecutive
+        sentences packed together (``pack``; never two corpora in one run) — and each run's
+        corpus (``source``: per sentence; None: all one)."""
         words = [s.words for s in corpus.sentences]
         mentions = [s.mentions for s in corpus.sentences]
-        return self.builder.pack(words, mentions) if self.config.pack else (words, mentions)
+        source = source if source is not None else [0] * len(words)
+        if not self.config.pack:
+            return words, mentions, source
+        runs, run_mentions, firsts = self.builder.pack(words, mentions, source)
+        return runs, run_mentions, [source[i] for i in firsts]
+
+    def score(
+        self,
+        split: str,
+        predicted: list[list[Mention]],
+        total_nll: float | None = None,
+        n_masked: int = 0,
+    ) -> dict[str, Any]:
+        """The report of ``split``'s predictions; several corpora: each one's too
+        (:func:`~mslm_core.evaluate.score_by_source`)."""
+        from ..evaluate import score_by_source
+
+        return score_by_source(
+            self.corpora[split], predicted, self.data.ranges(split), total_nll, n_masked
+        )
 
     def serving_manifest(self) -> dict[str, Any]:
         """What the bundle's manifest says about reading the model's outputs."""
@@ -191,11 +215,28 @@ class Trainer:
         ]
 
     # -- batches ----------------------------------------------------------------------------
+    def epoch_windows(self, epoch: int) -> np.ndarray:
+        """The windows epoch ``epoch`` trains on: every window once, unless a corpus of a
+        multi-corpus run has a ``weight`` — then its windows ``int(weight)`` times each plus a
+        random ``weight % 1`` share of them, drawn anew each epoch (the count is the same in
+        every epoch, so the schedule is too)."""
+        weights = [d.source.weight for d in self.data.sources]
+        if all(w == 1.0 for w in weights):
+            return np.arange(len(self.windows))
+        rng = np.random.default_rng([self.config.seed, epoch, 1])
+        parts = []
+        for k, weight in enumerate(weights):
+            own = np.nonzero(self.window_source == k)[0]
+            whole, share = divmod(weight, 1.0)
+            parts.extend([own] * int(whole))
+            parts.append(rng.choice(own, size=round(share * len(own)), replace=False))
+        return np.concatenate(parts)
+
     def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """Window indices per batch: shuffled, then grouped by length within blocks of 50
-        batches to cut padding, then the batch order shuffled again."""
+        """Window indices per batch (:meth:`epoch_windows`): shuffled, then grouped by length
+        within blocks of 50 batches to cut padding, then the batch order shuffled again."""
         rng = np.random.default_rng([self.config.seed, epoch])
-        order = rng.permutation(len(self.windows))
+        order = rng.permutation(self.epoch_windows(epoch))
         bs = self.config.batch_size
         block = bs * 50
         batches: list[list[int]] = []

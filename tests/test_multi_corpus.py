@@ -1,0 +1,391 @@
+"""Training on several corpora mapped onto one schema (issue 28): type maps, partial labels
+(a type a corpus does not annotate is not pushed to O), sampling weights, judging each corpus
+on its own types, every strategy and both heads."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import build_tiny_encoder
+
+from mslm_core.config import TrainConfig
+from mslm_core.corpus import Mention, read_corpus
+from mslm_core.errors import ConfigError
+from mslm_core.features import WindowBuilder
+from mslm_core.metrics import evaluation_report, judge
+from mslm_core.partial import partial_label_loss, word_allowed
+from mslm_core.sources import load_training_data, parse_sources
+from mslm_core.train import Trainer
+from mslm_core.typemap import TypeMap, label_set
+
+# Corpus A annotates chemicals and diseases (BC5CDR-like); corpus B body sites and findings,
+# with procedures that may be tests or treatments and values that may be results or nothing
+A = [
+    {"text": "Aspirin reduces fever .", "entities": [[0, 7, "Chemical"], [16, 21, "Disease"]]},
+    {
+        "text": "Cisplatin caused renal failure .",
+        "entities": [[0, 9, "Chemical"], [17, 30, "Disease"]],
+    },
+    {"text": "The liver was normal .", "entities": []},
+    {"text": "Heparin was given .", "entities": [[0, 7, "Chemical"]]},
+]
+B = [
+    {
+        "text": "Pain in the liver after biopsy .",
+        "entities": [[0, 4, "Sign"], [12, 17, "Body"], [24, 30, "Proc"]],
+    },
+    {
+        "text": "Fever and liver biopsy positive .",
+        "entities": [[0, 5, "Sign"], [10, 15, "Body"], [16, 22, "Proc"], [23, 31, "Value"]],
+    },
+    {"text": "Aspirin was given for pain .", "entities": [[22, 26, "Sign"]]},
+]
+MAP_A = {"Chemical": "Drug", "Disease": "Problem"}
+MAP_B = {
+    "Sign": "Problem",
+    "Body": "Anatomy",
+    "Proc": ["Procedure", "Test"],
+    "Value": ["Result", "O"],
+}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            ents = [{"start": a, "end": b, "label": t} for a, b, t in row["entities"]]
+            fh.write(json.dumps({"text": row["text"], "entities": ents}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("multi")
+    return {"A": write_jsonl(root / "a.jsonl", A), "B": write_jsonl(root / "b.jsonl", B)}
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory) -> Path:
+    words = {w.lower() for row in A + B for w in row["text"].split()}
+    return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny", sorted(words))
+
+
+def sources(corpora: dict[str, Path], **weights: float) -> list[dict]:
+    return [
+        {
+            "name": "A",
+            "train": str(corpora["A"]),
+            "dev": str(corpora["A"]),
+            "type_map": MAP_A,
+            "weight": weights.get("A", 1.0),
+        },
+        {
+            "name": "B",
+            "train": str(corpora["B"]),
+            "dev": str(corpora["B"]),
+            "test": str(corpora["B"]),
+            "type_map": MAP_B,
+            "weight": weights.get("B", 1.0),
+        },
+    ]
+
+
+# -- type maps ----------------------------------------------------------------------------------
+def test_type_map_renames_drops_and_lists():
+    tm = TypeMap.parse(
+        {"Sign": "Problem", "Coref": None, "Proc": ["Test", "Procedure"], "Value": ["O", "Result"]}
+    )
+    assert tm.label("Sign") == "Problem"
+    assert tm.label("Coref") is None
+    assert tm.label("Proc") == "Procedure|Test"
+    assert tm.label("Value") == "O|Result"
+    assert tm.label("Other") == "Other"  # not named: kept
+    assert label_set("O|Result") == {"O", "Result"}
+    assert tm.targets(["Sign", "Coref", "Proc", "Value"]) == {
+        "Problem",
+        "Procedure",
+        "Test",
+        "Result",
+    }
+    assert TypeMap.parse(tm.to_json()) == tm
+    wild = TypeMap.parse({"Sign": "Problem", "*": None})
+    assert wild.label("Other") is None and wild.label("Sign") == "Problem"
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ({"Sign": "O"}, r"type_map.Sign: type 'O'"),
+        ({"Sign": ["O"]}, r"type_map.Sign: a list needs at least one type besides 'O'"),
+        ({"Sign": "A|B"}, r"may not contain '\|'"),
+        ({"Sign": "has space"}, "without spaces"),
+        ({"Sign": 3}, "must be a type name, a list of them or null"),
+        ([["Sign", "Problem"]], "must be an object"),
+    ],
+)
+def test_type_map_refuses_bad_entries_naming_them(bad, says):
+    with pytest.raises(ConfigError, match=says):
+        TypeMap.parse(bad)
+
+
+def test_sources_are_checked_with_their_index_and_field(corpora):
+    good = sources(corpora)
+    with pytest.raises(ConfigError, match=r"sources\[1\].weight: must be in \(0, 100\]"):
+        parse_sources([good[0], {**good[1], "weight": 0}])
+    with pytest.raises(ConfigError, match=r"sources\[1\].name: 'A' is used twice"):
+        parse_sources([good[0], {**good[1], "name": "A"}])
+    with pytest.raises(ConfigError, match=r"sources\[0\]: unknown field\(s\) typemap"):
+        parse_sources([{**good[0], "typemap": {}}])
+    with pytest.raises(ConfigError, match="at least one corpus needs a dev split"):
+        parse_sources([{k: v for k, v in s.items() if k != "dev"} for s in good])
+    with pytest.raises(ConfigError, match="either train/dev/test or sources"):
+        TrainConfig(train="x", dev="y", sources=good)
+
+
+def test_each_corpus_knows_what_it_annotates(corpora):
+    data = load_training_data(TrainConfig(sources=sources(corpora)))
+    assert data.types == ["Anatomy", "Drug", "Problem", "Procedure", "Result", "Test"]
+    a, b = data.sources
+    assert a.annotated == {"Drug", "Problem"}
+    assert b.annotated == {"Problem", "Anatomy", "Procedure", "Test", "Result"}
+    ids = {t: i for i, t in enumerate(data.types)}
+    assert data.unannotated(0, ids) == {
+        ids["Anatomy"],
+        ids["Procedure"],
+        ids["Result"],
+        ids["Test"],
+    }
+    assert data.unannotated(1, ids) == {ids["Drug"]}
+    train = data.merged("train")
+    assert [s.annotated for s in train.sentences] == [a.annotated] * 4 + [b.annotated] * 3
+    assert [m.label for m in train.sentences[5].mentions] == [
+        "Problem",
+        "Anatomy",
+        "Procedure|Test",
+        "O|Result",
+    ]
+
+
+# -- partial labels -----------------------------------------------------------------------------
+def test_allowed_tags_per_word():
+    ids = {"Anatomy": 0, "Drug": 1, "Problem": 2, "Test": 3}
+    c = len(ids)
+    mentions = [Mention(0, 2, "Problem"), Mention(3, 4, "Anatomy|Test"), Mention(5, 6, "O|Drug")]
+    allowed = word_allowed(7, mentions, ids, unannotated={ids["Drug"]})
+    tags = lambda row: {i for i in range(2 * c + 1) if row[i]}  # noqa: E731
+    o, b_drug, i_drug = 2 * c, ids["Drug"], c + ids["Drug"]
+    assert tags(allowed[0]) == {ids["Problem"]}  # B-Problem only
+    assert tags(allowed[1]) == {c + ids["Problem"]}  # I-Problem only
+    assert tags(allowed[2]) == {o, b_drug, i_drug}  # O, or a drug the corpus does not mark
+    assert tags(allowed[3]) == {ids["Anatomy"], ids["Test"]}
+    assert tags(allowed[5]) == {o, b_drug, i_drug}  # "O|Drug": O (or an unannotated Drug)
+    assert tags(allowed[6]) == {o, b_drug, i_drug}
+
+
+def test_partial_label_loss_is_cross_entropy_for_one_tag_and_marginal_otherwise():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)
+    logp = logits.log_softmax(-1)
+    one = torch.zeros(2, 3, 5, dtype=torch.bool)
+    one[..., 4] = True
+    positions = torch.ones(2, 3, dtype=torch.bool)
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 5), torch.full((6,), 4))
+    assert torch.allclose(partial_label_loss(logp, one, positions), ce)
+    two = one.clone()
+    two[..., 0] = True
+    want = -torch.log(logp.exp()[..., [0, 4]].sum(-1)).mean()
+    assert torch.allclose(partial_label_loss(logp, two, positions), want)
+    assert float(partial_label_loss(logp, one, torch.zeros_like(positions))) == 0.0
+
+
+def test_windows_carry_allowed_tags_and_only_sure_mentions(corpora, encoder):
+    from transformers import AutoTokenizer
+
+    data = load_training_data(TrainConfig(sources=sources(corpora)))
+    ids = {t: i for i, t in enumerate(data.types)}
+    builder = WindowBuilder(AutoTokenizer.from_pretrained(str(encoder)), 32)
+    b = data.sources[1].splits["train"]
+    words = [s.words for s in b.sentences]
+    wins = builder.training_windows(
+        words, [s.mentions for s in b.sentences], ids, [data.unannotated(1, ids)] * len(words)
+    )
+    fever = wins[1]  # "Fever and liver biopsy positive ."
+    # the procedure (Procedure|Test) is masked and pooled as a mention of unknown type (-1);
+    # the value that may be nothing (O|Result) is not a mention
+    assert [t for _, _, t in fever.mentions] == [ids["Problem"], ids["Anatomy"], -1]
+    assert fever.allowed is not None and fever.allowed.shape == (len(fever), 2 * len(ids) + 1)
+    first = fever.first_subword()
+    c = len(ids)
+    assert set(np.nonzero(fever.allowed[first[3]])[0]) == {ids["Procedure"], ids["Test"]}
+    assert set(np.nonzero(fever.allowed[first[4]])[0]) == {
+        ids["Result"],
+        2 * c,
+        ids["Drug"],
+        c + ids["Drug"],
+    }
+    assert not fever.allowed[0].any()  # [CLS]
+
+
+# -- judging each corpus on its own types ---------------------------------------------------------
+def test_judge_keeps_to_the_corpus_s_types():
+    gold = [Mention(0, 1, "Problem"), Mention(2, 3, "Procedure|Test"), Mention(4, 5, "O|Result")]
+    pred = [
+        Mention(0, 1, "Problem"),
+        Mention(2, 3, "Test"),  # any listed type counts
+        Mention(4, 5, "Result"),  # a mention that may be nothing: not counted either way
+        Mention(6, 7, "Anatomy"),  # a type this corpus does not annotate: not judged
+        Mention(8, 9, "Problem"),  # a false positive
+    ]
+    g, p = judge(gold, pred, {"Problem", "Procedure", "Test", "Result"})
+    assert g == gold[:2]
+    assert p == [
+        Mention(0, 1, "Problem"),
+        Mention(2, 3, "Procedure|Test"),
+        Mention(8, 9, "Problem"),
+    ]
+    report = evaluation_report(
+        [gold], [pred], [10], annotated=[{"Problem", "Procedure", "Test", "Result"}]
+    )
+    assert report["strict"]["recall"] == 1.0 and math.isclose(report["strict"]["precision"], 2 / 3)
+    assert "Anatomy" not in report["per_type"]
+
+
+def test_overlap_scores_beside_strict():
+    gold = [[Mention(0, 2, "Problem"), Mention(3, 4, "Drug")]]
+    pred = [[Mention(1, 2, "Problem"), Mention(3, 4, "Problem")]]
+    report = evaluation_report(gold, pred, [5])
+    assert report["strict"]["f1"] == 0.0
+    assert report["overlap"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert report["per_type"]["Problem"]["overlap"]["recall"] == 1.0
+
+
+# -- training ------------------------------------------------------------------------------------
+def test_an_unannotated_type_is_not_pushed_to_o(corpora, encoder):
+    """The loss on a word corpus A leaves O while the model calls it an Anatomy (a type A does
+    not annotate) is near zero with partial labels, and large without them."""
+    cfg = TrainConfig(sources=sources(corpora), base_model=str(encoder), epochs=1, batch_size=8)
+    trainer = Trainer(cfg, Path("/nonexistent/out"))
+    trainer.prepare()
+    ids = {t: i for i, t in enumerate(trainer.types)}
+    c = len(ids)
+    liver = next(
+        w
+        for w in trainer.windows
+        if trainer.window_source[w_index(trainer, w)] == 0 and "liver" in words_of(trainer, w)
+    )
+    batch = trainer.clean_collator([liver], [np.random.default_rng(0)])
+    pos = liver.first_subword()[words_of(trainer, liver).index("liver")]
+    logits = torch.full((1, len(liver), 2 * c + 1), -10.0)
+    logits[0, :, 2 * c] = 10.0  # every word O…
+    logits[0, pos, 2 * c] = -10.0
+    logits[0, pos, ids["Anatomy"]] = 10.0  # …but "liver": B-Anatomy
+    positions = (batch["detection_labels"] != -100) & batch["allowed"].any(-1)
+    partial = partial_label_loss(logits.log_softmax(-1), batch["allowed"], positions)
+    plain = torch.nn.functional.cross_entropy(
+        logits[positions], torch.full((int(positions.sum()),), 2 * c)
+    )
+    assert float(partial) < 1e-3
+    assert float(plain) > 1.0  # what the loss would be without partial labels
+
+
+def w_index(trainer: Trainer, window) -> int:
+    return next(i for i, w in enumerate(trainer.windows) if w is window)
+
+
+def words_of(trainer: Trainer, window) -> list[str]:
+    sentence = trainer.corpora["train"].sentences[window.sentence]
+    return sentence.words[window.word_start : window.word_end]
+
+
+def test_weights_sample_each_corpus_per_epoch(corpora, encoder):
+    cfg = TrainConfig(sources=sources(corpora, A=0.5, B=2.0), base_model=str(encoder), epochs=1)
+    trainer = Trainer(cfg, Path("/nonexistent/out"))
+    trainer.prepare()
+    src = trainer.window_source
+    n_a, n_b = int((src == 0).sum()), int((src == 1).sum())
+    for epoch in (0, 1):
+        chosen = trainer.epoch_windows(epoch)
+        assert int((src[chosen] == 0).sum()) == round(0.5 * n_a)
+        assert int((src[chosen] == 1).sum()) == 2 * n_b
+    assert trainer.state.steps_per_epoch == math.ceil((round(0.5 * n_a) + 2 * n_b) / cfg.batch_size)
+    assert (
+        not np.array_equal(np.sort(trainer.epoch_windows(0)), np.sort(trainer.epoch_windows(1)))
+        or n_a < 3
+    )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "head"),
+    [
+        ("vanilla", "linear"),
+        ("mslm", "linear"),
+        ("mslm_tapt", "linear"),
+        ("span", "linear"),
+        ("mslm", "paper"),
+    ],
+)
+def test_a_multi_corpus_job_trains_end_to_end(corpora, encoder, tmp_path, strategy, head):
+    cfg = TrainConfig(
+        sources=sources(corpora),
+        base_model=str(encoder),
+        strategy=strategy,
+        head=head,
+        epochs=2,
+        batch_size=4,
+        learning_rate=5e-3,
+        mlm_head_warmup_steps=0,
+        patience=0,
+    )
+    result = Trainer(cfg, tmp_path / "bundle").fit()
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["types"] == ["Anatomy", "Drug", "Problem", "Procedure", "Result", "Test"]
+    assert [s["name"] for s in manifest["sources"]] == ["A", "B"]
+    assert manifest["sources"][1]["annotated"] == [
+        "Anatomy",
+        "Problem",
+        "Procedure",
+        "Result",
+        "Test",
+    ]
+    metrics = result["metrics"]
+    assert set(metrics["dev"]["sources"]) == {"A", "B"}
+    assert math.isclose(
+        metrics["dev"]["macro_f1"],
+        (
+            metrics["dev"]["sources"]["A"]["strict"]["f1"]
+            + metrics["dev"]["sources"]["B"]["strict"]["f1"]
+        )
+        / 2,
+    )
+    assert "test" in metrics and "sources" not in metrics["test"]  # only B has a test split
+    assert all(np.isfinite(h["train_loss"]) for h in result["history"])
+    assert "dev_sources" in result["history"][-1]
+
+
+def test_without_partial_labels_unannotated_words_are_o(corpora, encoder):
+    cfg = TrainConfig(sources=sources(corpora), base_model=str(encoder), partial_labels=False)
+    trainer = Trainer(cfg, Path("/nonexistent/out"))
+    trainer.prepare()
+    c = len(trainer.types)
+    a_windows = [w for w, k in zip(trainer.windows, trainer.window_source, strict=True) if k == 0]
+    outside = [w.allowed[p] for w in a_windows for p in np.nonzero(w.labels == 2)[0]]
+    assert outside and all(set(np.nonzero(row)[0]) == {2 * c} for row in outside)
+    # evaluation still judges A on its own types
+    assert trainer.corpora["dev"].sentences[0].annotated == {"Drug", "Problem"}
+
+
+def test_single_corpus_training_is_unchanged(toy_corpus, tiny_encoder):
+    """No sources: no partial labels, windows as before."""
+    trainer = Trainer(
+        TrainConfig(train=str(toy_corpus), dev=str(toy_corpus), base_model=str(tiny_encoder)),
+        Path("/x"),
+    )
+    trainer.prepare()
+    assert all(w.allowed is None for w in trainer.windows)
+    assert "allowed" not in trainer.collator(trainer.windows[:2], [np.random.default_rng(0)] * 2)
+    assert trainer.corpora["train"].sentences[0].annotated is None
+    assert read_corpus(toy_corpus).types == trainer.types
