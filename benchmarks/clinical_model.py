@@ -1,0 +1,332 @@
+"""The clinical model (issue 28): one model trained on four corpora mapped onto the clinical
+schema, against a model of the same recipe trained on each corpus alone, and against the
+textbook ``transformers`` fine-tune on each corpus alone.
+
+    python benchmarks/clinical_model.py [--seeds 1 2 3] [--cache DIR] [--work DIR]
+        [--variants merged single textbook] [--corpora …] [--keep-bundles]
+        [--epochs N --max-train-sentences K --base-model M]   # tiny settings (CI)
+
+Corpora (``mslm corpora fetch clinical``; pinned commits and sha256, never committed):
+MACCROBAT2020 and CHIA at the fixed document-level splits of
+``mslm_core/corpora/data/splits.json``, BC5CDR and NCBI-disease at BLURB's splits; each mapped
+by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schema.md).
+
+- **merged**: the product's recipe (``mslm train --recipe clinical``: every default of
+  ``mslm train``, the four corpora with their weights, partial labels).
+- **single**: the same recipe on one corpus (its type map, weight 1).
+- **textbook**: ``AutoModelForTokenClassification`` with the ``Trainer`` on one corpus
+  (``harness/textbook.py``: learning rate 1e-4, 3 epochs, batch 16, the last epoch), its
+  labels the mapped ones (a label listing types, CHIA's ``Procedure|Test``, is one class).
+
+Every model is scored on each corpus's held-out test documents, on the types that corpus
+annotates (``metrics.judge``), strict and overlap, per target type. Runs are saved one file
+each under ``--out``/runs (a rerun skips what is there); the summary is written to
+``--out``/summary.json and summary.md, and its headline is the last line printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from common import RESULTS, machine
+
+from mslm_core.config import TrainConfig
+from mslm_core.corpora import clinical
+from mslm_core.corpus import Corpus, write_corpus
+from mslm_core.sources import load_training_data
+
+log = logging.getLogger("clinical_model")
+VARIANTS = ("merged", "single", "textbook")
+TEXTBOOK = {
+    "learning_rate": 1e-4,
+    "epochs": 3,
+    "batch_size": 16,
+    "weight_decay": 0.01,
+    "warmup_ratio": 0.1,
+}
+
+
+def cut(source: dict, k: int, folder: Path) -> dict:
+    """The source with each split cut to its first ``k`` sentences (tiny settings)."""
+    from mslm_core.corpus import read_corpus
+
+    out = dict(source)
+    for split in ("train", "dev", "test"):
+        if source.get(split):
+            corpus = read_corpus(source[split])
+            corpus.sentences = corpus.sentences[:k]
+            target = folder / source["name"] / f"{split}.jsonl"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_corpus(corpus, target, "jsonl")
+            out[split] = str(target)
+    return out
+
+
+def run_name(variant: str, corpus: str | None, seed: int) -> str:
+    return f"{variant}-{corpus or 'all'}-s{seed}"
+
+
+def train_ours(
+    sources: list[dict], seed: int, work: Path, tiny: dict[str, Any], keep: bool
+) -> dict[str, Any]:
+    from mslm_core.train import Trainer
+
+    config = TrainConfig(
+        sources=sources, seed=seed, **{k: v for k, v in tiny.items() if k != "max_sentences"}
+    )
+    started = time.perf_counter()
+    result = Trainer(config, work / "bundle", work_dir=work / "checkpoint", overwrite=True).fit()
+    manifest = json.loads((work / "bundle" / "manifest.json").read_text())
+    test = result["metrics"].get("test", {})
+    by_corpus = test.get("sources") or {sources[0]["name"]: test}
+    if not keep:
+        import shutil
+
+        shutil.rmtree(work / "bundle", ignore_errors=True)
+    return {
+        "test": by_corpus,
+        "dev_macro_f1": result["metrics"]["dev"].get("macro_f1"),
+        "history": result["history"],
+        "best_epoch": manifest.get("best_epoch"),
+        "train_seconds": manifest.get("train_seconds"),
+        "train_cpu_seconds": manifest.get("train_cpu_seconds"),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "config": {k: v for k, v in config.to_dict().items() if k != "sources"},
+        "bundle": str(work / "bundle") if keep else None,
+    }
+
+
+def mapped_files(source: dict, work: Path) -> dict[str, Path]:
+    """The corpus's splits with the type map applied, as JSONL (for the textbook)."""
+    cfg = TrainConfig(sources=[source])
+    data = load_training_data(cfg)
+    out = {}
+    work.mkdir(parents=True, exist_ok=True)
+    for split, corpus in data.sources[0].splits.items():
+        plain = Corpus([s for s in corpus.sentences], path=corpus.path)
+        out[split] = work / f"{split}.jsonl"
+        write_corpus(plain, out[split], "jsonl")
+    return out
+
+
+def train_textbook(source: dict, seed: int, work: Path, tiny: dict[str, Any]) -> dict[str, Any]:
+    from harness.textbook import score
+    from harness.textbook import train_textbook as fit
+
+    files = mapped_files(source, work / "data")
+    data = load_training_data(TrainConfig(sources=[source]))  # test sentences know their types
+    settings = {**TEXTBOOK, "base_model": tiny.get("base_model", "minilm")}
+    for key in ("epochs",):
+        if key in tiny:
+            settings[key] = tiny[key]
+    started = time.perf_counter()
+    record = fit(settings, files, seed, "auto", work / "hf")
+    test_corpus = data.sources[0].splits["test"]
+    metrics, _ = score(record["tagger"], test_corpus)
+    return {
+        "test": {source["name"]: metrics},
+        "history": record["history"],
+        "train_seconds": record["train_seconds"],
+        "train_cpu_seconds": record["train_cpu_seconds"],
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "settings": record["settings_used"],
+    }
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    return {
+        "mean": round(100 * statistics.fmean(values), 2),
+        "std": round(100 * statistics.stdev(values), 2) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
+
+
+def aggregate(runs: dict[str, dict], corpora: list[str]) -> dict[str, Any]:
+    """Per corpus and target type: strict and overlap F1 (and recall) of each variant,
+    mean ± std over seeds (percent), and merged − single per type."""
+    table: dict[str, Any] = {}
+    for corpus in corpora:
+        rows: dict[str, dict[str, Any]] = {}
+        for variant in VARIANTS:
+            reports = [
+                r["test"][corpus]
+                for name, r in sorted(runs.items())
+                if name.startswith(variant + "-")
+                and (variant == "merged" or f"-{corpus}-" in name)
+                and corpus in r["test"]
+            ]
+            if not reports:
+                continue
+            block: dict[str, Any] = {
+                "all": {
+                    "strict_f1": _mean_std([r["strict"]["f1"] for r in reports]),
+                    "overlap_f1": _mean_std([r["overlap"]["f1"] for r in reports]),
+                }
+            }
+            labels = sorted({t for r in reports for t in r["per_type"]})
+            for label in labels:
+                per = [r["per_type"].get(label) for r in reports]
+                if any(p is None or not p["support"] for p in per):
+                    continue  # a type this corpus has no gold of (a false positive only)
+                block[label] = {
+                    "strict_f1": _mean_std([p["f1"] for p in per]),
+                    "strict_recall": _mean_std([p["recall"] for p in per]),
+                    "overlap_f1": _mean_std([p["overlap"]["f1"] for p in per]),
+                    "overlap_recall": _mean_std([p["overlap"]["recall"] for p in per]),
+                    "support": per[0]["support"],
+                }
+            rows[variant] = block
+        if "merged" in rows and "single" in rows:
+            rows["merged_minus_single"] = {
+                label: round(
+                    rows["merged"][label]["strict_f1"]["mean"]
+                    - rows["single"][label]["strict_f1"]["mean"],
+                    2,
+                )
+                for label in rows["merged"]
+                if label in rows["single"]
+            }
+        table[corpus] = rows
+    return table
+
+
+def markdown(table: dict[str, Any]) -> str:
+    lines = [
+        "| corpus | type (gold) | merged strict F1 | single strict F1 | textbook strict F1 | "
+        "merged − single | merged overlap F1 | merged overlap recall |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(block: dict | None, key: str) -> str:
+        if not block:
+            return "—"
+        v = block[key]
+        return f"{v['mean']:.1f} ± {v['std']:.1f}"
+
+    for corpus, rows in table.items():
+        merged = rows.get("merged", {})
+        for label in merged or rows.get("single", {}):
+            single = rows.get("single", {}).get(label)
+            text = rows.get("textbook", {}).get(label)
+            m = merged.get(label)
+            delta = rows.get("merged_minus_single", {}).get(label)
+            support = "" if label == "all" else f" ({m['support'] if m else ''})"
+            lines.append(
+                f"| {corpus} | {label}{support} | {cell(m, 'strict_f1')} | "
+                f"{cell(single, 'strict_f1')} | {cell(text, 'strict_f1')} | "
+                f"{'' if delta is None else f'{delta:+.1f}'} | {cell(m, 'overlap_f1')} | "
+                f"{cell(m, 'overlap_recall') if m and 'overlap_recall' in m else '—'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    ap.add_argument(
+        "--corpora", nargs="+", choices=clinical.CORPORA, default=list(clinical.CORPORA)
+    )
+    ap.add_argument("--cache", help="corpus cache (default: MSLM_CORPUS_CACHE or ~/.cache/mslm)")
+    ap.add_argument("--work", default=".mslm/bench/clinical", help="bundles and checkpoints")
+    ap.add_argument("--out", default=str(RESULTS / "clinical"))
+    ap.add_argument("--keep-bundles", action="store_true", help="keep the merged/single bundles")
+    ap.add_argument("--epochs", type=int, help="tiny settings: fewer epochs")
+    ap.add_argument(
+        "--max-sentences", type=int, help="tiny settings: the first K sentences of every split"
+    )
+    ap.add_argument("--base-model", help="tiny settings: another encoder")
+    ap.add_argument("--aggregate-only", action="store_true")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    tiny = {
+        k: v
+        for k, v in {
+            "epochs": args.epochs,
+            "base_model": args.base_model,
+        }.items()
+        if v is not None
+    }
+    out, work = Path(args.out), Path(args.work)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    every = clinical.sources(args.cache, tuple(args.corpora))
+    if args.max_sentences:
+        every = [cut(s, args.max_sentences, work / "tiny-data") for s in every]
+        tiny["max_sentences"] = args.max_sentences
+    plan: list[tuple[str, str | None, int]] = []
+    for seed in args.seeds:
+        if "merged" in args.variants:
+            plan.append(("merged", None, seed))
+        for variant in ("single", "textbook"):
+            if variant in args.variants:
+                plan.extend((variant, c, seed) for c in args.corpora)
+    for variant, corpus, seed in [] if args.aggregate_only else plan:
+        name = run_name(variant, corpus, seed)
+        target = out / "runs" / f"{name}.json"
+        if target.exists():
+            continue
+        log.info("run %s", name)
+        if variant == "merged":
+            record = train_ours(every, seed, work / name, tiny, args.keep_bundles)
+        else:
+            source = {**next(s for s in every if s["name"] == corpus), "weight": 1.0}
+            if variant == "single":
+                record = train_ours([source], seed, work / name, tiny, args.keep_bundles)
+            else:
+                record = train_textbook(source, seed, work / name, tiny)
+        record |= {"variant": variant, "corpus": corpus, "seed": seed}
+        target.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    runs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))}
+    table = aggregate(runs, list(args.corpora))
+    mac = table.get("MACCROBAT2020", {}).get("merged", {}).get("Problem", {})
+    worst = min(
+        (
+            (d, corpus, label)
+            for corpus, rows in table.items()
+            for label, d in rows.get("merged_minus_single", {}).items()
+            if label != "all"
+        ),
+        default=None,
+    )
+    headline = {
+        "maccrobat_problem_overlap_recall": mac.get("overlap_recall", {}).get("mean"),
+        "maccrobat_problem_strict_recall": mac.get("strict_recall", {}).get("mean"),
+        "worst_type_merged_minus_single": None
+        if worst is None
+        else {"delta": worst[0], "corpus": worst[1], "type": worst[2]},
+        "runs": len(runs),
+    }
+    summary = {
+        "headline": headline,
+        "table": table,
+        "recipe": [{k: s[k] for k in ("name", "type_map", "weight")} for s in every],
+        "textbook": TEXTBOOK,
+        "tiny": tiny,
+        "seeds": args.seeds,
+        "machine": machine(),
+        "command": " ".join(["python", *sys.argv]),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.md").write_text(
+        "# The clinical model against single-corpus models\n\n"
+        "Strict and overlap F1 (%) on each corpus's test documents, on the types it annotates; "
+        f"mean ± std over seeds {args.seeds}.\n\n" + markdown(table)
+    )
+    print(json.dumps(headline))
+
+
+if __name__ == "__main__":
+    main()
