@@ -91,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="JSON file of training settings; flags override it")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    p.add_argument(
+        "--recipe",
+        choices=["clinical"],
+        help="clinical: the clinical model's corpora, type maps and weights as --sources "
+        "(from the corpus cache, fetched where it lacks them; docs/clinical-schema.md)",
+    )
+    p.add_argument("--corpus-cache", help="--recipe's corpus cache (default: MSLM_CORPUS_CACHE)")
     _add_config_flags(p)
 
     p = sub.add_parser("evaluate", help="score a bundle on an annotated corpus")
@@ -217,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the offsets (each such line is logged) instead of refusing the file",
     )
 
+    from .corpora.cli import add_parser as add_corpora
+
+    add_corpora(sub)
+
     # the service's commands (serve, up, worker, migrate) come from the packages that provide
     # them, through entry points: the library itself never imports the service
     for ep in entry_points(group="mslm.commands"):
@@ -228,6 +239,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .train import Progress, Trainer
 
     values = TrainConfig.from_json(args.config).to_dict() if args.config else {}
+    if args.recipe == "clinical" and not args.sources:
+        from .corpora import clinical
+
+        values |= {"sources": clinical.sources(args.corpus_cache), "train": "", "dev": ""}
     for f in dataclasses.fields(TrainConfig):
         v = getattr(args, f.name, None)
         if v is not None:
