@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 
 # Text that reaches the database as an id, a key or a name: no control characters (PostgreSQL
 # refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
@@ -219,8 +221,39 @@ class ExportOptions(Strict):
 StrategyName = Literal["vanilla", "mslm", "mslm_tapt", "span", "pmi", "random"]
 
 
+# a type map's target: a type, a list of types ("O" among them: maybe no entity), or null
+TypeTarget = Identifier | list[Identifier] | None
+
+
+class JobDataset(Strict):
+    """One of the datasets a job trains on (README 'Training on several corpora')."""
+
+    id: Identifier
+    type_map: dict[Identifier, TypeTarget] = Field(
+        default_factory=dict,
+        max_length=1000,
+        description="source type → target type, a list of types the corpus does not tell "
+        "apart ('O' listed: maybe no entity), or null (dropped: its words are plain words); "
+        "'*' names every other type. A type the job's schema has and this dataset does not "
+        "annotate is not learned as O from it (partial labels).",
+    )
+    weight: float = Field(
+        1.0,
+        gt=0.0,
+        le=MAX_WEIGHT,
+        description="how many times each of its training sentences is seen per epoch on "
+        "average (0.5: a random half each epoch)",
+    )
+
+
 class JobCreate(Strict):
-    dataset_id: Identifier
+    dataset_id: Identifier | None = Field(None, description="one dataset, as uploaded")
+    datasets: list[JobDataset] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_SOURCES,
+        description="several datasets mapped onto one schema (instead of dataset_id)",
+    )
     base_model: str | None = Field(
         None,
         description="an encoder allowed by MSLM_BASE_MODELS (the document lists this deployment's)",
@@ -239,9 +272,15 @@ class JobCreate(Strict):
     export: ExportOptions = Field(default_factory=ExportOptions)
     idempotency_key: Identifier | None = None
 
+    @model_validator(mode="after")
+    def _one_way_to_name_the_data(self) -> JobCreate:
+        if (self.dataset_id is None) == (self.datasets is None):
+            raise ValueError("give either dataset_id or datasets")
+        return self
+
     def params(self) -> dict[str, Any]:
         return self.model_dump(
-            exclude={"dataset_id", "export", "idempotency_key"}, exclude_none=True
+            exclude={"dataset_id", "datasets", "export", "idempotency_key"}, exclude_none=True
         )
 
 
@@ -249,12 +288,21 @@ class JobCreate(Strict):
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
+class JobDatasetOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str | None = Field(validation_alias="dataset_id", description="null: deleted since")
+    type_map: dict[str, Any]
+    weight: float
+
+
 class JobOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str
     state: str
-    dataset_id: str | None
+    dataset_id: str | None = Field(description="its (first) dataset")
+    datasets: list[JobDatasetOut] = Field(description="every dataset it trains on, in order")
     created_by: str | None = Field(
         None, description="the id of the API key that created it (never the secret)"
     )

@@ -26,6 +26,7 @@ from .schema import (
     Entity,
     Evaluation,
     Job,
+    JobDataset,
     Linking,
     Model,
     Page,
@@ -205,7 +206,11 @@ class AsyncClient:
 
     # -- jobs ---------------------------------------------------------------------------------
     async def create_job(
-        self, dataset_id: str, *, idempotency_key: str | None = None, **params: Unpack[JobParams]
+        self,
+        dataset_id: str | Sequence[JobDataset],
+        *,
+        idempotency_key: str | None = None,
+        **params: Unpack[JobParams],
     ) -> Job:
         return await self._request(ep.create_job(dataset_id, params, idempotency_key))
 

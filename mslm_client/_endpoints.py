@@ -16,6 +16,7 @@ from .schema import (
     Dataset,
     Evaluation,
     Job,
+    JobDataset,
     Linking,
     Model,
     Page,
@@ -154,13 +155,20 @@ def delete_dataset(dataset_id: str) -> Call[None]:
 
 
 # -- jobs -------------------------------------------------------------------------------------
-def create_job(dataset_id: str, params: JobParams, idempotency_key: str | None) -> Call[Job]:
+def create_job(
+    datasets: str | Sequence[JobDataset], params: JobParams, idempotency_key: str | None
+) -> Call[Job]:
     """``POST /v1/jobs`` with an ``Idempotency-Key`` (one per logical call unless given): the
-    service answers a repeat with the job it created, so the POST is retried safely."""
+    service answers a repeat with the job it created, so the POST is retried safely.
+    ``datasets``: a dataset id, or several datasets with their type maps and weights."""
     unknown = set(params) - set(JobParams.__annotations__)
     if unknown:
         raise TypeError(f"unknown job parameter(s): {', '.join(sorted(unknown))}")
-    body: dict[str, Any] = {"dataset_id": dataset_id}
+    body: dict[str, Any] = (
+        {"dataset_id": datasets}
+        if isinstance(datasets, str)
+        else {"datasets": [d.to_dict() for d in datasets]}
+    )
     body.update({k: v for k, v in params.items() if k not in _EXPORT_KEYS and v is not None})
     body["export"] = {"onnx": params.get("onnx", True), "quantize": params.get("quantize")}
     key = idempotency_key or f"mslm-client-{uuid.uuid4().hex}"

@@ -18,6 +18,7 @@ from .schema import (
     Entity,
     Evaluation,
     Job,
+    JobDataset,
     Linking,
     Model,
     Page,
@@ -178,9 +179,14 @@ class Client:
 
     # -- jobs ---------------------------------------------------------------------------------
     def create_job(
-        self, dataset_id: str, *, idempotency_key: str | None = None, **params: Unpack[JobParams]
+        self,
+        dataset_id: str | Sequence[JobDataset],
+        *,
+        idempotency_key: str | None = None,
+        **params: Unpack[JobParams],
     ) -> Job:
-        """Queue a fine-tuning job (state ``queued``)."""
+        """Queue a fine-tuning job (state ``queued``) on a dataset, or on several mapped onto
+        one schema: ``[JobDataset(id, type_map, weight), …]``."""
         return self._request(ep.create_job(dataset_id, params, idempotency_key))
 
     def get_job(self, job_id: str) -> Job:
@@ -212,7 +218,7 @@ class Client:
 
     def run_job(
         self,
-        dataset_id: str,
+        dataset_id: str | Sequence[JobDataset],
         *,
         progress: bool = True,
         poll_interval: float = 2.0,

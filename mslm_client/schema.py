@@ -274,10 +274,28 @@ class JobProgress:
 
 
 @dataclass(frozen=True)
+class JobDataset:
+    """One dataset of a job on several: its type map onto the job's schema (source type →
+    target type, a list of types the dataset does not tell apart — ``"O"`` listed: maybe no
+    entity — or None: dropped) and its sampling weight per epoch."""
+
+    id: str | None  # None: deleted since
+    type_map: dict[str, Any] = field(default_factory=dict)
+    weight: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type_map": dict(self.type_map), "weight": self.weight}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobDataset:
+        return cls(d.get("id"), dict(d.get("type_map") or {}), float(d.get("weight", 1.0)))
+
+
+@dataclass(frozen=True)
 class Job:
     id: str
     state: str  # queued → running → succeeded | failed | cancelled
-    dataset_id: str | None
+    dataset_id: str | None  # its (first) dataset
     params: dict[str, Any]
     export: dict[str, Any]
     created_at: dt.datetime
@@ -291,6 +309,7 @@ class Job:
     model_id: str | None
     error: str | None
     created_by: str | None = None  # the id of the API key that submitted it
+    datasets: list[JobDataset] = field(default_factory=list)  # every dataset, in order
 
     @property
     def finished(self) -> bool:
@@ -315,6 +334,7 @@ class Job:
             model_id=d.get("model_id"),
             error=d.get("error"),
             created_by=d.get("created_by"),
+            datasets=[JobDataset.from_dict(x) for x in d.get("datasets") or []],
         )
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Integer,
     String,
@@ -22,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
@@ -110,7 +111,8 @@ class Job(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
-    # kept when the dataset is deleted later (the job's record stays)
+    # the first of its datasets (all of them: ``datasets``); kept when the dataset is deleted
+    # later (the job's record stays)
     dataset_id: Mapped[str | None] = mapped_column(
         ForeignKey("datasets.id", ondelete="SET NULL"), index=True
     )
@@ -131,6 +133,28 @@ class Job(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
     model_id: Mapped[str | None] = mapped_column(String(80))
     error: Mapped[str | None] = mapped_column(Text)
+    datasets: Mapped[list[JobDataset]] = relationship(
+        order_by="JobDataset.position",
+        lazy="selectin",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+    )
+
+
+class JobDataset(Base):
+    """A dataset a job trains on, with its type map onto the job's schema and its sampling
+    weight (``mslm_core.sources``); a job on one dataset as uploaded has one row with an
+    empty map and weight 1."""
+
+    __tablename__ = "job_datasets"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[str | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    type_map: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
 
 
 class Model(Base):

@@ -10,7 +10,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,13 +22,17 @@ from mslm_core.bundle import sha256_file, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import SUFFIXES, detect_format, scan_corpus
 from mslm_core.errors import ConfigError, CorpusError, MSLMError
+from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
+from mslm_core.typemap import WILDCARD, TypeMap
 from mslm_settings import Settings
 
 from .models import (
     QUEUED,
+    RUNNING,
     Dataset,
     Evaluation,
     Job,
+    JobDataset,
     Model,
     ServingState,
     StoredVocabulary,
@@ -202,13 +206,15 @@ def delete_dataset(
     if not owned(dataset, owner):
         raise NotFound(f"dataset {dataset_id}")
     busy = session.scalar(
-        select(Job.id).where(Job.dataset_id == dataset_id, Job.state.in_((QUEUED, "running")))
+        select(JobDataset.job_id)
+        .join(Job, Job.id == JobDataset.job_id)
+        .where(JobDataset.dataset_id == dataset_id, Job.state.in_((QUEUED, RUNNING)))
     )
     if busy:
         raise Conflict(f"dataset {dataset_id} is used by job {busy}, which has not finished")
     # finished jobs and evaluations keep their records (ON DELETE SET NULL, also done here
     # for databases that do not enforce foreign keys)
-    for cls in (Job, Evaluation):
+    for cls in (Job, JobDataset, Evaluation):
         session.execute(update(cls).where(cls.dataset_id == dataset_id).values(dataset_id=None))
     session.delete(dataset)
     session.commit()
@@ -240,26 +246,72 @@ def job_config(settings: Settings, params: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
+@dataclass(frozen=True)
+class JobSource:
+    """A dataset a job trains on: its type map onto the job's schema (``mslm_core.typemap``;
+    empty: its types as uploaded) and its sampling weight per epoch."""
+
+    dataset_id: str
+    type_map: dict[str, Any] = field(default_factory=dict)
+    weight: float = 1.0
+
+
+def _job_sources(session: Session, sources: list[JobSource], owner: str | None) -> list[JobSource]:
+    """The job's datasets checked (each one ``owner`` sees, its type map against the types
+    it has, its weight) and locked until the job is committed — a concurrent delete either
+    went first (NotFound here) or waits and then sees this job (Conflict there). Errors name
+    the field: ``datasets[1].type_map.Sign``."""
+    if not 1 <= len(sources) <= MAX_SOURCES:
+        raise ConfigError(f"datasets: between 1 and {MAX_SOURCES} datasets, got {len(sources)}")
+    ids = [s.dataset_id for s in sources]
+    for i, dataset_id in enumerate(ids):
+        if dataset_id in ids[:i]:
+            raise ConfigError(f"datasets[{i}].id: dataset {dataset_id} is listed twice")
+    rows: dict[str, Dataset] = {}
+    for dataset_id in sorted(ids):  # one lock order for every request: no deadlock
+        row = session.get(Dataset, dataset_id, with_for_update=True)
+        if row is None or not owned(row, owner):
+            raise NotFound(f"dataset {dataset_id}")
+        rows[dataset_id] = row
+    clean = []
+    for i, source in enumerate(sources):
+        where = f"datasets[{i}]"
+        if not 0 < source.weight <= MAX_WEIGHT:
+            raise ConfigError(f"{where}.weight: must be in (0, {MAX_WEIGHT:g}]")
+        type_map = TypeMap.parse(source.type_map, f"{where}.type_map")
+        types = rows[source.dataset_id].types or []
+        for name, _ in type_map.mapping:
+            if name != WILDCARD and name not in types:
+                raise ConfigError(
+                    f"{where}.type_map.{name}: dataset {source.dataset_id} has no type "
+                    f"{name!r} (its types: {', '.join(types) or 'none'})"
+                )
+        if types and not type_map.targets(types):
+            raise ConfigError(f"{where}.type_map: drops every type of dataset {source.dataset_id}")
+        clean.append(JobSource(source.dataset_id, type_map.to_json(), float(source.weight)))
+    return clean
+
+
 def create_job(
     settings: Settings,
     session: Session,
     queue: TaskQueue,
-    dataset_id: str,
+    datasets: str | list[JobSource],
     params: dict[str, Any],
     export: dict[str, Any],
     idempotency_key: str | None = None,
     created_by: str | None = None,
     owner: str | None = None,
 ) -> tuple[Job, bool]:
-    """A queued job and its message; returns (job, created). The same idempotency key from
-    the same key (``created_by``) with the same request returns the first job; with another
-    request it is a Conflict; another key's jobs are never looked at. ``owner``: whose
+    """A queued job and its message; returns (job, created). ``datasets``: a dataset id, or
+    the datasets of a job on several corpora (:class:`JobSource`). The same idempotency key
+    from the same key (``created_by``) with the same request returns the first job; with
+    another request it is a Conflict; another key's jobs are never looked at. ``owner``: whose
     datasets the caller sees (:func:`owned`)."""
     clean = job_config(settings, params)
-    # the dataset's row stays locked until the job is committed: a concurrent delete either
-    # went first (NotFound here) or waits and then sees this job (Conflict there)
-    if not owned(session.get(Dataset, dataset_id, with_for_update=True), owner):
-        raise NotFound(f"dataset {dataset_id}")
+    sources = _job_sources(
+        session, [JobSource(datasets)] if isinstance(datasets, str) else datasets, owner
+    )
     same_key = select(Job).where(
         Job.idempotency_key == idempotency_key,
         Job.created_by.is_(None) if created_by is None else Job.created_by == created_by,
@@ -267,15 +319,19 @@ def create_job(
     if idempotency_key:
         existing = session.scalar(same_key)
         if existing is not None:
-            return _same_request(existing, dataset_id, clean, export), False
+            return _same_request(existing, sources, clean, export), False
     job = Job(
         id=new_id("job"),
-        dataset_id=dataset_id,
+        dataset_id=sources[0].dataset_id,
         params=clean,
         export=export,
         idempotency_key=idempotency_key,
         created_by=created_by,
         published_at=utcnow(),
+        datasets=[
+            JobDataset(position=i, dataset_id=s.dataset_id, type_map=s.type_map, weight=s.weight)
+            for i, s in enumerate(sources)
+        ],
     )
     session.add(job)
     try:
@@ -285,13 +341,14 @@ def create_job(
         existing = session.scalar(same_key)
         if existing is None:
             raise
-        return _same_request(existing, dataset_id, clean, export), False
+        return _same_request(existing, sources, clean, export), False
     queue.train(job.id)
     return job, True
 
 
-def _same_request(job: Job, dataset_id: str, params: dict[str, Any], export: dict) -> Job:
-    if job.dataset_id != dataset_id or job.params != params or job.export != export:
+def _same_request(job: Job, sources: list[JobSource], params: dict[str, Any], export: dict) -> Job:
+    had = [JobSource(d.dataset_id or "", d.type_map, d.weight) for d in job.datasets]
+    if had != sources or job.params != params or job.export != export:
         raise Conflict(f"idempotency key already used by job {job.id} with a different request")
     return job
 

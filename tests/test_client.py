@@ -34,6 +34,7 @@ from mslm_client import (
     Dataset,
     Entity,
     Job,
+    JobDataset,
     JobError,
     NotFoundError,
     PermissionDeniedError,
@@ -205,6 +206,35 @@ def test_job_creation_sends_one_idempotency_key_per_call_and_is_retried():
     assert body == {"dataset_id": "ds-1", "epochs": 3, "export": {"onnx": True, "quantize": "int8"}}
     with _client(Script(), []) as client, pytest.raises(TypeError, match="epoch"):
         client.create_job("ds-1", epoch=3)
+
+
+def test_a_job_on_several_datasets_sends_their_maps_and_weights():
+    answer = {
+        **_job_json(),
+        "datasets": [
+            {"id": "ds-1", "type_map": {"Chemical": "Drug"}, "weight": 0.5},
+            {"id": None, "type_map": {"Proc": ["Procedure", "Test"]}, "weight": 1.0},
+        ],
+    }
+    script = Script(httpx.Response(202, json=answer))
+    with _client(script, []) as client:
+        job = client.create_job(
+            [
+                JobDataset("ds-1", {"Chemical": "Drug"}, 0.5),
+                JobDataset("ds-2", {"Proc": ["Procedure", "Test"]}),
+            ],
+            epochs=3,
+        )
+    body = json.loads(script.requests[0].content)
+    assert body["datasets"] == [
+        {"id": "ds-1", "type_map": {"Chemical": "Drug"}, "weight": 0.5},
+        {"id": "ds-2", "type_map": {"Proc": ["Procedure", "Test"]}, "weight": 1.0},
+    ]
+    assert "dataset_id" not in body
+    assert job.datasets == [
+        JobDataset("ds-1", {"Chemical": "Drug"}, 0.5),
+        JobDataset(None, {"Proc": ["Procedure", "Test"]}, 1.0),  # deleted since
+    ]
 
 
 def test_a_retried_delete_that_finds_nothing_succeeded_before():

@@ -481,7 +481,7 @@ def test_migration_0003_adds_vocabularies_and_keeps_the_serving_state(backend, t
             "INSERT INTO serving_state (id, active_model_id, updated_at) "
             "VALUES (1, 'model-a', '2026-01-01 00:00:00')"
         )
-    upgrade(url)
+    upgrade(url, "0003")
     assert current_revision(url) == "0003"
     with engine.begin() as conn:
         row = conn.exec_driver_sql(
@@ -508,4 +508,48 @@ def test_migration_0003_adds_vocabularies_and_keeps_the_serving_state(backend, t
         assert conn.exec_driver_sql("SELECT active_model_id FROM serving_state").scalar() == (
             "model-a"
         )
+    engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request):
+    """Issue 28: a job's datasets (with type maps and weights) are rows of job_datasets; a
+    job made before it gets its one dataset as a row, and a downgrade drops the table."""
+    from alembic import command
+    from sqlalchemy import select
+
+    from store.db import engine_for
+    from store.migrate import alembic_config, current_revision, upgrade
+    from store.models import JobDataset
+
+    url = (
+        f"sqlite:///{tmp_path / 'm.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    upgrade(url, "0003")
+    engine = engine_for(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO datasets (id, name, created_at, files, stats, types) VALUES "
+            "('ds-1', 'x', '2026-01-01 00:00:00', '{}', '{}', '[]')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO jobs (id, state, dataset_id, params, export, created_at, attempts, "
+            "cancel_requested, progress, history, metrics) VALUES ('job-old', 'succeeded', "
+            "'ds-1', '{}', '{}', '2026-01-01 00:00:00', 1, false, '{}', '[]', '{}')"
+        )
+    upgrade(url)
+    assert current_revision(url) == "0004"
+    with engine.begin() as conn:
+        rows = conn.execute(select(JobDataset)).all()
+        assert [(r.job_id, r.position, r.dataset_id, r.type_map, r.weight) for r in rows] == [
+            ("job-old", 0, "ds-1", {}, 1.0)
+        ]
+        # a dataset deleted later leaves the job's record (SET NULL), as jobs.dataset_id does
+        if backend == "postgresql":
+            conn.exec_driver_sql("DELETE FROM datasets WHERE id = 'ds-1'")
+            assert conn.execute(select(JobDataset.dataset_id)).scalar() is None
+    command.downgrade(alembic_config(url), "0003")
+    assert current_revision(url) == "0003"
     engine.dispose()

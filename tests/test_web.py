@@ -265,6 +265,45 @@ def test_jobs_view_follows_a_job_to_the_end(page, site):
     shot(page, "web-jobs.png")
 
 
+def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_path):
+    """Issue 28: check a second dataset, map its types, set its weight, start the job."""
+    base, _, first_id, _ = site
+    files = {
+        split: (f"{split}.tsv", "Fever\tB-Sign\nand\tO\npain\tB-Sign\n.\tO\n", "text/plain")
+        for split in ("train", "dev")
+    }
+    second = httpx.post(
+        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": "signs"}
+    ).json()
+    connect(page, TRAIN)
+    page.click("#tab-jobs")
+    page.wait_for_selector(f"[data-ds='{second['id']}']")
+    # the newest dataset is chosen by default; the other's types show once it is checked
+    assert page.is_checked(f"[data-ds='{second['id']}'] input[type=checkbox]")
+    assert page.is_hidden(f"[data-ds='{first_id}'] .ds-detail")
+    page.check(f"#job-ds-{first_id}")
+    page.fill(f"[data-ds='{second['id']}'] input[data-type='Sign']", "Problem")
+    page.fill(f"[data-ds='{second['id']}'] input.weight", "0.5")
+    page.fill(f"[data-ds='{first_id}'] input[data-type='Disease']", "Problem")
+    page.fill(f"[data-ds='{first_id}'] input[data-type='Chemical']", "Drug|Procedure")
+    page.fill("#job-epochs", "2")
+    page.click("#job-form button[type=submit]")
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('queued')")
+    job_id = page.text_content("#status").split()[1]
+    job = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
+    assert job["datasets"] == [  # in the page's order: the newest first
+        {"id": second["id"], "type_map": {"Sign": "Problem"}, "weight": 0.5},
+        {
+            "id": first_id,
+            "type_map": {"Chemical": ["Drug", "Procedure"], "Disease": "Problem"},
+            "weight": 1.0,
+        },
+    ]
+    assert job["params"]["epochs"] == 2
+    httpx.post(f"{base}/v1/jobs/{job_id}/cancel", headers=auth(TRAIN))
+    shot(page, "web-job-datasets.png")
+
+
 def test_model_view_shows_the_evaluation_report_and_reliability_diagram(page):
     connect(page, ADMIN)
     page.click("#tab-models")

@@ -29,7 +29,16 @@ from mslm_core.train import Callback, Trainer, TrainingCancelled
 from mslm_settings import Settings
 from store import transitions
 from store.db import session_factory
-from store.models import CANCELLED, FAILED, SUCCEEDED, Dataset, Evaluation, Job, Model
+from store.models import (
+    CANCELLED,
+    FAILED,
+    SUCCEEDED,
+    Dataset,
+    Evaluation,
+    Job,
+    JobDataset,
+    Model,
+)
 from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
 from store.service import allowed_encoder, model_row_from_manifest
 
@@ -174,22 +183,41 @@ def _complete(bundle: Path) -> bool:
     return True
 
 
-def train_config(settings: Settings, job: Job, dataset: Dataset) -> TrainConfig:
-    files = dataset.files
-    folder = dataset_dir(settings, dataset.id)
+def train_config(
+    settings: Settings, job: Job, datasets: list[tuple[JobDataset, Dataset]]
+) -> TrainConfig:
+    """The job's TrainConfig: its parameters, the encoder MSLM_BASE_MODELS allows under its
+    name, and its datasets' files — one dataset as uploaded as train/dev/test (dev: train
+    when it has none), several (or one with a type map or a weight) as ``sources``."""
     params = dict(job.params)
     params["base_model"] = allowed_encoder(
         settings, params.get("base_model") or settings.base_model
     )
-    return TrainConfig.from_dict(
-        {
-            **params,
+
+    def split_files(dataset: Dataset) -> dict[str, str | None]:
+        files, folder = dataset.files, dataset_dir(settings, dataset.id)
+        return {
             "train": str(folder / files["train"]["file"]),
             "dev": str(folder / files.get("dev", files["train"])["file"]),
             "test": str(folder / files["test"]["file"]) if "test" in files else None,
-            "device": settings.device,
         }
-    )
+
+    (first, dataset), *rest = datasets
+    if not rest and not first.type_map and first.weight == 1.0:
+        corpora: dict[str, Any] = split_files(dataset)
+    else:
+        corpora = {
+            "sources": [
+                {
+                    "name": d.id,
+                    **split_files(d),
+                    "type_map": row.type_map,
+                    "weight": row.weight,
+                }
+                for row, d in datasets
+            ]
+        }
+    return TrainConfig.from_dict({**params, **corpora, "device": settings.device})
 
 
 def run_training_job(job_id: str, settings: Settings) -> str:
@@ -203,7 +231,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             return "skipped"
         job = session.get(Job, job_id)
         assert job is not None
-        dataset = session.get(Dataset, job.dataset_id)
+        datasets = [(row, session.get(Dataset, row.dataset_id or "")) for row in job.datasets]
         export = dict(job.export or {})
     work = work_dir(settings, job_id)
     heartbeat = Heartbeat(factory, Job, job_id, worker, settings.heartbeat_seconds)
@@ -214,9 +242,10 @@ def run_training_job(job_id: str, settings: Settings) -> str:
         return state
 
     try:
-        if dataset is None:
-            raise MSLMError(f"dataset {job.dataset_id} no longer exists")
-        config = train_config(settings, job, dataset)
+        gone = [row.dataset_id or "(deleted)" for row, d in datasets if d is None]
+        if gone or not datasets:
+            raise MSLMError(f"dataset {', '.join(gone) or job.dataset_id} no longer exists")
+        config = train_config(settings, job, [(row, d) for row, d in datasets if d is not None])
         bundle = work / "bundle"
         with heartbeat:
             if not _complete(bundle):

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from sqlalchemy import func, select
 
 from store.models import Job
-from store.service import Conflict, NotFound, create_job, get_owned, visible_to
+from store.service import Conflict, JobSource, NotFound, create_job, get_owned, visible_to
 from store.transitions import request_cancel
 from worker.celery_app import CeleryQueue
 
@@ -36,16 +36,22 @@ def submit(
     key: TrainKey,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JobOut:
-    """Queue a fine-tuning job on a dataset this key sees. The same ``idempotency_key`` (body
-    or ``Idempotency-Key`` header) from the same API key with the same request returns the job
-    it created (200); with another request it is refused (409). Idempotency keys are per API
-    key: another key's never matches."""
+    """Queue a fine-tuning job on a dataset this key sees (``dataset_id``), or on several
+    mapped onto one schema (``datasets``: each with a type map and a weight). The same
+    ``idempotency_key`` (body or ``Idempotency-Key`` header) from the same API key with the
+    same request returns the job it created (200); with another request it is refused (409).
+    Idempotency keys are per API key: another key's never matches."""
     given = body.idempotency_key or idempotency_key
+    datasets = (
+        [JobSource(d.id, d.type_map, d.weight) for d in body.datasets]
+        if body.datasets is not None
+        else str(body.dataset_id)
+    )
     job, created = create_job(
         state.settings,
         session,
         CeleryQueue(state.celery),
-        body.dataset_id,
+        datasets,
         body.params(),
         body.export.model_dump(),
         given,

@@ -269,10 +269,7 @@
         api("GET", "/v1/jobs?limit=50"),
         api("GET", "/v1/datasets?limit=200"),
       ]);
-      const picker = $("job-dataset");
-      const chosen = picker.value;
-      picker.replaceChildren(...datasets.data.map((d) => el("option", { value: d.id }, `${d.name} (${d.id})`)));
-      if (chosen) picker.value = chosen;
+      showDatasetChoices(datasets.data);
       const body = $("jobs").querySelector("tbody");
       body.replaceChildren();
       for (const job of jobs.data) {
@@ -322,6 +319,9 @@
     if (p.epochs) parts.push(`epoch ${p.epoch} of ${p.epochs}`);
     if (p.steps) parts.push(`step ${p.step} of ${p.steps}`);
     if (p.loss !== undefined && p.loss !== null) parts.push(`loss ${Number(p.loss).toFixed(4)}`);
+    if ((job.datasets || []).length > 1) {
+      parts.push(`datasets ${job.datasets.map((d) => `${d.id ?? "(deleted)"}${d.weight !== 1 ? ` ×${d.weight}` : ""}`).join(", ")}`);
+    }
     if (job.model_id) parts.push(`model ${job.model_id}`);
     if (job.error) parts.push(`error: ${job.error}`);
     $("job-state").textContent = parts.join(" · ");
@@ -340,9 +340,66 @@
     }
   });
 
+  // The datasets a job may train on: a check box each; a checked one shows its weight and a
+  // target for each of its types. Choices survive the list's refresh.
+  function showDatasetChoices(datasets) {
+    const list = $("job-dataset-list");
+    const kept = new Map([...list.querySelectorAll("[data-ds]")].map((row) => [row.dataset.ds, row]));
+    const rows = datasets.map((d, i) => kept.get(d.id) || datasetRow(d, i === 0 && kept.size === 0));
+    list.replaceChildren(...rows);
+  }
+
+  function datasetRow(d, checked) {
+    const key = d.id.replace(/[^A-Za-z0-9_-]/g, "_");
+    const box = el("input", { type: "checkbox", id: `job-ds-${key}`, value: d.id });
+    box.checked = checked;
+    const types = (d.types || []).map((t, j) =>
+      el("tr", {},
+        el("th", { scope: "row" }, el("label", { for: `job-map-${key}-${j}` }, t)),
+        el("td", {}, el("input", { id: `job-map-${key}-${j}`, class: "target", dataset: { type: t }, placeholder: t, size: "18" }))));
+    const detail = el("div", { class: "ds-detail" },
+      el("label", { for: `job-weight-${key}` }, "Weight"),
+      el("input", { id: `job-weight-${key}`, class: "weight", type: "number", min: "0.05", max: "100", step: "0.05", value: "1" }),
+      el("table", { class: "grid typemap" },
+        el("caption", {}, `Types of ${d.name}`),
+        el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Type"), el("th", { scope: "col" }, "Target"))),
+        el("tbody", {}, ...types)));
+    detail.hidden = !checked;
+    box.addEventListener("change", () => { detail.hidden = !box.checked; });
+    return el("div", { class: "ds", dataset: { ds: d.id } },
+      box, el("label", { for: `job-ds-${key}` }, `${d.name} (${d.id})`), detail);
+  }
+
+  // "" keeps the type, "-" drops it, "A|B" (or "A, B") lists the types it may be
+  function targetOf(text) {
+    const value = text.trim();
+    if (value === "-") return null;
+    const parts = value.split(/[|,]/).map((x) => x.trim()).filter(Boolean);
+    return parts.length > 1 ? parts : parts[0];
+  }
+
+  function chosenDatasets() {
+    return [...$("job-dataset-list").querySelectorAll("[data-ds]")]
+      .filter((row) => row.querySelector("input[type=checkbox]").checked)
+      .map((row) => {
+        const typeMap = {};
+        for (const input of row.querySelectorAll("input.target")) {
+          if (input.value.trim()) typeMap[input.dataset.type] = targetOf(input.value);
+        }
+        return { id: row.dataset.ds, type_map: typeMap, weight: Number(row.querySelector("input.weight").value) };
+      });
+  }
+
   $("job-form").addEventListener("submit", async (event) => {
     event.preventDefault();
-    const body = { dataset_id: $("job-dataset").value, epochs: Number($("job-epochs").value) };
+    const chosen = chosenDatasets();
+    if (chosen.length === 0) {
+      fail(new Error("Choose at least one dataset."));
+      return;
+    }
+    const plain = chosen.length === 1 && Object.keys(chosen[0].type_map).length === 0 && chosen[0].weight === 1;
+    const body = plain ? { dataset_id: chosen[0].id } : { datasets: chosen };
+    body.epochs = Number($("job-epochs").value);
     if ($("job-strategy").value) body.strategy = $("job-strategy").value;
     try {
       const job = await api("POST", "/v1/jobs", body);
