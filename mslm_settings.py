@@ -102,13 +102,36 @@ class Settings(BaseSettings):
         0.5, ge=0.0, le=1.0, description="the lowest candidate score given as the concept"
     )
     link_candidates: int = Field(5, ge=1, le=50, description="candidate concepts per entity")
+    bootstrap: Literal["auto", "clinical", "data", "none"] = Field(
+        "auto",
+        description="the first model of a fresh install (no dataset, no model yet): clinical "
+        "(the clinical recipe's corpora from CORPUS_CACHE, fetched when reachable), data "
+        "(BOOTSTRAP_DATA), auto (clinical when possible, else BOOTSTRAP_DATA, saying why), "
+        "none",
+    )
+    bootstrap_data: Path | None = Field(
+        None, description="a corpus folder (train/dev/test files) the first start falls back on"
+    )
+    corpus_cache: Path | None = Field(
+        None,
+        description="public corpora at pinned commits (mslm corpora fetch/unpack); default "
+        "~/.cache/mslm/corpora",
+    )
     forwarded_allow_ips: str = Field(
         "",
         description="proxies trusted to set X-Forwarded-For (comma-separated addresses; empty: "
         "none, the connecting address is the client)",
     )
 
-    @field_validator("database_url", "broker_url", "artifacts_dir", "context_rules", mode="before")
+    @field_validator(
+        "database_url",
+        "broker_url",
+        "artifacts_dir",
+        "context_rules",
+        "bootstrap_data",
+        "corpus_cache",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """``MSLM_BROKER_URL=`` (as compose files write it) means: not set."""

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,16 +32,38 @@ def serve(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_serve)
 
 
+def _bootstrap_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap",
+        choices=["auto", "clinical", "data", "none"],
+        help="the first model of a fresh install: clinical (its corpora from the corpus "
+        "cache, fetched when reachable), data (--bootstrap-data), auto (clinical when "
+        "possible, else --bootstrap-data, saying why), none (default: MSLM_BOOTSTRAP, auto)",
+    )
+    p.add_argument(
+        "--bootstrap-data",
+        help="a corpus directory (train/dev/test files) the first start falls back on "
+        "(default: MSLM_BOOTSTRAP_DATA)",
+    )
+    p.add_argument("--bootstrap-epochs", type=int, help="(default: mslm train's)")
+
+
 def up(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="API + one worker in one command (embedded store/broker)")
     _server_flags(p)
-    p.add_argument(
-        "--bootstrap-data",
-        help="on a fresh install, upload this corpus directory (train/dev/test files) and "
-        "fine-tune a first model from it; it is served as soon as it is ready",
-    )
-    p.add_argument("--bootstrap-epochs", type=int, default=3)
+    _bootstrap_flags(p)
     p.set_defaults(handler=run_up)
+
+
+def bootstrap_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bootstrap",
+        help="on a fresh install, queue the first model's job (the compose stack's first start)",
+    )
+    _bootstrap_flags(p)
+    from .bootstrap import run_bootstrap_command
+
+    p.set_defaults(handler=run_bootstrap_command)
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -85,42 +106,6 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     _uvicorn(args.host, args.port, args.workers)
     return 0
-
-
-def bootstrap(data_dir: str, epochs: int) -> str | None:
-    """Upload ``data_dir`` and queue a first job when the store holds no dataset and no
-    model; returns the job id, or None when there was nothing to do."""
-    from sqlalchemy import select
-
-    from mslm_core.corpus import split_paths
-    from mslm_settings import get_settings
-    from store.db import session_factory
-    from store.models import Dataset, Model
-    from store.service import Upload, create_dataset, create_job
-    from worker.celery_app import CeleryQueue, celery_for
-
-    settings = get_settings()
-    with session_factory(settings.sqlalchemy_url)() as session:
-        if session.scalar(select(Dataset.id).limit(1)) or session.scalar(select(Model.id).limit(1)):
-            return None
-        paths = split_paths(data_dir)
-        uploads = [Upload(split, path.name, path) for split, path in paths.items()]
-        dataset = create_dataset(settings, session, uploads, Path(data_dir).name)
-        job, _ = create_job(
-            settings,
-            session,
-            CeleryQueue(celery_for(settings)),
-            dataset.id,
-            {"epochs": epochs},
-            {"onnx": True, "quantize": "int8"},
-            idempotency_key=f"bootstrap-{dataset.id}",
-        )
-    log.info(
-        "bootstrap: dataset %s uploaded, job %s queued (its model is served when ready)",
-        dataset.id,
-        job.id,
-    )
-    return job.id
 
 
 def _die_with_parent() -> None:
@@ -184,12 +169,18 @@ def run_up(args: argparse.Namespace) -> int:
         "filesystem (embedded)" if settings.embedded_broker else "configured",
         settings.artifacts,
     )
-    if args.bootstrap_data:
-        bootstrap(args.bootstrap_data, args.bootstrap_epochs)
+    from .bootstrap import FirstStartProgress, bootstrap
+
+    job_id = bootstrap(settings, args.bootstrap, args.bootstrap_data, args.bootstrap_epochs)
+    progress = FirstStartProgress(settings, job_id) if job_id else None
     worker = WorkerProcess()
     worker.start()
+    if progress is not None:
+        progress.start()
     try:
         _uvicorn(args.host, args.port)
     finally:
+        if progress is not None:
+            progress.stop()
         worker.stop()
     return 0

@@ -28,7 +28,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     MSLM_HOME=/var/lib/mslm
 RUN groupadd --system --gid 10001 mslm \
     && useradd --system --uid 10001 --gid mslm --home-dir /var/lib/mslm --create-home mslm \
-    && mkdir -p /var/lib/mslm/artifacts \
+    && mkdir -p /var/lib/mslm/artifacts /var/lib/mslm/corpora \
     && chown -R mslm:mslm /var/lib/mslm
 COPY --from=build /opt/venv /opt/venv
 USER 10001:10001

@@ -45,7 +45,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 mslm \
     && useradd --system --uid 10001 --gid mslm --home-dir /var/lib/mslm --create-home mslm \
-    && mkdir -p /var/lib/mslm/artifacts \
+    && mkdir -p /var/lib/mslm/artifacts /var/lib/mslm/corpora \
     && chown -R mslm:mslm /var/lib/mslm
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \

@@ -31,6 +31,7 @@ def service_env(home: Path, encoder: Path, **extra: Any) -> dict[str, str]:
         "MSLM_BASE_MODEL": "tiny",
         "MSLM_DEVICE": "cpu",
         "MSLM_MODEL_POLL_SECONDS": "0.5",
+        "MSLM_BOOTSTRAP": "none",  # a test that wants a first model asks for one
     }
     env.update({f"MSLM_{k.upper()}": str(v) for k, v in extra.items()})
     return env

@@ -127,7 +127,13 @@ def test_compose_file_check_list():
     assert s["migrate"]["command"] == ["mslm", "migrate"]
     gpu = s["worker"]["deploy"]["resources"]["reservations"]["devices"][0]
     assert gpu["capabilities"] == ["gpu"]
-    assert set(c["volumes"]) == {"db", "broker", "artifacts"}
+    assert set(c["volumes"]) == {"db", "broker", "artifacts", "corpora"}
+    # the first start: a one-shot service after the schema, with the corpus cache
+    first = s["bootstrap"]
+    assert first["command"] == ["mslm", "bootstrap"] and first["restart"] == "no"
+    assert first["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert "corpora:/var/lib/mslm/corpora" in first["volumes"]
+    assert first["environment"]["MSLM_CORPUS_CACHE"] == "/var/lib/mslm/corpora"
     assert all("file" in v for v in c["secrets"].values())  # secrets live outside the file
     text = COMPOSE.read_text()
     assert "PASSWORD:" not in text.replace("PASSWORD_FILE", "")

@@ -1,0 +1,258 @@
+"""The first start: on a fresh install (no dataset, no model) upload the corpora of a first
+model and queue its job, then show its progress until it is served.
+
+By default (``MSLM_BOOTSTRAP=auto``) the first model is the clinical one (Problem, Drug,
+Dosage, Test, Result, Procedure, Anatomy; docs/clinical-schema.md): its four corpora come
+from the corpus cache (``MSLM_CORPUS_CACHE``), fetched at their pinned commits when GitHub is
+reachable. When neither is possible the first start falls back on ``MSLM_BOOTSTRAP_DATA``
+(``scripts/run.sh``: BC5CDR, chemicals and diseases) and says why and how to get the clinical
+corpora onto a machine without internet.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mslm_settings import Settings
+
+log = logging.getLogger("mslm.bootstrap")
+
+# The first start's clinical model, end to end (corpora prepared and uploaded, trained with
+# the recipe, exported to ONNX and int8, served) on 2 CPU cores: benchmarks/results/clinical/
+# first-start.json. Shown before training starts; the progress bar then estimates from its
+# own pace.
+FIRST_START_MINUTES_2CPU = 40
+CARRY_OVER = (
+    "on a machine with internet: `mslm corpora fetch clinical --archive clinical-corpora.tar`;"
+    " here: `mslm corpora unpack clinical-corpora.tar` (compose: docker compose run --rm -v "
+    "$PWD/clinical-corpora.tar:/import.tar:ro bootstrap mslm corpora unpack /import.tar)"
+)
+
+
+def fresh_install(settings: Settings) -> bool:
+    from sqlalchemy import select
+
+    from store.db import session_factory
+    from store.models import Dataset, Model
+
+    with session_factory(settings.sqlalchemy_url)() as session:
+        return not (
+            session.scalar(select(Dataset.id).limit(1)) or session.scalar(select(Model.id).limit(1))
+        )
+
+
+def _upload(settings: Settings, session: Any, folder: Path, name: str) -> Any:
+    from mslm_core.corpus import split_paths
+    from store.service import Upload, create_dataset
+
+    uploads = [Upload(split, path.name, path) for split, path in split_paths(folder).items()]
+    return create_dataset(settings, session, uploads, name)
+
+
+def _clinical_folders(settings: Settings, fetch_timeout: float) -> dict[str, Path]:
+    """The recipe's dataset folders, from the cache or fetched (ConfigError when neither)."""
+    from mslm_core.corpora import clinical
+
+    return {
+        corpus: clinical.prepare(corpus, settings.corpus_cache, timeout=fetch_timeout)
+        for corpus in clinical.CORPORA
+    }
+
+
+def bootstrap(
+    settings: Settings,
+    mode: str | None = None,
+    data_dir: str | Path | None = None,
+    epochs: int | None = None,
+    fetch_timeout: float = 20.0,
+) -> str | None:
+    """Queue the first model's job on a fresh install; returns its id, or None when there
+    is nothing to do (not a fresh install, ``none``, or no corpus at all — said in the log).
+    ``mode``/``data_dir`` default to MSLM_BOOTSTRAP / MSLM_BOOTSTRAP_DATA."""
+    from mslm_core.corpora import clinical
+    from mslm_core.errors import ConfigError
+    from store.db import session_factory
+    from store.service import JobSource, create_job, delete_dataset
+    from worker.celery_app import CeleryQueue, celery_for
+
+    mode = mode or settings.bootstrap
+    data_dir = data_dir or settings.bootstrap_data
+    if mode == "none" or not fresh_install(settings):
+        return None
+    params: dict[str, Any] = {} if epochs is None else {"epochs": epochs}
+    export = {"onnx": True, "quantize": "int8"}
+    queue = CeleryQueue(celery_for(settings))
+    why = ""
+    if mode in ("auto", "clinical"):
+        try:
+            folders = _clinical_folders(settings, fetch_timeout)
+        except (ConfigError, OSError) as exc:
+            if mode == "clinical":
+                raise ConfigError(
+                    f"first start: the clinical corpora are not in the corpus cache and could "
+                    f"not be fetched ({exc}); {CARRY_OVER}"
+                ) from exc
+            why = str(exc)
+        else:
+            with session_factory(settings.sqlalchemy_url)() as session:
+                uploaded = []
+                try:
+                    for corpus, folder in folders.items():
+                        uploaded.append(_upload(settings, session, folder, f"clinical: {corpus}"))
+                    sources = [  # a type the dataset lacks cannot matter: the API refuses it
+                        JobSource(
+                            d.id, {k: v for k, v in s.type_map.items() if k in d.types}, s.weight
+                        )
+                        for d, s in zip(uploaded, clinical.RECIPE, strict=True)
+                    ]
+                    job, _ = create_job(
+                        settings,
+                        session,
+                        queue,
+                        sources,
+                        params,
+                        export,
+                        idempotency_key="bootstrap-clinical",
+                    )
+                except BaseException:
+                    for d in uploaded:  # nothing half-made: the next start tries again
+                        delete_dataset(settings, session, d.id)
+                    raise
+            log.info(
+                "first start: the clinical model (%s) is being trained from %s (job %s); it is "
+                "served as soon as it is ready — about %d minutes on 2 CPU cores",
+                ", ".join(clinical.CLINICAL_TYPES),
+                ", ".join(clinical.CORPORA),
+                job.id,
+                FIRST_START_MINUTES_2CPU,
+            )
+            return str(job.id)
+    if mode == "auto" and not data_dir:
+        log.warning(
+            "first start: no first model — the clinical corpora are not in the corpus cache "
+            "(%s) and could not be fetched (%s); %s",
+            settings.corpus_cache or "~/.cache/mslm/corpora",
+            why,
+            CARRY_OVER,
+        )
+        return None
+    if not data_dir:
+        raise ConfigError("first start: MSLM_BOOTSTRAP=data needs MSLM_BOOTSTRAP_DATA (a folder)")
+    if mode == "auto":
+        log.warning(
+            "first start: falling back to %s — the clinical corpora are not in the corpus cache "
+            "(%s) and could not be fetched (%s). This model knows only that corpus's types. "
+            "For the clinical model: %s; then start a job on them (README 'Clinical model')",
+            Path(data_dir).name,
+            settings.corpus_cache or "~/.cache/mslm/corpora",
+            why,
+            CARRY_OVER,
+        )
+    with session_factory(settings.sqlalchemy_url)() as session:
+        dataset = _upload(settings, session, Path(data_dir), Path(data_dir).name)
+        job, _ = create_job(
+            settings,
+            session,
+            queue,
+            dataset.id,
+            params,
+            export,
+            idempotency_key=f"bootstrap-{dataset.id}",
+        )
+    log.info(
+        "first start: dataset %s uploaded, job %s queued (its model is served when ready)",
+        dataset.id,
+        job.id,
+    )
+    return str(job.id)
+
+
+class FirstStartProgress:
+    """Follows the first model's job in the store and shows it: a progress bar with an
+    estimate of the time left on a terminal, a log line every 5 % otherwise; ends when the
+    job does (and says what is served)."""
+
+    def __init__(self, settings: Settings, job_id: str, interval: float = 2.0):
+        self.settings, self.job_id, self.interval = settings, job_id, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="first-start", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _job(self) -> Any:
+        from store.db import session_factory
+        from store.models import Job
+
+        with session_factory(self.settings.sqlalchemy_url)() as session:
+            job = session.get(Job, self.job_id)
+            if job is not None:
+                session.expunge(job)
+            return job
+
+    def _run(self) -> None:
+        interactive = sys.stderr.isatty()
+        bar: Any = None
+        shown = -1
+        started = time.monotonic()
+        while not self._stop.wait(self.interval):
+            try:
+                job = self._job()
+            except Exception as exc:  # the store restarting: try again
+                log.debug("first start: progress not read (%s)", type(exc).__name__)
+                continue
+            if job is None:
+                return
+            progress = job.progress or {}
+            steps, step = progress.get("steps"), progress.get("step", 0)
+            if steps and interactive:
+                if bar is None:
+                    from tqdm import tqdm
+
+                    bar = tqdm(total=steps, unit="step", desc="first model", file=sys.stderr)
+                bar.update(step - bar.n)
+                bar.set_postfix(
+                    epoch=f"{progress.get('epoch')}/{progress.get('epochs')}",
+                    dev_f1=progress.get("best_dev_f1") and f"{progress['best_dev_f1']:.3f}",
+                )
+            elif steps and step * 20 // steps > shown:
+                shown = step * 20 // steps
+                elapsed = time.monotonic() - started
+                left = elapsed / step * (steps - step) if step else None
+                log.info(
+                    "first model: step %d/%d (%d %%), epoch %s/%s%s",
+                    step,
+                    steps,
+                    100 * step // steps,
+                    progress.get("epoch"),
+                    progress.get("epochs"),
+                    "" if left is None else f", about {left / 60:.0f} min left",
+                )
+            if job.state in ("succeeded", "failed", "cancelled"):
+                if bar is not None:
+                    bar.close()
+                minutes = (time.monotonic() - started) / 60
+                if job.state == "succeeded":
+                    log.info(
+                        "first model ready after %.0f min: %s is served", minutes, job.model_id
+                    )
+                else:
+                    log.error("first model: job %s %s: %s", job.id, job.state, job.error)
+                return
+
+
+def run_bootstrap_command(args: Any) -> int:
+    """``mslm bootstrap``: the compose stack's first start (a one-shot service)."""
+    from mslm_settings import get_settings
+
+    bootstrap(get_settings(), args.bootstrap, args.bootstrap_data, args.bootstrap_epochs)
+    return 0

@@ -1,0 +1,285 @@
+"""Issue 28 through the service: jobs on several datasets with type maps and weights (REST,
+store, worker), the first start that trains the clinical model (or falls back and says why),
+and the corpus cache carried to a machine without internet."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tarfile
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from service_helpers import ADMIN, JOB, TRAIN, auth, make_settings
+
+from api import bootstrap as first_start
+from api.main import create_app
+from mslm_core.corpora import clinical, registry
+from mslm_core.errors import ConfigError
+from store.db import session_factory
+from store.models import Dataset, Job
+from worker.runner import run_training_job
+
+# corpus A: chemicals and diseases; corpus B: findings, body sites and procedures that may be
+# tests or treatments — the same words, two annotation schemes
+A = [
+    ("Aspirin reduces fever .", [(0, 7, "Chemical"), (16, 21, "Disease")]),
+    ("Cisplatin caused renal failure .", [(0, 9, "Chemical"), (17, 30, "Disease")]),
+    ("The liver was normal .", []),
+]
+B = [
+    ("Pain in the liver after biopsy .", [(0, 4, "Sign"), (12, 17, "Body"), (24, 30, "Proc")]),
+    ("Fever and liver biopsy .", [(0, 5, "Sign"), (10, 15, "Body"), (16, 22, "Proc")]),
+    ("Aspirin was given for pain .", [(22, 26, "Sign")]),
+]
+MAP_A = {"Chemical": "Drug", "Disease": "Problem"}
+MAP_B = {"Sign": "Problem", "Body": "Anatomy", "Proc": ["Procedure", "Test"]}
+
+
+def jsonl(rows: list) -> bytes:
+    return "".join(
+        json.dumps(
+            {"text": t, "entities": [{"start": a, "end": b, "label": lab} for a, b, lab in ents]}
+        )
+        + "\n"
+        for t, ents in rows
+    ).encode()
+
+
+def upload(client: TestClient, rows: list, name: str) -> dict:
+    files = {
+        split: (f"{split}.jsonl", jsonl(rows), "application/jsonl")
+        for split in ("train", "dev", "test")
+    }
+    r = client.post("/v1/datasets", headers=auth(TRAIN), files=files, data={"name": name})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+@pytest.fixture()
+def settings(tmp_path, tiny_encoder):
+    return make_settings(tmp_path, tiny_encoder)
+
+
+def test_a_job_on_several_datasets_trains_and_reports_each(settings):
+    with TestClient(create_app(settings)) as c:
+        a, b = upload(c, A, "a"), upload(c, B, "b")
+        datasets = [
+            {"id": a["id"], "type_map": MAP_A, "weight": 0.5},
+            {"id": b["id"], "type_map": MAP_B},
+        ]
+
+        def post(body: dict):
+            return c.post("/v1/jobs", headers=auth(TRAIN), json={**JOB, "epochs": 3, **body})
+
+        # what is wrong is said with its field
+        r = post({"datasets": [datasets[0], {"id": b["id"], "type_map": {"Signs": "Problem"}}]})
+        assert r.status_code == 422
+        assert (
+            f"datasets[1].type_map.Signs: dataset {b['id']} has no type 'Signs'"
+            in r.json()["detail"]
+        )
+        assert "Body, Proc, Sign" in r.json()["detail"]
+        r = post({"datasets": [datasets[0], {"id": a["id"]}]})
+        assert r.status_code == 422 and "datasets[1].id" in r.json()["detail"]
+        r = post({"datasets": [{"id": a["id"], "type_map": {"Chemical": None, "Disease": None}}]})
+        assert r.status_code == 422 and "drops every type" in r.json()["detail"]
+        r = post({"datasets": [{"id": a["id"], "type_map": {"Chemical": "O"}}]})
+        assert r.status_code == 422 and "datasets[0].type_map.Chemical" in r.json()["detail"]
+        r = post({"datasets": [{"id": a["id"], "weight": 0}]})
+        assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.datasets.0.weight"
+        r = post({"dataset_id": a["id"], "datasets": datasets})
+        assert r.status_code == 422 and "either dataset_id or datasets" in r.text
+        assert post({"datasets": [{"id": "ds-nope"}]}).status_code == 404
+
+        first = post({"datasets": datasets, "idempotency_key": "multi-1"})
+        assert first.status_code == 202, first.text
+        job = first.json()
+        assert job["dataset_id"] == a["id"]
+        assert job["datasets"] == [
+            {"id": a["id"], "type_map": MAP_A, "weight": 0.5},
+            {"id": b["id"], "type_map": MAP_B, "weight": 1.0},
+        ]
+        assert post({"datasets": datasets, "idempotency_key": "multi-1"}).json()["id"] == job["id"]
+        changed = [datasets[0], {**datasets[1], "weight": 2.0}]
+        assert post({"datasets": changed, "idempotency_key": "multi-1"}).status_code == 409
+        # the second dataset is in use too
+        busy = c.delete(f"/v1/datasets/{b['id']}", headers=auth(TRAIN))
+        assert busy.status_code == 409 and job["id"] in busy.json()["detail"]
+
+        assert run_training_job(job["id"], settings) == "succeeded"
+        done = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+        metrics = done["metrics"]
+        assert (
+            set(metrics["dev"]["sources"]) == set(metrics["test"]["sources"]) == {a["id"], b["id"]}
+        )
+        assert "macro_f1" in metrics["dev"]
+        model = c.get(f"/v1/models/{done['model_id']}", headers=auth(ADMIN)).json()
+        assert model["types"] == ["Anatomy", "Drug", "Problem", "Procedure", "Test"]
+        sources = model["manifest"]["sources"]
+        assert [s["weight"] for s in sources] == [0.5, 1.0]
+        assert sources[0]["annotated"] == ["Drug", "Problem"]
+        assert model["manifest"]["partial_labels"] is True
+        # a finished job keeps its record when a dataset goes
+        assert c.delete(f"/v1/datasets/{b['id']}", headers=auth(TRAIN)).status_code == 204
+        kept = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+        assert [d["id"] for d in kept["datasets"]] == [a["id"], None]
+
+
+def test_a_job_on_one_dataset_as_uploaded_is_unchanged(settings):
+    with TestClient(create_app(settings)) as c:
+        a = upload(c, A, "a")
+        job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": a["id"], **JOB}).json()
+        assert job["datasets"] == [{"id": a["id"], "type_map": {}, "weight": 1.0}]
+        assert run_training_job(job["id"], settings) == "succeeded"
+        done = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+        assert "sources" not in done["metrics"]["test"]
+        model = c.get(f"/v1/models/{done['model_id']}", headers=auth(ADMIN)).json()
+        assert model["types"] == ["Chemical", "Disease"] and "sources" not in model["manifest"]
+
+
+# -- the first start ------------------------------------------------------------------------------
+def write_split_folder(folder: Path, rows: list) -> Path:
+    folder.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.jsonl").write_bytes(jsonl(rows))
+    return folder
+
+
+def test_first_start_trains_the_clinical_model_from_the_cache(settings, tmp_path, monkeypatch):
+    """The recipe's four corpora become four datasets and one job with their type maps and
+    weights; a second start does nothing."""
+    rows = {
+        "MACCROBAT2020": [
+            ("Pain in the liver .", [(0, 4, "Sign_symptom"), (12, 17, "Biological_structure")])
+        ],
+        "CHIA": [("No prior surgery .", [(9, 16, "Procedure")])],
+        "BC5CDR-IOB": [("Aspirin reduces fever .", [(0, 7, "Chemical"), (16, 21, "Disease")])],
+        "NCBI-disease-IOB": [("Breast cancer .", [(0, 13, "Disease")])],
+    }
+    folders = {c: write_split_folder(tmp_path / c, r) for c, r in rows.items()}
+    monkeypatch.setattr(first_start, "_clinical_folders", lambda s, t: folders)
+    with TestClient(create_app(settings)):
+        pass  # the schema
+    job_id = first_start.bootstrap(settings, "auto", None, epochs=1)
+    assert job_id is not None
+    with session_factory(settings.sqlalchemy_url)() as session:
+        job = session.get(Job, job_id)
+        names = [session.get(Dataset, d.dataset_id).name for d in job.datasets]
+        assert names == [f"clinical: {c}" for c in clinical.CORPORA]
+        assert [d.type_map for d in job.datasets] == [
+            {k: v for k, v in registry_free(s.type_map).items() if k in types}
+            for s, types in zip(
+                clinical.RECIPE,
+                [
+                    {"Sign_symptom", "Biological_structure"},
+                    {"Procedure"},
+                    {"Chemical", "Disease"},
+                    {"Disease"},
+                ],
+                strict=True,
+            )
+        ]
+        assert [d.weight for d in job.datasets] == [s.weight for s in clinical.RECIPE]
+        assert job.export == {"onnx": True, "quantize": "int8"} and job.params == {
+            "epochs": 1,
+            "base_model": "tiny",
+        }
+    assert first_start.bootstrap(settings, "auto", None) is None  # not a fresh install
+
+
+def registry_free(type_map: dict) -> dict:
+    """A recipe type map as the store keeps it (lists sorted)."""
+    return {k: sorted(v) if isinstance(v, list) else v for k, v in type_map.items()}
+
+
+def test_first_start_falls_back_and_says_why(settings, tmp_path, monkeypatch, caplog):
+    def unreachable(corpus, path, timeout):
+        raise ConfigError(f"cannot fetch {corpus.name}: network unreachable")
+
+    monkeypatch.setattr(registry, "_download", unreachable)
+    settings.corpus_cache = tmp_path / "empty-cache"
+    with TestClient(create_app(settings)):
+        pass
+    with pytest.raises(ConfigError, match="mslm corpora unpack clinical-corpora.tar"):
+        first_start.bootstrap(settings, "clinical", None)
+    assert first_start.bootstrap(settings, "none", None) is None
+    fallback = write_split_folder(tmp_path / "BC5CDR-IOB", A)
+    with caplog.at_level(logging.WARNING, logger="mslm.bootstrap"):
+        job_id = first_start.bootstrap(settings, "auto", fallback)
+    assert job_id is not None
+    said = caplog.text
+    assert "falling back to BC5CDR-IOB" in said and "network unreachable" in said
+    assert "mslm corpora fetch clinical --archive clinical-corpora.tar" in said
+    with session_factory(settings.sqlalchemy_url)() as session:
+        assert [d.type_map for d in session.get(Job, job_id).datasets] == [{}]
+
+
+# -- the corpus cache carried over --------------------------------------------------------------
+@pytest.fixture()
+def fake_corpus(tmp_path, monkeypatch):
+    """One pinned corpus whose file lies in a local folder."""
+    import hashlib
+
+    src = tmp_path / "src"
+    src.mkdir()
+    payload = b"T1\tSign_symptom 0 5\tfever\n"
+    (src / "a.ann").write_bytes(payload)
+    corpus = registry.PinnedCorpus(
+        "T", "o/r", "c" * 40, {"a.ann": hashlib.sha256(payload).hexdigest()}, "CC0"
+    )
+    monkeypatch.setattr(registry, "corpora", lambda: {"T": corpus})
+    return src, payload
+
+
+def test_pack_and_unpack_carry_the_cache_and_check_every_file(fake_corpus, tmp_path):
+    src, payload = fake_corpus
+    registry.fetch_corpus("T", tmp_path / "online", from_dir=src)
+    archive = registry.pack(tmp_path / "carry.tar.gz", ["T"], tmp_path / "online")
+    assert registry.unpack(archive, tmp_path / "offline") == ["T"]
+    assert (tmp_path / "offline" / "T" / "a.ann").read_bytes() == payload
+    assert registry.cached_names(tmp_path / "offline") == ["T"]
+    # a tampered archive is refused, and nothing of it is kept
+    bad = tmp_path / "bad.tar"
+    (tmp_path / "evil.ann").write_bytes(b"T1\tSign_symptom 0 5\tFEVER\n")
+    with tarfile.open(bad, "w") as tar:
+        tar.add(tmp_path / "evil.ann", arcname="T/a.ann")
+    with pytest.raises(ConfigError, match=r"T: a.ann has sha256 .* pinned"):
+        registry.unpack(bad, tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere" / "T").exists()
+    with tarfile.open(bad, "w") as tar:
+        tar.add(tmp_path / "evil.ann", arcname="T/../../escape.ann")
+    with pytest.raises(ConfigError, match="is not a pinned file of T"):
+        registry.unpack(bad, tmp_path / "elsewhere")
+
+
+def test_the_recipe_maps_only_types_its_corpora_have():
+    """Every source type the recipe maps is a type its corpus annotates (checked against the
+    pinned corpora's type lists, which docs/clinical-schema.md documents)."""
+    known = {
+        "MACCROBAT2020": {
+            "Sign_symptom",
+            "Disease_disorder",
+            "Medication",
+            "Dosage",
+            "Diagnostic_procedure",
+            "Lab_value",
+            "Therapeutic_procedure",
+            "Biological_structure",
+        },
+        "CHIA": {"Condition", "Drug", "Measurement", "Procedure", "Device"},
+        "BC5CDR-IOB": {"Chemical", "Disease"},
+        "NCBI-disease-IOB": {"Disease"},
+    }
+    for source in clinical.RECIPE:
+        assert set(source.type_map) == known[source.corpus]
+        targets = {
+            t for v in source.type_map.values() for t in ([v] if isinstance(v, str) else v or [])
+        }
+        assert targets <= set(clinical.CLINICAL_TYPES)
+    schema = Path(__file__).resolve().parents[1] / "docs" / "clinical-schema.md"
+    text = schema.read_text()
+    for source in clinical.RECIPE:
+        for name in source.type_map:
+            assert f"`{name}`" in text, f"{source.corpus}'s {name} is not in clinical-schema.md"
