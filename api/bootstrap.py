@@ -77,6 +77,7 @@ def bootstrap(
     ``mode``/``data_dir`` default to MSLM_BOOTSTRAP / MSLM_BOOTSTRAP_DATA."""
     from mslm_core.corpora import clinical
     from mslm_core.errors import ConfigError
+    from mslm_core.schema import CLINICAL_TYPES
     from store.db import session_factory
     from store.service import JobSource, create_job, delete_dataset
     from worker.celery_app import CeleryQueue, celery_for
@@ -127,7 +128,7 @@ def bootstrap(
             log.info(
                 "first start: the clinical model (%s) is being trained from %s (job %s); it is "
                 "served as soon as it is ready — about %d minutes on 2 CPU cores",
-                ", ".join(clinical.CLINICAL_TYPES),
+                ", ".join(CLINICAL_TYPES),
                 ", ".join(clinical.CORPORA),
                 job.id,
                 FIRST_START_MINUTES_2CPU,

@@ -82,15 +82,20 @@ class EntityOut(BaseModel):
     detection_score: float
     type_score: float
     assertion: AssertionOut | None = Field(
-        None, description="clinical context; absent when the service runs with MSLM_CONTEXT off"
+        None,
+        description="clinical context; absent when the service runs with MSLM_CONTEXT off, and "
+        "for the clinical schema's types it is not about (Drug, Dosage, Result, Anatomy)",
     )
     concept: ConceptOut | None = Field(
         None,
         description="the linked concept (null below MSLM_LINK_THRESHOLD); absent when the "
-        "service links to no vocabulary (MSLM_VOCABULARY=none and none activated)",
+        "service links to no vocabulary (MSLM_VOCABULARY=none and none activated), and for "
+        "types that are not linked (the clinical schema's Dosage and Result: no MeSH branch)",
     )
     candidates: list[ConceptOut] | None = Field(
-        None, description="candidate concepts, best first; absent when there is no vocabulary"
+        None,
+        description="candidate concepts, best first; absent when there is no vocabulary or "
+        "the type is not linked",
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
 from .predict import AnnotationPlan, Entity, Predictor, ScoredMention
+from .schema import context_applies, linked
 from .tokenizer import RustWordTokenizer
 
 if TYPE_CHECKING:
@@ -235,12 +236,14 @@ class EntityExtractor:
     def _after(
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
     ) -> list[list[Entity]]:
-        """The steps after prediction: the clinical context, then the concept."""
+        """The steps after prediction: the clinical context, then the concept — each for the
+        entity types it applies to (``mslm_core.schema``: the clinical schema's Dosage, say,
+        gets neither)."""
         out = [list(e) for e in entities]
         if self.context is not None:
-            out = self.context.apply_all(texts, out)
+            out = _for_types(self.context.apply_all, texts, out, context_applies)
         if self.linker is not None:
-            out = self.linker.apply_all(texts, out)
+            out = _for_types(self.linker.apply_all, texts, out, linked)
         return out
 
     def plan(self, texts: Sequence[str]) -> AnnotationPlan:
@@ -255,6 +258,23 @@ class EntityExtractor:
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""
         return self.predictor.predict_words(sentences)
+
+
+def _for_types(
+    step: Callable[[Sequence[str], list[list[Entity]]], list[list[Entity]]],
+    texts: Sequence[str],
+    entities: list[list[Entity]],
+    applies: Callable[[str], bool],
+) -> list[list[Entity]]:
+    """``step`` run on the entities whose type it ``applies`` to; the others pass unchanged,
+    every text's entities in their order."""
+    if all(applies(e.type) for ents in entities for e in ents):
+        return step(texts, entities)
+    chosen = [[e for e in ents if applies(e.type)] for ents in entities]
+    done = [iter(ents) for ents in step(texts, chosen)]
+    return [
+        [next(done[i]) if applies(e.type) else e for e in ents] for i, ents in enumerate(entities)
+    ]
 
 
 def _default_batch_size(precision: str, provider: str) -> int:

@@ -17,6 +17,7 @@ from api import bootstrap as first_start
 from api.main import create_app
 from mslm_core.corpora import clinical, registry
 from mslm_core.errors import ConfigError
+from mslm_core.schema import CLINICAL_TYPES
 from store.db import session_factory
 from store.models import Dataset, Job
 from worker.runner import run_training_job
@@ -202,7 +203,7 @@ def test_first_start_falls_back_and_says_why(settings, tmp_path, monkeypatch, ca
     settings.corpus_cache = tmp_path / "empty-cache"
     with TestClient(create_app(settings)):
         pass
-    with pytest.raises(ConfigError, match="mslm corpora unpack clinical-corpora.tar"):
+    with pytest.raises(ConfigError, match=r"mslm corpora unpack clinical-corpora\.tar"):
         first_start.bootstrap(settings, "clinical", None)
     assert first_start.bootstrap(settings, "none", None) is None
     fallback = write_split_folder(tmp_path / "BC5CDR-IOB", A)
@@ -277,7 +278,7 @@ def test_the_recipe_maps_only_types_its_corpora_have():
         targets = {
             t for v in source.type_map.values() for t in ([v] if isinstance(v, str) else v or [])
         }
-        assert targets <= set(clinical.CLINICAL_TYPES)
+        assert targets <= set(CLINICAL_TYPES)
     schema = Path(__file__).resolve().parents[1] / "docs" / "clinical-schema.md"
     text = schema.read_text()
     for source in clinical.RECIPE:

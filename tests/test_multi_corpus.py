@@ -389,3 +389,44 @@ def test_single_corpus_training_is_unchanged(toy_corpus, tiny_encoder):
     assert "allowed" not in trainer.collator(trainer.windows[:2], [np.random.default_rng(0)] * 2)
     assert trainer.corpora["train"].sentences[0].annotated is None
     assert read_corpus(toy_corpus).types == trainer.types
+
+
+# -- the steps after prediction follow the clinical schema's types ------------------------------
+def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
+    """Problem/Test/Procedure get an assertion; Drug, Dosage, Result and Anatomy do not.
+    Dosage and Result (no MeSH branch) get no concept; the others do. A model with other
+    types (BC5CDR's) gets both for every type, as before."""
+    from mslm_core.context import ContextEngine, default_rules
+    from mslm_core.inference import EntityExtractor
+    from mslm_core.linking import Linker, read_vocabulary
+    from mslm_core.types import Entity
+
+    vocabulary = tmp_path / "v.tsv"
+    vocabulary.write_text("D1\tfever\nD2\taspirin\nD3\tliver\nD4\t500 mg\n", "utf-8")
+    extractor = object.__new__(EntityExtractor)
+    extractor.context = ContextEngine(default_rules())
+    extractor.linker = Linker(read_vocabulary(vocabulary), threshold=0.5)
+    text = "No fever, no aspirin 500 mg, liver normal."
+
+    def entity(word: str, kind: str) -> Entity:
+        start = text.index(word)
+        return Entity(start, start + len(word), word, kind, 0.9, 0.9, 1.0)
+
+    ents = [
+        entity("fever", "Problem"),
+        entity("aspirin", "Drug"),
+        entity("500 mg", "Dosage"),
+        entity("liver", "Anatomy"),
+        entity("normal", "Result"),
+    ]
+    out = {e.type: e for e in extractor._after([text], [ents])[0]}
+    assert out["Problem"].assertion is not None and out["Problem"].assertion.negated
+    assert all(out[t].assertion is None for t in ("Drug", "Dosage", "Anatomy", "Result"))
+    assert out["Problem"].concept.id == "D1" and out["Anatomy"].concept.id == "D3"
+    assert out["Drug"].concept.id == "D2"
+    assert out["Dosage"].candidates is None and out["Result"].candidates is None  # not linked
+    assert "concept" not in out["Dosage"].to_dict()
+    assert [e.text for e in extractor._after([text], [ents])[0]] == [e.text for e in ents]
+    old = [entity("fever", "Disease"), entity("aspirin", "Chemical")]
+    both = extractor._after([text], [old])[0]
+    assert all(e.assertion is not None and e.candidates is not None for e in both)

@@ -29,7 +29,6 @@ from .brat import brat_documents, document_records
 from .registry import DATA, default_cache, fetch_corpus, get_corpus
 
 SCHEMA = "clinical-v1"
-CLINICAL_TYPES = ("Problem", "Drug", "Dosage", "Test", "Result", "Procedure", "Anatomy")
 PREPARED = "prepared"
 
 
