@@ -12,9 +12,13 @@ GitHub is out of reach). Never committed.
    ``negated`` (and of ``possible``: MACCROBAT's UNCERTAIN/MAYBE_*, CHIA's Mood, against our
    possible-or-hypothetical) — our rules (ConText) beside a NegEx-only baseline: the same
    negation triggers, without pseudo-triggers, terminators or the other categories.
-2. **Predicted spans** (``--model``): the served engine (entities + context) on the raw
-   documents; predicted entities are matched to gold findings of the types the model knows
-   (overlap); end-to-end precision/recall of negated findings, and negated on matched pairs.
+2. **Predicted spans** (``--model [NAME=]BUNDLE``, repeatable): the served engine (entities +
+   context) on the raw documents; predicted entities of the finding and drug types (the
+   clinical schema's Problem and Drug; every type of a model without them, such as BC5CDR's
+   Chemical and Disease) are matched to gold findings and medications (overlap); the share of
+   gold findings found, end-to-end precision/recall of negated findings, and negated on
+   matched pairs. ``--split test``: on the held-out documents of the clinical model's split
+   only (mslm_core/corpora/data/splits.json), the fair ground for a model trained on the others.
 
 Writes ``benchmarks/results/assertion/summary.json``; the last line printed is its headline.
 """
@@ -94,10 +98,18 @@ def gold_spans(docs: list[GoldDocument], engine: ContextEngine, types: set[str] 
     return neg, pos, seconds
 
 
+# the predicted types that stand for gold findings and medications, when the model has them
+CLINICAL_MATCHED = {"Problem", "Drug"}
+
+
 def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
     """End to end: the model's entities with their context, against gold findings."""
     types = MODEL_TYPES[name]
+    known = set(extractor.info.types)
+    considered = known & CLINICAL_MATCHED or known
+    findings = FINDINGS[name]
     n_pred = matched_pred = 0
+    findings_total = findings_found = 0
     gold_total = gold_found = 0
     e2e_tp_pred = e2e_pred_neg = 0
     gold_neg = gold_neg_found = 0
@@ -112,6 +124,8 @@ def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
         hit_gold: set[int] = set()
         neg_hit_gold: set[int] = set()
         for e in predicted:
+            if e.type not in considered:
+                continue
             n_pred += 1
             overlapping = [i for i, g in enumerate(gold) if g.start < e.end and e.start < g.end]
             negated = bool(e.assertion and e.assertion.negated)
@@ -126,10 +140,16 @@ def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
                     neg_hit_gold.update(i for i in overlapping if gold[i].negated)
         gold_found += len(hit_gold)
         gold_neg_found += len(neg_hit_gold)
+        is_finding = [i for i, g in enumerate(gold) if g.type in findings]
+        findings_total += len(is_finding)
+        findings_found += sum(i in hit_gold for i in is_finding)
     p = e2e_tp_pred / e2e_pred_neg if e2e_pred_neg else 0.0
     r = gold_neg_found / gold_neg if gold_neg else 0.0
     return {
         "gold_types": sorted(types),
+        "predicted_types": sorted(considered),
+        "findings_recall": round(findings_found / findings_total, 4) if findings_total else 0.0,
+        "gold_findings": findings_total,
         "predicted_entities": n_pred,
         "predicted_matching_gold": matched_pred,
         "gold_entities": gold_total,
@@ -148,11 +168,25 @@ def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", help="a bundle: also score the served engine's own entities")
+    ap.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="[NAME=]BUNDLE",
+        help="a bundle: also score the served engine's own entities (repeatable)",
+    )
+    ap.add_argument(
+        "--split",
+        choices=["all", "test"],
+        default="all",
+        help="test: the clinical model's held-out documents only (splits.json)",
+    )
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
     ap.add_argument("--maccrobat-git", help="a clone of Saieiei/NLP (no GitHub access)")
     ap.add_argument("--chia-git", help="a clone of Vidhate/CHIA-NER-RE (no GitHub access)")
-    ap.add_argument("--out", default=str(RESULTS / "assertion"))
+    ap.add_argument(
+        "--out", help="default: results/assertion (results/assertion-test: --split test)"
+    )
     args = ap.parse_args()
 
     mac = fetch_corpus("MACCROBAT2020", args.cache, args.maccrobat_git)
@@ -161,6 +195,18 @@ def main() -> None:
         "MACCROBAT2020": maccrobat_gold(mac / "MACCROBAT2020"),
         "CHIA": chia_gold(chia / "chia_with_scope"),
     }
+    if args.split == "test":
+        from mslm_core.corpora.clinical import splits
+
+        held_out = {name: set(splits()[name]["test"]) for name in corpora_docs}
+        corpora_docs = {
+            name: [
+                d
+                for d in docs
+                if d.name.rsplit("_", 1)[0] in held_out[name] or d.name in held_out[name]
+            ]
+            for name, docs in corpora_docs.items()
+        }
     rules = default_rules()
     systems = {
         "context": ContextEngine(rules),
@@ -172,11 +218,14 @@ def main() -> None:
         Path(__file__).resolve().parents[1] / "docs" / "examples" / "context-rules-eligibility.json"
     )
     eligibility = ContextEngine(rules_for(site, "extend"))
-    extractor = None
-    if args.model:
-        from mslm_core.inference import EntityExtractor
+    from mslm_core.inference import EntityExtractor
 
-        extractor = EntityExtractor.from_bundle(args.model, context=systems["context"])
+    extractors = {}
+    for spec in args.model:
+        label, _, path = spec.rpartition("=")
+        extractors[label or Path(path).name] = EntityExtractor.from_bundle(
+            path, context=systems["context"]
+        )
     out: dict = {"corpora": {}, "rules": {"count": len(rules), "origin": rules.origin}}
     for name, docs in corpora_docs.items():
         spec = corpora()[name]
@@ -203,7 +252,7 @@ def main() -> None:
                 entry["gold_spans"][label]["context_with_eligibility_site_rules"] = {
                     "negated": score(neg)
                 }
-        if name == "MACCROBAT2020":
+        if name == "MACCROBAT2020" and args.split == "all":
             # the rules were checked against the even-numbered half of MACCROBAT (sorted by
             # file name); the odd half and CHIA were never looked at while writing them
             held_out = docs[1::2]
@@ -214,27 +263,34 @@ def main() -> None:
                 if system == "context":
                     block[system]["possible_or_hypothetical"] = score(pos)
             entry["gold_spans"]["findings_held_out_half"] = block
-        if extractor is not None:
-            entry["predicted_spans"] = predicted_spans(name, docs, extractor)
+        if extractors:
+            entry["predicted_spans"] = {
+                label: predicted_spans(name, docs, extractor)
+                for label, extractor in extractors.items()
+            }
         out["corpora"][name] = entry
         print(name, json.dumps(entry["gold_spans"]["all"]), file=sys.stderr)
     headline = {
         name: {
             "negated_f1_context": c["gold_spans"]["all"]["context"]["negated"]["f1"],
             "negated_f1_negex": c["gold_spans"]["all"]["negex"]["negated"]["f1"],
-            **(
-                {"negated_f1_end_to_end": c["predicted_spans"]["negated_end_to_end"]["f1"]}
-                if "predicted_spans" in c
-                else {}
-            ),
+            **{
+                f"{label}_negated_f1_end_to_end": p["negated_end_to_end"]["f1"]
+                for label, p in c.get("predicted_spans", {}).items()
+            },
+            **{
+                f"{label}_findings_recall": p["findings_recall"]
+                for label, p in c.get("predicted_spans", {}).items()
+            },
         }
         for name, c in out["corpora"].items()
     }
     out["headline"] = headline
-    out["model"] = str(args.model) if args.model else None
+    out["models"] = args.model
+    out["split"] = args.split
     out["machine"] = machine()
     out["command"] = " ".join(["python", *sys.argv])
-    dest = Path(args.out)
+    dest = Path(args.out or RESULTS / ("assertion" if args.split == "all" else "assertion-test"))
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "summary.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(headline))

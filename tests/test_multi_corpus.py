@@ -430,3 +430,73 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
     old = [entity("fever", "Disease"), entity("aspirin", "Chemical")]
     both = extractor._after([text], [old])[0]
     assert all(e.assertion is not None and e.candidates is not None for e in both)
+
+
+# -- the clinical benchmark's protocol on tiny corpora (benchmarks/clinical_model.py) ------------
+def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path, monkeypatch):
+    """Every variant (merged, single, textbook) trains, scores each corpus on its own types,
+    and the summary compares them per type — what the README's table comes from."""
+    import sys
+
+    import clinical_model
+
+    from mslm_core.corpora import clinical
+
+    tiny = [
+        {
+            "name": "MACCROBAT2020",
+            "train": str(corpora["B"]),
+            "dev": str(corpora["B"]),
+            "test": str(corpora["B"]),
+            "type_map": MAP_B,
+            "weight": 2.0,
+        },
+        {
+            "name": "BC5CDR-IOB",
+            "train": str(corpora["A"]),
+            "dev": str(corpora["A"]),
+            "test": str(corpora["A"]),
+            "type_map": MAP_A,
+            "weight": 0.5,
+        },
+    ]
+    monkeypatch.setattr(
+        clinical, "sources", lambda cache, names: [s for s in tiny if s["name"] in names]
+    )
+    out = tmp_path / "results"
+    argv = [
+        "clinical_model.py",
+        "--seeds",
+        "1",
+        "--corpora",
+        "MACCROBAT2020",
+        "BC5CDR-IOB",
+        "--epochs",
+        "1",
+        "--base-model",
+        str(encoder),
+        "--out",
+        str(out),
+        "--work",
+        str(tmp_path / "work"),
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    clinical_model.main()
+    runs = sorted(p.stem for p in (out / "runs").glob("*.json"))
+    assert runs == [
+        "merged-all-s1",
+        "single-BC5CDR-IOB-s1",
+        "single-MACCROBAT2020-s1",
+        "textbook-BC5CDR-IOB-s1",
+        "textbook-MACCROBAT2020-s1",
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    table = summary["table"]
+    assert set(table["BC5CDR-IOB"]) == {"merged", "single", "textbook", "merged_minus_single"}
+    # each corpus judged on its own types: no Anatomy row for the chemical/disease corpus
+    assert "Anatomy" not in table["BC5CDR-IOB"]["merged"]
+    assert "Anatomy" in table["MACCROBAT2020"]["merged"]
+    assert set(table["MACCROBAT2020"]["merged"]["Problem"]) >= {"strict_f1", "overlap_recall"}
+    assert "| MACCROBAT2020 | Problem" in (out / "summary.md").read_text()
+    merged = json.loads((out / "runs" / "merged-all-s1.json").read_text())
+    assert set(merged["test"]) == {"MACCROBAT2020", "BC5CDR-IOB"}

@@ -21,7 +21,7 @@ import numpy as np
 
 from mslm_core.corpus import Corpus, Mention, read_corpus
 from mslm_core.evaluate import score_predictions
-from mslm_core.metrics import mentions_to_tags, tags_to_mentions
+from mslm_core.metrics import judge, mentions_to_tags, tags_to_mentions
 from mslm_core.model import resolve_encoder, split_revision
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,18 @@ def score(tagger: TextbookTagger, corpus: Corpus) -> tuple[dict[str, Any], list[
     predicted_tags = tagger.predict([s.words for s in corpus.sentences])
     predicted = [tags_to_mentions(t)[0] for t in predicted_tags]
     metrics = score_predictions(corpus, predicted)
-    reference = float(f1_score(_tags(corpus), predicted_tags))
+    gold_tags = _tags(corpus)
+    if any(s.annotated is not None for s in corpus.sentences):
+        # a corpus of a multi-corpus schema is judged on its own types (metrics.judge):
+        # seqeval checks the same judged mentions
+        judged = [
+            judge(s.mentions, p, s.annotated)
+            for s, p in zip(corpus.sentences, predicted, strict=True)
+        ]
+        sizes = [len(s.words) for s in corpus.sentences]
+        gold_tags = [mentions_to_tags(n, g) for n, (g, _) in zip(sizes, judged, strict=True)]
+        predicted_tags = [mentions_to_tags(n, p) for n, (_, p) in zip(sizes, judged, strict=True)]
+    reference = float(f1_score(gold_tags, predicted_tags))
     if abs(reference - metrics["strict"]["f1"]) > 1e-9:
         raise AssertionError(
             f"our strict F1 {metrics['strict']['f1']:.6f} != seqeval's {reference:.6f}"
