@@ -13,6 +13,8 @@ from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 # refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
 NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL)]
+# a type map's target: a type, a list of types ("O" among them: maybe no entity), or null
+TypeTarget = Identifier | list[Identifier] | None
 # a per-type threshold: finite, not negative; above 1 it drops the type
 Threshold = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
@@ -226,10 +228,6 @@ class ExportOptions(Strict):
 StrategyName = Literal["vanilla", "mslm", "mslm_tapt", "span", "pmi", "random"]
 
 
-# a type map's target: a type, a list of types ("O" among them: maybe no entity), or null
-TypeTarget = Identifier | list[Identifier] | None
-
-
 class JobDataset(Strict):
     """One of the datasets a job trains on (README 'Training on several corpora')."""
 
@@ -404,6 +402,13 @@ class EvaluationCreate(Strict):
     model_id: Identifier
     dataset_id: Identifier
     split: Literal["train", "dev", "test"] = "test"
+    type_map: dict[Identifier, TypeTarget] = Field(
+        default_factory=dict,
+        max_length=1000,
+        description="the dataset's types mapped onto the model's (as a job's type_map); with "
+        "a map the dataset is judged on the types it annotates: the model's other types are "
+        "neither right nor wrong there",
+    )
 
 
 class EvaluationOut(BaseModel):
@@ -417,6 +422,7 @@ class EvaluationOut(BaseModel):
         None, description="the id of the API key that created it (never the secret)"
     )
     split: str
+    type_map: dict[str, Any] = Field(description="how the dataset's types were mapped")
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

@@ -301,9 +301,16 @@ class AsyncClient:
 
     # -- evaluations --------------------------------------------------------------------------
     async def create_evaluation(
-        self, model_id: str, dataset_id: str, split: Literal["train", "dev", "test"] = "test"
+        self,
+        model_id: str,
+        dataset_id: str,
+        split: Literal["train", "dev", "test"] = "test",
+        *,
+        type_map: dict[str, Any] | None = None,
     ) -> Evaluation:
-        return await self._request(ep.create_evaluation(model_id, dataset_id, split))
+        """Queue an evaluation; ``type_map`` maps the dataset's types onto the model's (it is
+        then judged on the types it annotates)."""
+        return await self._request(ep.create_evaluation(model_id, dataset_id, split, type_map))
 
     async def get_evaluation(self, evaluation_id: str) -> Evaluation:
         return await self._request(ep.get_evaluation(evaluation_id))

@@ -259,9 +259,13 @@ def model_calibration_png(model_id: str) -> Call[bytes]:
 
 
 # -- evaluations ------------------------------------------------------------------------------
-def create_evaluation(model_id: str, dataset_id: str, split: str) -> Call[Evaluation]:
+def create_evaluation(
+    model_id: str, dataset_id: str, split: str, type_map: Mapping[str, Any] | None = None
+) -> Call[Evaluation]:
     """``POST /v1/evaluations`` queues a new evaluation per call: not sent twice."""
-    body = {"model_id": model_id, "dataset_id": dataset_id, "split": split}
+    body: dict[str, Any] = {"model_id": model_id, "dataset_id": dataset_id, "split": split}
+    if type_map:
+        body["type_map"] = dict(type_map)
     return Call("POST", "/v1/evaluations", _json(Evaluation.from_dict), json=body)
 
 

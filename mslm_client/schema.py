@@ -435,6 +435,7 @@ class Evaluation:
     finished_at: dt.datetime | None
     metrics: dict[str, Any]  # strict P/R/F1, per_type, exact_match, calibration, …
     error: str | None
+    type_map: dict[str, Any] = field(default_factory=dict)  # the dataset's types → the model's
 
     @property
     def finished(self) -> bool:
@@ -453,6 +454,7 @@ class Evaluation:
             finished_at=_time(d.get("finished_at")),
             metrics=dict(d.get("metrics", {})),
             error=d.get("error"),
+            type_map=dict(d.get("type_map") or {}),
         )
 
 

@@ -11,6 +11,7 @@ import sys
 import types
 import typing
 from pathlib import Path
+from typing import Any
 
 from .config import BASE_DEFAULTS, STRATEGIES, TrainConfig
 from .corpus import FORMATS, PREDICTION_FORMATS
@@ -30,18 +31,26 @@ def _field_type(field: dataclasses.Field) -> type:
     return tp
 
 
-def _json_sources(value: str) -> list:
-    """``--sources``: a JSON file holding the list, or the list itself."""
-    text = value if value.lstrip().startswith("[") else None
+def _json_arg(value: str) -> Any:
+    """A flag's JSON: given inline (starting with ``[`` or ``{``) or in a file."""
+    text = value if value.lstrip().startswith(("[", "{")) else None
     if text is None:
         try:
             text = Path(value).read_text(encoding="utf-8")
         except OSError as exc:
-            raise argparse.ArgumentTypeError(f"cannot read {value}: {exc}") from None
+            raise ConfigError(f"cannot read {value}: {exc}") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{value}: not JSON ({exc})") from None
+        raise ConfigError(f"{value}: not JSON ({exc})") from None
+
+
+def _json_sources(value: str) -> list:
+    """``--sources``: a JSON file holding the list, or the list itself."""
+    try:
+        data = _json_arg(value)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not isinstance(data, list):
         raise argparse.ArgumentTypeError(f"{value}: must hold a JSON list of corpora")
     return data
@@ -109,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", help="write metrics.json here (also printed)")
     p.add_argument("--diagram", help="write the reliability diagram (PNG) here")
+    p.add_argument(
+        "--type-map",
+        help="map the corpus's types onto the model's (JSON, or a JSON file; as a job's "
+        "type_map): the corpus is then judged on the types it annotates only",
+    )
     _engine_flags(p)
 
     p = sub.add_parser(
@@ -288,9 +302,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .corpus import read_corpus
     from .evaluate import evaluate_bundle
 
+    corpus = read_corpus(args.data)
+    if args.type_map:
+        from .sources import map_corpus
+        from .typemap import TypeMap
+
+        corpus = map_corpus(corpus, TypeMap.parse(_json_arg(args.type_map), "--type-map"))
     metrics = evaluate_bundle(
         args.model,
-        read_corpus(args.data),
+        corpus,
         backend=args.backend,
         precision=args.precision,
         device=args.device,

@@ -150,6 +150,19 @@ class TrainingData:
         return frozenset(type_ids[t] for t in self.types if t not in self.sources[k].annotated)
 
 
+def map_corpus(
+    corpus: Corpus, type_map: TypeMap, annotated: frozenset[str] | None = None
+) -> Corpus:
+    """``corpus`` with ``type_map`` applied, each sentence knowing the types it annotates:
+    ``annotated``, or what the map makes of the corpus's own types."""
+    if annotated is None:
+        annotated = frozenset(type_map.targets(corpus.types))
+    return replace(
+        corpus,
+        sentences=[replace(s, annotated=annotated) for s in type_map.apply(corpus.sentences)],
+    )
+
+
 def load_training_data(config: Any, partial_labels: bool = True) -> TrainingData:
     """Read the corpora a TrainConfig names (``train``/``dev``/``test``, or ``sources``);
     ``max_train_sentences`` keeps the first K training sentences of each."""

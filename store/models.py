@@ -182,6 +182,8 @@ class Evaluation(Base):
         ForeignKey("datasets.id", ondelete="SET NULL"), index=True
     )
     split: Mapped[str] = mapped_column(String(16))
+    # the dataset's types mapped onto the model's (mslm_core.typemap); empty: as uploaded
+    type_map: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     published_at: Mapped[dt.datetime | None] = mapped_column()

@@ -278,18 +278,25 @@ def _job_sources(session: Session, sources: list[JobSource], owner: str | None) 
         where = f"datasets[{i}]"
         if not 0 < source.weight <= MAX_WEIGHT:
             raise ConfigError(f"{where}.weight: must be in (0, {MAX_WEIGHT:g}]")
-        type_map = TypeMap.parse(source.type_map, f"{where}.type_map")
-        types = rows[source.dataset_id].types or []
-        for name, _ in type_map.mapping:
-            if name != WILDCARD and name not in types:
-                raise ConfigError(
-                    f"{where}.type_map.{name}: dataset {source.dataset_id} has no type "
-                    f"{name!r} (its types: {', '.join(types) or 'none'})"
-                )
-        if types and not type_map.targets(types):
-            raise ConfigError(f"{where}.type_map: drops every type of dataset {source.dataset_id}")
-        clean.append(JobSource(source.dataset_id, type_map.to_json(), float(source.weight)))
+        type_map = _checked_type_map(source.type_map, rows[source.dataset_id], f"{where}.type_map")
+        clean.append(JobSource(source.dataset_id, type_map, float(source.weight)))
     return clean
+
+
+def _checked_type_map(data: dict[str, Any], dataset: Dataset, where: str) -> dict[str, Any]:
+    """A type map for ``dataset``, validated (ConfigError naming ``where``'s field): every
+    type it names is one the dataset has, and it leaves at least one. Returns it as stored."""
+    type_map = TypeMap.parse(data, where)
+    types = dataset.types or []
+    for name, _ in type_map.mapping:
+        if name != WILDCARD and name not in types:
+            raise ConfigError(
+                f"{where}.{name}: dataset {dataset.id} has no type {name!r} "
+                f"(its types: {', '.join(types) or 'none'})"
+            )
+    if type_map and types and not type_map.targets(types):
+        raise ConfigError(f"{where}: drops every type of dataset {dataset.id}")
+    return type_map.to_json()
 
 
 def create_job(
@@ -361,9 +368,10 @@ def create_evaluation(
     split: str,
     created_by: str | None = None,
     owner: str | None = None,
+    type_map: dict[str, Any] | None = None,
 ) -> Evaluation:
     """A queued evaluation of a model (every key sees every model) on a dataset ``owner``
-    sees (:func:`owned`)."""
+    sees (:func:`owned`); ``type_map``: the dataset's types mapped onto the model's."""
     if session.get(Model, model_id) is None:
         raise NotFound(f"model {model_id}")
     dataset = get_owned(session, Dataset, dataset_id, owner, "dataset")
@@ -371,11 +379,13 @@ def create_evaluation(
         raise ConfigError(
             f"split: dataset {dataset_id} has no {split!r} split (has {', '.join(dataset.files)})"
         )
+    checked = _checked_type_map(type_map or {}, dataset, "type_map")
     ev = Evaluation(
         id=new_id("ev"),
         model_id=model_id,
         dataset_id=dataset_id,
         split=split,
+        type_map=checked,
         created_by=created_by,
         published_at=utcnow(),
     )

@@ -20,7 +20,7 @@ from mslm_core.errors import ConfigError
 from mslm_core.schema import CLINICAL_TYPES
 from store.db import session_factory
 from store.models import Dataset, Job
-from worker.runner import run_training_job
+from worker.runner import run_evaluation, run_training_job
 
 # corpus A: chemicals and diseases; corpus B: findings, body sites and procedures that may be
 # tests or treatments — the same words, two annotation schemes
@@ -122,6 +122,23 @@ def test_a_job_on_several_datasets_trains_and_reports_each(settings):
         assert [s["weight"] for s in sources] == [0.5, 1.0]
         assert sources[0]["annotated"] == ["Drug", "Problem"]
         assert model["manifest"]["partial_labels"] is True
+        # an evaluation maps the dataset's types onto the model's and judges only those
+        ev = c.post(
+            "/v1/evaluations",
+            headers=auth(TRAIN),
+            json={"model_id": done["model_id"], "dataset_id": a["id"], "type_map": MAP_A},
+        )
+        assert ev.status_code == 202 and ev.json()["type_map"] == MAP_A
+        assert run_evaluation(ev.json()["id"], settings) == "succeeded"
+        scored = c.get(f"/v1/evaluations/{ev.json()['id']}", headers=auth(TRAIN)).json()
+        assert set(scored["metrics"]["per_type"]) <= {"Drug", "Problem"}
+        assert scored["metrics"]["n_gold"] == 4
+        bad = c.post(
+            "/v1/evaluations",
+            headers=auth(TRAIN),
+            json={"model_id": done["model_id"], "dataset_id": a["id"], "type_map": {"Drug": "X"}},
+        )
+        assert bad.status_code == 422 and "type_map.Drug: dataset" in bad.json()["detail"]
         # a finished job keeps its record when a dataset goes
         assert c.delete(f"/v1/datasets/{b['id']}", headers=auth(TRAIN)).status_code == 204
         kept = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()

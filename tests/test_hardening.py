@@ -520,7 +520,7 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
 
     from store.db import engine_for
     from store.migrate import alembic_config, current_revision, upgrade
-    from store.models import JobDataset
+    from store.models import Evaluation, JobDataset
 
     url = (
         f"sqlite:///{tmp_path / 'm.db'}"
@@ -539,6 +539,11 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
             "cancel_requested, progress, history, metrics) VALUES ('job-old', 'succeeded', "
             "'ds-1', '{}', '{}', '2026-01-01 00:00:00', 1, false, '{}', '[]', '{}')"
         )
+        conn.exec_driver_sql(
+            "INSERT INTO evaluations (id, state, model_id, dataset_id, split, created_at, "
+            "attempts, metrics) VALUES ('ev-old', 'succeeded', 'm', 'ds-1', 'test', "
+            "'2026-01-01 00:00:00', 1, '{}')"
+        )
     upgrade(url)
     assert current_revision(url) == "0004"
     with engine.begin() as conn:
@@ -546,6 +551,7 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
         assert [(r.job_id, r.position, r.dataset_id, r.type_map, r.weight) for r in rows] == [
             ("job-old", 0, "ds-1", {}, 1.0)
         ]
+        assert conn.execute(select(Evaluation.type_map)).scalar() == {}  # as uploaded
         # a dataset deleted later leaves the job's record (SET NULL), as jobs.dataset_id does
         if backend == "postgresql":
             conn.exec_driver_sql("DELETE FROM datasets WHERE id = 'ds-1'")

@@ -25,7 +25,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core.bundle import read_manifest, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError, MSLMError
+from mslm_core.sources import map_corpus
 from mslm_core.train import Callback, Trainer, TrainingCancelled
+from mslm_core.typemap import TypeMap
 from mslm_settings import Settings
 from store import transitions
 from store.db import session_factory
@@ -350,6 +352,8 @@ def run_evaluation(evaluation_id: str, settings: Settings) -> str:
         with heartbeat:
             folder = dataset_dir(settings, dataset.id)
             corpus = read_corpus(folder / dataset.files[ev.split]["file"])
+            if ev.type_map:  # judged on the types the dataset annotates, as the model names them
+                corpus = map_corpus(corpus, TypeMap.parse(ev.type_map))
             out_dir = evaluation_dir(settings, evaluation_id)
             out_dir.mkdir(parents=True, exist_ok=True)
             metrics = evaluate_bundle(

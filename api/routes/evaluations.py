@@ -38,6 +38,7 @@ def submit(
         body.split,
         key.key_id,
         key.owner,
+        type_map=body.type_map,
     )
     return EvaluationOut.model_validate(ev)
 
