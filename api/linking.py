@@ -147,9 +147,19 @@ class VocabularyManager:
             linking = self.build(vocabulary_id)
         except KeyError:
             raise NotFound(f"vocabulary {vocabulary_id}") from None
+        except (OSError, MSLMError):
+            # deleted while its linker was being built (its row goes before its files): the
+            # same answer as when it was gone before (was a 500, issue 29 item 4)
+            if vocabulary_id is not None and self._gone(vocabulary_id):
+                raise NotFound(f"vocabulary {vocabulary_id}") from None
+            raise
         with self.factory() as session:
             set_active_vocabulary(session, vocabulary_id)
         return linking
+
+    def _gone(self, vocabulary_id: str) -> bool:
+        with self.factory() as session:
+            return session.get(StoredVocabulary, vocabulary_id) is None
 
     def _failed(self, vocabulary_id: str | None, exc: BaseException) -> None:
         reason = f"vocabulary {vocabulary_id} cannot be used: {type(exc).__name__}: {exc}"

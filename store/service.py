@@ -4,6 +4,7 @@ first-start bootstrap of ``mslm up``. No web framework here."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import gzip
 import logging
 import os
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -79,6 +80,67 @@ class NotFound(MSLMError):
     code = "E102"
 
 
+class QuotaExceeded(MSLMError):
+    """A key's quota (or the service's) is used up (HTTP 429 with ``retry_after`` seconds)."""
+
+    code = "E103"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def check_job_quota(settings: Settings, session: Session, key_id: str | None) -> None:
+    """QuotaExceeded when ``key_id`` has MSLM_QUOTA_QUEUED_JOBS jobs queued, or the service
+    MSLM_MAX_QUEUED_JOBS (the service's own jobs, key None, count only towards the latter)."""
+    queued = select(func.count()).select_from(Job).where(Job.state == QUEUED)
+    if settings.max_queued_jobs and (session.scalar(queued) or 0) >= settings.max_queued_jobs:
+        raise QuotaExceeded(
+            f"the service has {settings.max_queued_jobs} jobs queued (MSLM_MAX_QUEUED_JOBS); "
+            "submit again when some have started",
+            60,
+        )
+    if key_id is None or not settings.quota_queued_jobs:
+        return
+    mine = session.scalar(queued.where(Job.created_by == key_id)) or 0
+    if mine >= settings.quota_queued_jobs:
+        raise QuotaExceeded(
+            f"this API key has {mine} jobs queued, its quota (MSLM_QUOTA_QUEUED_JOBS); "
+            "submit again when one has started, or cancel one",
+            60,
+        )
+
+
+def check_upload_quota(settings: Settings, session: Session, key_id: str | None) -> None:
+    """QuotaExceeded when ``key_id`` uploaded MSLM_QUOTA_UPLOADS_PER_HOUR datasets and
+    vocabularies in the last hour; ``retry_after``: until the oldest of them is an hour old."""
+    if key_id is None or not settings.quota_uploads_per_hour:
+        return
+    since = utcnow() - dt.timedelta(hours=1)
+    times = [
+        t
+        for cls in (Dataset, StoredVocabulary)
+        for t in session.scalars(
+            select(cls.created_at).where(cls.created_by == key_id, cls.created_at > since)
+        )
+    ]
+    if len(times) >= settings.quota_uploads_per_hour:
+        wait = (min(times) - since).total_seconds()
+        raise QuotaExceeded(
+            f"this API key uploaded {len(times)} datasets and vocabularies in the last hour, "
+            "its quota (MSLM_QUOTA_UPLOADS_PER_HOUR)",
+            max(1, int(wait) + 1),
+        )
+
+
+def shown_name(filename: str, default: str) -> str:
+    """A client's file name as the store keeps and shows it: its last part, without control
+    characters (a NUL in a multipart file name was a 500: PostgreSQL refuses it), at most 200
+    characters; ``default`` when nothing is left."""
+    name = "".join(c for c in Path(filename).name if c.isprintable())
+    return name[:200] or default
+
+
 @dataclass
 class Upload:
     """One uploaded file, already spooled to ``path`` by the caller."""
@@ -86,6 +148,9 @@ class Upload:
     split: str
     filename: str  # as the client named it: shown, never used as a path
     path: Path
+
+    def __post_init__(self) -> None:
+        self.filename = shown_name(self.filename, self.split)
 
 
 @contextlib.contextmanager
@@ -316,6 +381,7 @@ def create_job(
     another request it is a Conflict; another key's jobs are never looked at. ``owner``: whose
     datasets the caller sees (:func:`owned`)."""
     clean = job_config(settings, params)
+    check_job_quota(settings, session, created_by)
     sources = _job_sources(
         session, [JobSource(datasets)] if isinstance(datasets, str) else datasets, owner
     )
@@ -519,7 +585,7 @@ def import_vocabulary(
     from mslm_core.linking.builtin import cached_index
     from mslm_core.linking.vocabulary import is_obo, read_vocabulary
 
-    shown = Path(filename).name.removesuffix(".gz")[:200] or "vocabulary"
+    shown = shown_name(filename, "vocabulary").removesuffix(".gz") or "vocabulary"
     fmt = "obo" if is_obo(shown) else "tsv"
     vocabulary_id = new_id("voc")
     with staged(settings.artifacts / "vocabularies") as staging:
@@ -615,3 +681,56 @@ def delete_vocabulary(settings: Settings, session: Session, vocabulary_id: str) 
     session.delete(row)
     session.commit()
     shutil.rmtree(settings.artifacts / row.path, ignore_errors=True)
+
+
+# -- what killed workers leave ------------------------------------------------------------------
+def sweep_worker_leftovers(
+    settings: Settings, session: Session, older_than_s: float = 3600.0
+) -> dict[str, int]:
+    """At worker start (issue 29 item 5): remove what a worker killed mid-job leaves for good
+    — the work folder of a job that is finished or gone (its checkpoints, bundle, export
+    scratch), a model bundle the store has no row for (moved into place, the row never
+    committed), and export scratch folders in the system's temporary folder — each last
+    touched more than ``older_than_s`` ago, so that nothing another worker uses now goes.
+    A running or queued job's folder stays: its next attempt resumes from it. Logs counts
+    only."""
+    import tempfile
+    import time
+
+    from mslm_core.export import EXPORT_PREFIX
+
+    cutoff = time.time() - older_than_s
+
+    def old(path: Path) -> bool:
+        try:
+            return path.lstat().st_mtime < cutoff
+        except FileNotFoundError:
+            return False
+
+    live = set(session.scalars(select(Job.id).where(Job.state.in_((QUEUED, RUNNING)))))
+    models = set(session.scalars(select(Model.id)))
+    found = {
+        "job work folders": [
+            p for p in (settings.artifacts / "work").glob("*") if p.name not in live and old(p)
+        ],
+        "bundles without a row": [
+            p
+            for p in (settings.artifacts / "models").glob("*")
+            if not p.name.startswith(".") and p.name not in models and old(p)
+        ],
+        "export scratch folders": [
+            p for p in Path(tempfile.gettempdir()).glob(EXPORT_PREFIX + "*") if old(p)
+        ],
+    }
+    removed = {}
+    for what, paths in found.items():
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
+        if paths:
+            removed[what] = len(paths)
+    if removed:
+        log.info(
+            "swept what killed workers left: %s",
+            ", ".join(f"{n} {what}" for what, n in removed.items()),
+        )
+    return removed

@@ -21,6 +21,12 @@ _OBO_SYNONYM = re.compile(r'"((?:[^"\\]|\\.)*)"')
 COMPOSITE = re.compile(r"[|+]")
 #: BC5CDR's id of a mention it could not link.
 NO_ID = "-1"
+#: What a vocabulary may hold (issue 29: one 7 MB name took 1.8 GB to index; 30,000 lines of
+#: one id took 29 s to read). Beyond them a file is refused with its line and field.
+MAX_NAME_CHARS = 1000
+MAX_NAMES_PER_CONCEPT = 1000
+MAX_CONCEPTS = 2_000_000
+MAX_ID_CHARS = 200
 
 
 @dataclass
@@ -28,11 +34,24 @@ class Concept:
     id: str
     name: str
     synonyms: list[str] = field(default_factory=list)
+    # the names it has, for a constant-time "has it?" as lines add names (was a list scan)
+    _known: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._known.update([self.name, *self.synonyms])
 
     @property
     def names(self) -> list[str]:
         """The preferred name first, then the synonyms, each once."""
         return list(dict.fromkeys([self.name, *self.synonyms]))
+
+    def add(self, names: Iterable[str]) -> int:
+        """Add the names it lacks as synonyms; returns how many names it has now."""
+        for n in names:
+            if n not in self._known:
+                self._known.add(n)
+                self.synonyms.append(n)
+        return len(self._known)
 
 
 @dataclass
@@ -66,8 +85,19 @@ class _Term:
 def _valid_id(value: str) -> str | None:
     if not value:
         return "empty id"
+    if len(value) > MAX_ID_CHARS:
+        return f"id longer than {MAX_ID_CHARS} characters"
     if any(ch.isspace() for ch in value) or not value.isprintable():
-        return f"id {value!r} holds whitespace or control characters"
+        return f"id {value[:40]!r} holds whitespace or control characters"
+    return None
+
+
+def _name_problem(names: Iterable[str]) -> str | None:
+    for n in names:
+        if len(n) > MAX_NAME_CHARS:
+            return f"a name longer than {MAX_NAME_CHARS} characters ({len(n)})"
+        if not n.isprintable():
+            return f"a name holds control characters: {n[:40]!r}"
     return None
 
 
@@ -93,10 +123,16 @@ def read_tsv(path: StrPath, name: str | None = None) -> Vocabulary:
             issues.add(number, problem, "id")
         elif not label:
             issues.add(number, "empty name", "name")
+        elif problem := _name_problem([label]):
+            issues.add(number, problem, "name")
         elif any(not s for s in synonyms):
             issues.add(number, "an empty synonym (two '|' in a row, or one at an end)", "synonyms")
-        else:
-            add_names(concepts, cid, label, synonyms)
+        elif problem := _name_problem(synonyms):
+            issues.add(number, problem, "synonyms")
+        elif problem := add_names(concepts, cid, label, synonyms):
+            issues.add(number, problem, "id")
+            if len(concepts) > MAX_CONCEPTS:
+                break  # nothing after it is read
     issues.raise_if_any()
     if not concepts:
         raise CorpusError.single(source, None, "no concept found (empty vocabulary)")
@@ -104,6 +140,10 @@ def read_tsv(path: StrPath, name: str | None = None) -> Vocabulary:
     # says where it came from
     own, _, provenance = header.partition(": ")
     if own and provenance and len(own) <= 100:
+        if not (own + provenance).isprintable():
+            raise CorpusError.single(
+                source, 1, "the '# NAME: …' line holds control characters", "name"
+            )
         return Vocabulary(name or own, concepts, provenance)
     return Vocabulary(name or _stem(source), concepts, source)
 
@@ -141,8 +181,12 @@ def read_obo(path: StrPath, name: str | None = None) -> Vocabulary:
             issues.add(term.line, problem, "id")
         elif not term.name:
             issues.add(term.line, f"term {term.id} has no name", "name")
-        elif not term.obsolete:
-            add_names(concepts, term.id, term.name, term.synonyms)
+        elif problem := _name_problem([term.name, *term.synonyms]):
+            issues.add(term.line, problem, "name")
+        elif not term.obsolete and (
+            problem := add_names(concepts, term.id, term.name, term.synonyms)
+        ):
+            issues.add(term.line, problem, "id")
 
     for number, line in numbered_lines(source, issues):
         text = line.strip()
@@ -194,11 +238,18 @@ def from_corpora(corpora: Iterable[Corpus], name: str, source: str = "") -> Voca
     return Vocabulary(name, concepts, source)
 
 
-def add_names(concepts: dict[str, Concept], cid: str, label: str, synonyms: list[str]) -> None:
+def add_names(
+    concepts: dict[str, Concept], cid: str, label: str, synonyms: list[str]
+) -> str | None:
     """Concept ``cid`` named ``label`` with ``synonyms``; when it is there already, the names
-    it lacks become synonyms."""
+    it lacks become synonyms. Returns what is wrong when a limit is passed (the concept
+    count, the names of one concept), else None."""
     found = concepts.get(cid)
     if found is None:
-        concepts[cid] = Concept(cid, label, list(synonyms))
-    else:
-        found.synonyms.extend(n for n in [label, *synonyms] if n not in found.names)
+        if len(concepts) >= MAX_CONCEPTS:
+            concepts[cid] = Concept(cid, label)  # counted: the caller stops reading
+            return f"more than {MAX_CONCEPTS:,} concepts"
+        found = concepts[cid] = Concept(cid, label, [])
+    if found.add([label, *synonyms]) > MAX_NAMES_PER_CONCEPT:
+        return f"concept {cid[:40]} has more than {MAX_NAMES_PER_CONCEPT} names"
+    return None
