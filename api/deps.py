@@ -85,6 +85,9 @@ async def authenticate(state: AppState, client: str, secret: str | None) -> Prin
 
 
 def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
+    """A dependency that wants a key with ``scope``. The middleware reads ``required_scope``
+    off a route's dependencies so that a request with a body is refused before it is read."""
+
     async def check(request: Request, state: StateDep, creds: Credentials) -> Principal:
         # a request with a body was authenticated before its body was read (api.main)
         principal = getattr(request.state, "principal", None)
@@ -97,6 +100,7 @@ def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
         request.state.key_id = principal.key_id
         return principal
 
+    check.required_scope = scope  # type: ignore[attr-defined]
     return check
 
 

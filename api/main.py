@@ -19,6 +19,7 @@ from mslm_settings import Settings, get_settings
 from store.db import session_factory
 from store.migrate import current_revision, head_revision, upgrade
 from store.paths import sweep_orphans
+from store.service import QuotaExceeded, check_upload_quota
 from worker.celery_app import celery_for
 
 from . import problems, web
@@ -33,12 +34,17 @@ from .auth import (
 from .background import counts, follow_active_model, reaper
 from .deps import AppState, authenticate
 from .metrics import Metrics
-from .middleware import ServiceMiddleware
+from .middleware import BODY_METHODS, ServiceMiddleware
 from .problems import Problem
 from .routes import annotate, datasets, evaluations, health, jobs, models, vocabularies
 from .serving import ModelManager
 
 log = logging.getLogger(__name__)
+
+
+def _upload_quota(state: Any, key_id: str) -> None:
+    with state.factory() as session:
+        check_upload_quota(state.settings, session, key_id)
 
 
 def prepare_store(settings: Settings) -> None:
@@ -94,13 +100,89 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.models.close()
 
 
+ROUTERS = (
+    health.router,
+    annotate.router,
+    datasets.router,
+    jobs.router,
+    models.router,
+    vocabularies.router,
+    evaluations.router,
+)
+
 #: Paths whose bodies are files (MSLM_MAX_UPLOAD_MB); others are JSON.
 UPLOADS = ("/v1/datasets", "/v1/vocabularies")
+#: Paths whose JSON bodies carry texts (MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS); other JSON
+#: bodies are small settings (a job, an evaluation).
+TEXTS = ("/v1/annotate",)
+SETTINGS_BODY_LIMIT = 4 << 20
+#: What MSLM_PROTECT_METADATA puts behind a key.
+METADATA = ("/metrics", "/docs", "/openapi.json")
 
 
 def _body_limit(settings: Settings) -> int:
     # JSON worst case: every character escaped as a surrogate pair (12 bytes)
     return settings.max_texts * settings.max_text_chars * 12 + (1 << 20)
+
+
+def body_limits(settings: Settings) -> Any:
+    """The bytes a route's body may have: uploads, bodies of texts, and settings."""
+    upload, texts = int(settings.max_upload_mb * (1 << 20)), _body_limit(settings)
+
+    def limit(path: str) -> int:
+        if path.startswith(UPLOADS):
+            return upload
+        return texts if path.startswith(TEXTS) else SETTINGS_BODY_LIMIT
+
+    return limit
+
+
+def _bearer_or_basic(scope: Any) -> str | None:
+    """The key a request carries: ``Bearer KEY``, or ``Basic`` with the key as its password
+    (what a browser sends for /docs)."""
+    import base64
+    import binascii
+
+    headers = dict(scope.get("headers") or [])
+    scheme, _, value = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip() or None
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2] or None
+    return None
+
+
+def _route_scopes(routers: list[Any]) -> Any:
+    """``scope → the key scope its route wants`` (None: none or no route), read off the
+    routes' ``require(...)`` dependencies once."""
+    from fastapi.routing import APIRoute
+    from starlette.routing import Match
+
+    table: list[tuple[APIRoute, str]] = []
+
+    def wanted(dependant: Any) -> str | None:
+        for dep in dependant.dependencies:
+            found = getattr(dep.call, "required_scope", None) or wanted(dep)
+            if found:
+                return str(found)
+        return None
+
+    for router in routers:
+        for route in router.routes:
+            if isinstance(route, APIRoute) and (need := wanted(route.dependant)):
+                table.append((route, need))
+
+    def scope_of(scope: Any) -> str | None:
+        for route, need in table:
+            if route.matches(scope)[0] == Match.FULL:
+                return need
+        return None
+
+    return scope_of
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -119,42 +201,47 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
     problems.install(app)
     problems.install_openapi(app, list(settings.base_model_map()))
-    for router in (
-        health.router,
-        annotate.router,
-        datasets.router,
-        jobs.router,
-        models.router,
-        vocabularies.router,
-        evaluations.router,
-    ):
+    for router in ROUTERS:
         app.include_router(router)
     web.install(app)
-    upload_limit = int(settings.max_upload_mb * (1 << 20))
-    json_limit = _body_limit(settings)
+    scope_of = _route_scopes(list(ROUTERS))
 
-    async def key_check(scope: Any) -> tuple[int, str, str, dict[str, str]] | None:
-        """The key of a request with a body, checked before the body is read."""
-        headers = dict(scope.get("headers") or [])
-        scheme, _, secret = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    def refusal(exc: Problem) -> tuple[int, str, str, dict[str, str]]:
+        return exc.status, exc.detail, exc.slug or "unauthorized", dict(exc.headers or {})
+
+    async def gate(scope: Any) -> tuple[int, str, str, dict[str, str]] | None:
+        """Before a request's body is read: a request with a body to /v1 needs a valid key
+        with its route's scope, and an upload needs the key's upload quota; with
+        MSLM_PROTECT_METADATA, /metrics and the API document need a valid key."""
+        path, method = scope.get("path", ""), scope.get("method", "")
         client = scope["client"][0] if scope.get("client") else "-"
-        given = secret.strip() if scheme.lower() == "bearer" else None
+        state = app.state.mslm
+        if settings.protect_metadata and path.startswith(METADATA):
+            try:
+                await authenticate(state, client, _bearer_or_basic(scope))
+            except Problem as exc:
+                status, detail, slug, _ = refusal(exc)
+                return status, detail, slug, {"WWW-Authenticate": 'Bearer, Basic realm="mslm"'}
+            return None
+        if method not in BODY_METHODS or not path.startswith("/v1/"):
+            return None
         try:
-            principal = await authenticate(app.state.mslm, client, given)
-        except Problem as refusal:
-            return (
-                refusal.status,
-                refusal.detail,
-                refusal.slug or "unauthorized",
-                dict(refusal.headers or {}),
-            )
+            principal = await authenticate(state, client, _bearer_or_basic(scope))
+        except Problem as exc:
+            return refusal(exc)
         scope.setdefault("state", {})["principal"] = principal  # the route's check reuses it
+        need = scope_of(scope)
+        if need is not None and not principal.allows(need):
+            state.metrics.auth_failures.labels("scope").inc()
+            return 403, f"this API key lacks the {need!r} scope", "forbidden", {}
+        if method == "POST" and path in UPLOADS:
+            try:
+                await asyncio.to_thread(_upload_quota, state, principal.key_id)
+            except QuotaExceeded as exc:
+                return 429, str(exc.args[0]), "quota", {"Retry-After": str(exc.retry_after)}
         return None
 
     app.add_middleware(
-        ServiceMiddleware,
-        metrics=metrics,
-        body_limit=lambda path: upload_limit if path.startswith(UPLOADS) else json_limit,
-        key_check=key_check,
+        ServiceMiddleware, metrics=metrics, body_limit=body_limits(settings), gate=gate
     )
     return app

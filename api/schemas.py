@@ -35,6 +35,7 @@ class AnnotateRequest(Strict):
     min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
     min_confidence_per_type: dict[str, Threshold] = Field(
         default_factory=dict,
+        max_length=1000,
         description="per-type thresholds, over min_confidence (above 1: drop the type)",
     )
     labelstudio: LabelStudioNames = Field(

@@ -1,16 +1,19 @@
-"""Liveness, readiness and metrics (no key needed)."""
+"""Liveness, readiness and metrics. No key needed, but: ``/readyz`` says why it is not ready,
+and which model it serves, only to a caller with a valid key; with MSLM_PROTECT_METADATA
+``/metrics`` wants a key (the middleware checks it)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from worker.celery_app import ping_broker
 
-from ..deps import StateDep
+from ..deps import StateDep, authenticate
+from ..problems import Problem
 
 router = APIRouter(tags=["health"])
 
@@ -21,9 +24,13 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "not ready; the body says why"}})
-async def readyz(state: StateDep) -> JSONResponse:
-    """200 only when the store and the broker answer and a model is loaded."""
+@router.get(
+    "/readyz",
+    responses={503: {"description": "not ready; with a valid key the body says why"}},
+)
+async def readyz(request: Request, state: StateDep) -> JSONResponse:
+    """200 only when the store and the broker answer and a model is loaded. Without a valid
+    key the body says only that (``status``); with one, also why not and what is served."""
 
     def store() -> str | None:
         try:
@@ -43,13 +50,24 @@ async def readyz(state: StateDep) -> JSONResponse:
     active = state.models.active
     if active is None:
         problems.append(state.models.last_error or "no model is loaded (none is active yet)")
+    code = 200 if not problems else 503
+    status = "ready" if not problems else "not ready"
+    # the key read by hand: the operation stays open in the API document (a probe needs none)
+    scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return JSONResponse({"status": status}, status_code=code)
+    try:
+        client = request.client.host if request.client else "-"
+        await authenticate(state, client, secret.strip())
+    except Problem:
+        return JSONResponse({"status": status}, status_code=code)  # a bad key learns no more
     body = {
-        "status": "ready" if not problems else "not ready",
+        "status": status,
         "reasons": problems,
         "model": active.describe() if active else None,
         "model_error": state.models.last_error,
     }
-    return JSONResponse(body, status_code=200 if not problems else 503)
+    return JSONResponse(body, status_code=code)
 
 
 @router.get(
