@@ -102,6 +102,37 @@ class Settings(BaseSettings):
         0.5, ge=0.0, le=1.0, description="the lowest candidate score given as the concept"
     )
     link_candidates: int = Field(5, ge=1, le=50, description="candidate concepts per entity")
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, description="a request's head (line and headers) must arrive within this"
+    )
+    keep_alive_seconds: float = Field(
+        5.0, gt=0, description="an idle kept-alive connection is closed after this"
+    )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        description="connections an API process holds at once (one more is closed unread); "
+        "keep it under the open-files limit (ulimit -n)",
+    )
+    quota_queued_jobs: int = Field(
+        10, ge=0, description="queued fine-tuning jobs per API key (0: no limit); 429 beyond"
+    )
+    quota_running_jobs: int = Field(
+        2,
+        ge=0,
+        description="jobs of one API key that run at once (0: no limit); the others wait queued",
+    )
+    quota_uploads_per_hour: int = Field(
+        30, ge=0, description="datasets and vocabularies one API key uploads per hour (0: no limit)"
+    )
+    max_queued_jobs: int = Field(
+        200, ge=0, description="queued fine-tuning jobs, all keys together (0: no limit)"
+    )
+    protect_metadata: bool = Field(
+        False,
+        description="/metrics, /docs and /openapi.json want a valid API key (Bearer, or Basic "
+        "with the key as password for a browser); /healthz stays open",
+    )
     bootstrap: Literal["auto", "clinical", "data", "none"] = Field(
         "auto",
         description="the first model of a fresh install (no dataset, no model yet): clinical "

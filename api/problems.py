@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError
-from store.service import Conflict, NotFound
+from store.service import Conflict, NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -48,6 +48,7 @@ _MEANING = {
     409: "conflicts with the resource's state",
     413: "the body is over the limit",
     422: "invalid input; errors name each field (or file and line)",
+    429: "a quota is used up; Retry-After says when to try again",
     500: "internal error (the server log has it)",
     503: "no model can answer now",
 }
@@ -177,6 +178,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
         return problem_response(request, 404, f"{exc.args[0]} not found", "not-found")
+
+    @app.exception_handler(QuotaExceeded)
+    async def _quota(request: Request, exc: QuotaExceeded) -> JSONResponse:
+        return problem_response(
+            request, 429, str(exc.args[0]), "quota", headers={"Retry-After": str(exc.retry_after)}
+        )
 
     @app.exception_handler(Conflict)
     async def _conflict(request: Request, exc: Conflict) -> JSONResponse:

@@ -17,22 +17,33 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from .models import CANCELLED, FAILED, QUEUED, RUNNING, Evaluation, Job, ServingState, utcnow
 
 TaskRow = type[Job] | type[Evaluation]
 
 
-def claim(session: Session, cls: TaskRow, row_id: str, worker: str) -> bool:
+def claim(session: Session, cls: TaskRow, row_id: str, worker: str, running_quota: int = 0) -> bool:
     """queued → running for ``worker``; False when the row is not queued (taken, cancelled,
-    finished, or unknown)."""
+    finished, or unknown) or, with ``running_quota``, when its key has that many rows of its
+    kind running already (the row stays queued; the reaper publishes it again)."""
     now = utcnow()
+    condition = [cls.id == row_id, cls.state == QUEUED]
+    if running_quota:
+        running = aliased(cls)
+        busy = (
+            select(func.count())
+            .select_from(running)
+            .where(running.state == RUNNING, running.created_by == cls.created_by)
+            .scalar_subquery()
+        )
+        condition.append(or_(cls.created_by.is_(None), busy < running_quota))
     result = session.execute(
         update(cls)
-        .where(cls.id == row_id, cls.state == QUEUED)
+        .where(*condition)
         .values(
             state=RUNNING,
             worker=worker,

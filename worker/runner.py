@@ -228,8 +228,12 @@ def run_training_job(job_id: str, settings: Settings) -> str:
     factory = session_factory(settings.sqlalchemy_url)
     worker = worker_name()
     with factory() as session:
-        if not transitions.claim(session, Job, job_id, worker):
-            log.info("job %s not claimable (taken, cancelled or finished); skipped", job_id)
+        if not transitions.claim(session, Job, job_id, worker, settings.quota_running_jobs):
+            log.info(
+                "job %s not claimable (taken, cancelled or finished, or its key runs "
+                "MSLM_QUOTA_RUNNING_JOBS jobs already); skipped",
+                job_id,
+            )
             return "skipped"
         job = session.get(Job, job_id)
         assert job is not None
@@ -267,7 +271,11 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             if export.get("onnx", True):
                 from mslm_core.export import export_bundle
 
-                export_bundle(bundle, quantize=export.get("quantize"))
+                # scratch in the job's folder: a worker killed mid-export leaves it there,
+                # where the next attempt (or the sweep at worker start) finds it
+                scratch = work / "export"
+                shutil.rmtree(scratch, ignore_errors=True)
+                export_bundle(bundle, quantize=export.get("quantize"), scratch=scratch)
             _check_in(heartbeat)  # a cancel asked for during the export is honoured
             manifest = read_manifest(bundle)
             model_id = manifest["id"]
