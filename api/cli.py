@@ -71,8 +71,10 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     MSLM_FORWARDED_ALLOW_IPS names (by default none: a client rotating the header would
     otherwise pick its own address, and the bad-key throttle with it). The head of a request
     is limited to 16 KiB (:mod:`api.http`); a longer one is answered 431 and its connection
-    closed. At SIGTERM, requests in flight get MSLM_SHUTDOWN_GRACE_SECONDS to finish, then
-    are cancelled (their annotation work dropped with them)."""
+    closed; one not complete after MSLM_HEADER_TIMEOUT_SECONDS is answered 408 and closed; a
+    process holds MSLM_MAX_CONNECTIONS connections at most, and an idle kept-alive one for
+    MSLM_KEEP_ALIVE_SECONDS. At SIGTERM, requests in flight get MSLM_SHUTDOWN_GRACE_SECONDS to
+    finish, then are cancelled (their annotation work dropped with them)."""
     from .http import BoundedHttpToolsProtocol
 
     trusted = settings.forwarded_allow_ips.strip()
@@ -82,10 +84,38 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted or None,
         # httptools with the head of a request (request line and headers) bounded at 16 KiB:
-        # as it comes, it read a 100 MB Authorization header whole (issue 18 item 4)
-        "http": BoundedHttpToolsProtocol,
+        # as it comes, it read a 100 MB Authorization header whole (issue 18 item 4); and in
+        # time (MSLM_HEADER_TIMEOUT_SECONDS), with MSLM_MAX_CONNECTIONS per process (issue 29)
+        "http": BoundedHttpToolsProtocol.configured(
+            settings.header_timeout_seconds, settings.max_connections
+        ),
+        "timeout_keep_alive": settings.keep_alive_seconds,
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
     }
+
+
+def open_files_for(max_connections: int) -> int:
+    """Raise this process's open-files limit to its hard limit (a container's default soft
+    limit is often 1,024) and return it; say so when MSLM_MAX_CONNECTIONS does not fit in it
+    with room for the store, the broker and the models (issue 29 item 6)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    if max_connections + 256 > soft:
+        log.warning(
+            "MSLM_MAX_CONNECTIONS %d leaves under 256 of the %d open files this process may "
+            "have: raise the limit (ulimit -n) or lower MSLM_MAX_CONNECTIONS",
+            max_connections,
+            soft,
+        )
+    return soft
 
 
 def _uvicorn(host: str, port: int, workers: int = 1) -> None:
@@ -93,6 +123,7 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
 
     from mslm_settings import get_settings
 
+    open_files_for(get_settings().max_connections)
     uvicorn.run(
         "api.main:create_app",
         factory=True,

@@ -1,4 +1,4 @@
-"""uvicorn's httptools protocol with a bound on the head of a request.
+"""uvicorn's httptools protocol with bounds on the head of a request and on connections.
 
 httptools (uvicorn's fastest HTTP/1.1 parser, and its default) has no limit on the request
 line and headers: a 100 MB ``Authorization`` header was buffered whole and took 12 s to
@@ -7,32 +7,110 @@ here. This subclass counts the bytes that arrive while a request's head is incom
 answers 431 — then closes the connection — once they pass ``MAX_HEAD_BYTES``; a head may
 overshoot by at most one read (the bytes of a read that also starts a new request are not
 counted, so a long pipelined body never counts against the next head).
+
+A head must also arrive whole within ``head_timeout`` seconds of its first byte — or of the
+connection, for its first request (issue 29 item 6: slow-header connections were held forever,
+and 1,100 of them used up the process's file descriptors) — else the connection is answered
+408 and closed. And a process holds at most ``max_connections`` connections: past it, the oldest
+connection that is serving no request (waiting for its head, or idle) is closed — or the new
+one, when every connection is serving one — so the process never runs out of descriptors and
+slow clients cannot lock new ones out. Idle keep-alive connections are closed by uvicorn
+after ``timeout_keep_alive``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 16 * 1024
+HEAD_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 1000
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     max_head_bytes = MAX_HEAD_BYTES
+    head_timeout = HEAD_TIMEOUT_S
+    max_connections = MAX_CONNECTIONS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_head = True  # a connection starts with a request's head
         self._head_bytes = 0
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._opened_at = 0.0
+
+    @classmethod
+    def configured(cls, head_timeout: float, max_connections: int) -> type:
+        """This protocol with other bounds (uvicorn takes a class)."""
+        return type(
+            cls.__name__,
+            (cls,),
+            {"head_timeout": head_timeout, "max_connections": max_connections},
+        )
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._opened_at = self.loop.time()
+        if len(self.connections) > self.max_connections:
+            # the oldest connection that is not serving a request (still waiting for its
+            # head, or idle between two) goes, so that slow or idle clients cannot lock new
+            # ones out; when every one is serving a request, the new one goes
+            waiting = [
+                c
+                for c in self.connections
+                if isinstance(c, BoundedHttpToolsProtocol)
+                and c is not self
+                and c._idle_or_in_head()
+            ]
+            victim = min(waiting, key=lambda c: c._opened_at, default=self)
+            self.logger.warning(
+                "over %d connections: %s closed",
+                self.max_connections,
+                "a new one" if victim is self else "the oldest waiting one",
+            )
+            victim.transport.abort()  # its descriptor goes now
+            if victim is self:
+                return
+        self._arm_head_deadline()
+
+    def _idle_or_in_head(self) -> bool:
+        """Not serving a request: waiting for a request's head, or kept alive between two."""
+        return self._in_head or self.cycle is None or self.cycle.response_complete
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def _arm_head_deadline(self) -> None:
+        self._disarm_head_deadline()
+        self._head_deadline = self.loop.call_later(self.head_timeout, self._head_too_slow)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        if not self._in_head or self.transport.is_closing():
+            return
+        self.logger.info(
+            "request head not complete after %.0f s: connection closed", self.head_timeout
+        )
+        self._send_and_close(408, "Request Timeout", "request head not received in time")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
         self._head_bytes = 0
+        self._arm_head_deadline()
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._disarm_head_deadline()
         super().on_headers_complete()
 
     def data_received(self, data: bytes) -> None:
@@ -47,9 +125,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self) -> None:
         msg = f"request line and headers longer than {self.max_head_bytes} bytes"
+        self._send_and_close(431, "Request Header Fields Too Large", msg)
+
+    def _send_and_close(self, status: int, phrase: str, msg: str) -> None:
+        self._disarm_head_deadline()
         self.transport.write(
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-            b"content-type: text/plain; charset=utf-8\r\n"
+            f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")
+            + b"content-type: text/plain; charset=utf-8\r\n"
             b"content-length: " + str(len(msg)).encode("ascii") + b"\r\n"
             b"connection: close\r\n\r\n" + msg.encode("ascii")
         )
