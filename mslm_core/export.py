@@ -328,11 +328,19 @@ def _quantize(quantize_dynamic: Any, QuantType: Any, onnx: Any, src: Path, dst: 
     )
 
 
+EXPORT_PREFIX = "mslm-export-"  # what an export leaves in its scratch folder while it runs
+
+
 def export_bundle(
-    bundle_dir: str | Path, quantize: str | None = None, exporter: str = "torchscript"
+    bundle_dir: str | Path,
+    quantize: str | None = None,
+    exporter: str = "torchscript",
+    scratch: str | Path | None = None,
 ) -> dict[str, Any]:
     """Export ``bundle_dir`` to ONNX (and int8 when ``quantize == "int8"``), check parity,
-    and add the files to the bundle. Returns the manifest's ``onnx`` section."""
+    and add the files to the bundle. Returns the manifest's ``onnx`` section. ``scratch``: the
+    folder its temporary files go in (default: the system's; a worker gives its job's work
+    folder, which a later attempt or the sweep at worker start clears)."""
     import onnxruntime
     import torch
 
@@ -344,7 +352,9 @@ def export_bundle(
     max_length = int(bundle.manifest.get("max_length", 128))
     ids, mask = parity_batch(bundle.tokenizer, max_length)
     files: dict[str, Path] = {}
-    with tempfile.TemporaryDirectory(prefix="mslm-export-") as tmp:
+    if scratch is not None:
+        Path(scratch).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=EXPORT_PREFIX, dir=scratch) as tmp:
         work = Path(tmp)
         raw, cls_path, exporter = _export_graphs(model, work, exporter)
         fp32 = work / MODEL_ONNX

@@ -54,6 +54,11 @@ def run_worker(args: argparse.Namespace) -> int:
     name = args.name or f"mslm-{os.getpid()}@{socket.gethostname()}"
     if args.alive_file:
         _keep_touching(args.alive_file)
+    from store.db import session_factory
+    from store.service import sweep_worker_leftovers
+
+    with session_factory(settings.sqlalchemy_url)() as session:
+        sweep_worker_leftovers(settings, session, max(600.0, settings.heartbeat_timeout_seconds))
     log.info(
         "worker %s on queues %s (broker %s)",
         name,
