@@ -67,6 +67,26 @@ def render(records: list[dict], soak: dict | None, command: str) -> str:
         )
     lines += [
         "",
+        "**What one request may take.** ConText is linear in the length of the text "
+        "(`benchmarks/context_scaling.py`: 100,000 characters of trigger words in under half "
+        "a second on 2 cores); the texts of a request are predicted in turns with the other "
+        "requests' (16 windows a step), and its context and linking step runs at the end, so "
+        "one request holds the others back by at most one such step (round 3, item 1: "
+        "/healthz and a short annotate answered throughout). A request whose client has gone "
+        "takes no further step. JSON bodies are scanned before they are parsed (at most "
+        "50,000 values, 32 levels; annotate bodies MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS, other "
+        "JSON bodies 4 MiB, uploads MSLM_MAX_UPLOAD_MB, counted also for chunked bodies), and a "
+        "body is never read before its key and the key's scope and quota are checked.",
+        "",
+        "**Behind a reverse proxy** (the compose stack publishes the API on loopback; put the "
+        "hospital's proxy in front before serving other machines): keep its limits at or "
+        "under the service's — nginx `client_header_timeout 10s`, `client_body_timeout 60s`, "
+        "`keepalive_timeout 5s`, `client_max_body_size 100m` (MSLM_MAX_UPLOAD_MB), "
+        "`limit_conn` per address (e.g. 50) and `limit_req` for `/v1/annotate`; Traefik "
+        "`respondingTimeouts.readTimeout` and `idleTimeout`, and an `inFlightReq` middleware. "
+        "Name the proxy in MSLM_FORWARDED_ALLOW_IPS so that the bad-key throttle sees clients, "
+        "and keep MSLM_MAX_CONNECTIONS under the container's open-files limit.",
+        "",
         "Scanner findings are triaged in [`security-triage.toml`](security-triage.toml); "
         "`tests/test_security_scan.py` fails on an untriaged one. pip-audit needs a "
         "vulnerability database (PyPI's per-release JSON or osv.dev); neither is reachable "

@@ -182,7 +182,7 @@ def check_store(client: httpx.Client, artifacts: Path, served_id: str) -> dict:
     ]
     assert sorted(listed) == on_disk, (listed, on_disk)
     assert stray == []
-    ready = client.get("/readyz").json()
+    ready = client.get("/readyz", headers=auth(ANNOTATE)).json()
     assert ready["model"]["id"] == served_id
     return {"models_listed": len(listed), "stray_staging_dirs": len(stray)}
 
@@ -219,7 +219,7 @@ def test_redis_restart_while_queued_and_while_running(
     measured = {}
     with process(["serve", "--port", str(port)], env, log):
         client = api_client(port, log)
-        served = client.get("/readyz").json()["model"]["id"]
+        served = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
         dataset = upload(client, tmp_path / "corpus")
         with Prober(client) as prober:
             # queued: no worker yet; the restart loses the message
@@ -269,7 +269,7 @@ def test_postgres_restart_while_running(
     measured = {}
     with process(["serve", "--port", str(port)], env, log), process(["worker"], env, log):
         client = api_client(port, log)
-        served = client.get("/readyz").json()["model"]["id"]
+        served = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
         dataset = upload(client, tmp_path / "corpus")
         with Prober(client) as prober:
             job = _job(client, dataset["id"], epochs=60)
@@ -334,7 +334,7 @@ def test_disk_full_during_export(tmp_path, tiny_encoder, tiny_bundle, record):
         measured = {}
         with process(["serve", "--port", str(port)], env, log), process(["worker"], env, log):
             client = api_client(port, log)
-            served = client.get("/readyz").json()["model"]["id"]
+            served = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
             dataset = upload(client, tmp_path / "corpus")
             with Prober(client) as prober:
                 job = _job(

@@ -526,7 +526,7 @@ def test_security_headers_and_bad_key_slow_down(served, record):
 
 def test_corrupt_bundle_is_refused_and_the_served_model_keeps_answering(served, record):
     client: httpx.Client = served["client"]
-    active = client.get("/readyz").json()["model"]["id"]
+    active = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
     copy = served["home"] / "copy"
     shutil.copytree(served["bundle"], copy)
     manifest = json.loads((copy / "manifest.json").read_text())

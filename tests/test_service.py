@@ -87,7 +87,7 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         missing = c.get("/v1/models/nope/calibration.png", headers=auth(ANNOTATE))
         assert missing.status_code == 404
         assert c.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN)).status_code == 200
-        ready = c.get("/readyz")
+        ready = c.get("/readyz", headers=auth(ANNOTATE))
         assert ready.status_code == 200 and ready.json()["model"]["id"] == model_id
         text = "Cisplatin caused renal failure in the patient ."
         body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text, ""]}).json()
@@ -347,6 +347,24 @@ def test_every_protected_route_refuses_missing_bad_and_wrong_scope_keys(client, 
         {"protected_operations": checked},
         "401, 401 and 403 as problem details, every one",
     )
+
+
+def test_every_operation_with_a_body_has_its_scope_checked_before_it(client):
+    """Issue 29 item 7: the middleware knows each route's scope (read off its dependencies),
+    so a wrong-scope key is refused before its body is read."""
+    from api.main import ROUTERS, _route_scopes
+
+    scope_of = _route_scopes(list(ROUTERS))
+    spec = client.app.openapi()
+    checked = 0
+    for path, methods in spec["paths"].items():
+        for method, op in methods.items():
+            if method in ("post", "put", "patch") and op.get("security"):
+                url = path.replace("{", "").replace("}", "")
+                asked = {"type": "http", "path": url, "method": method.upper(), "headers": []}
+                assert scope_of(asked) in ("annotate", "train", "admin"), (method, path)
+                checked += 1
+    assert checked >= 9
 
 
 def test_bad_keys_are_slowed_down(client):
@@ -708,9 +726,13 @@ def test_hot_swap_drops_no_request_and_a_corrupt_bundle_is_refused(trained_servi
 
 
 def test_readiness_says_what_is_missing(client):
-    r = client.get("/readyz")
+    r = client.get("/readyz", headers=auth(ANNOTATE))
     assert r.status_code == 503
     assert r.json()["reasons"] == ["no model is loaded (none is active yet)"]
+    # without a valid key: ready or not, and nothing more (issue 29 item 9)
+    for headers in ({}, auth("not-a-key-but-long-enough")):
+        r = client.get("/readyz", headers=headers)
+        assert r.status_code == 503 and r.json() == {"status": "not ready"}
     assert client.get("/healthz").json() == {"status": "ok"}
     r = client.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["x"]})
     assert r.status_code == 503 and "no model is active" in r.json()["detail"]
@@ -840,7 +862,7 @@ def test_a_cache_of_one_serves_a_model_that_is_not_active(trained_service):
     settings, dataset, _ = trained_service
     settings = settings.model_copy(update={"model_cache_size": 1})
     with TestClient(create_app(settings)) as c:
-        active = c.get("/readyz").json()["model"]["id"]
+        active = c.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
         job = c.post(
             "/v1/jobs",
             headers=auth(TRAIN),
@@ -888,7 +910,7 @@ def test_activation_reaches_every_replica(trained_service):
         started = time.monotonic()
         wait_for(served_by_b, lambda m: m == second, timeout=10, every=0.1)
         assert time.monotonic() - started < settings.model_poll_seconds + 3
-        assert b.get("/readyz").json()["model"]["id"] == second
+        assert b.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"] == second
 
         # issue 18 item 2: a deleted model that a replica still held answered with 200
         def annotate_with(client, model_id):

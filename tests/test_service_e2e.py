@@ -191,7 +191,7 @@ def fine_tune_then_annotate(client: httpx.Client, tmp: Path) -> dict:
         timeout=120,
     )
     assert done["state"] == "succeeded" and done["metrics"]["strict"]["f1"] > 0.5
-    ready = client.get("/readyz")
+    ready = client.get("/readyz", headers=auth(ANNOTATE))
     assert ready.status_code == 200 and ready.json()["model"]["id"] == model_id
     return job
 
