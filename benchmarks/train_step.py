@@ -36,19 +36,12 @@ def flop_counts(trainers: dict, batches: list[list[int]], first: int) -> dict[st
 
     totals = {}
     for name, trainer in trainers.items():
-        cfg = trainer.config
         counter = FlopCounterMode(display=False)
         with counter:
             for k, batch_idx in enumerate(batches, start=first):
                 windows = [trainer.windows[i] for i in batch_idx]
                 batch = trainer.collator(windows, trainer._rngs(0, k, batch_idx))
-                out = trainer.model(
-                    **batch,
-                    mask_weights=trainer.mask_weights,
-                    detect_on=cfg.detect_on,
-                    mlm_weight=cfg.mlm_weight,
-                    detect_ignore_masked=cfg.detect_ignore_masked,
-                )
+                out = trainer.model(**batch, spec=trainer.loss_spec)
                 out.loss.backward()
                 trainer.optimizer.zero_grad(set_to_none=True)
         totals[name] = float(counter.get_total_flops())
