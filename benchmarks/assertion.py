@@ -20,6 +20,16 @@ GitHub is out of reach). Never committed.
    matched pairs. ``--split test``: on the held-out documents of the clinical model's split
    only (mslm_core/corpora/data/splits.json), the fair ground for a model trained on the others.
 
+3. **Side by side** (``--baselines``): ours, medspaCy 1.3.1 (its ConText and sectionizer) and
+   negspacy 1.1.0 (NegEx, its clinical termset) on the same gold findings, each attribute a
+   corpus labels — negated; possible-or-hypothetical (MACCROBAT's UNCERTAIN/MAYBE_*, CHIA's
+   Mood); historical (MACCROBAT: a finding inside a History span; CHIA: a Has_temporal such as
+   "history", "previous", "prior"); family (MACCROBAT: inside a Family_history span) — with
+   95 % intervals from 1,000 bootstrap resamples of the documents, and the time per finding.
+   The baselines run in virtual environments of their own under ``.mslm/bench/venvs`` (made
+   on first use from PyPI: medspaCy needs spaCy < 3.8, negspacy spaCy >= 3.8), through
+   ``benchmarks/context_baselines.py``.
+
 Writes ``benchmarks/results/assertion/summary.json``; the last line printed is its headline.
 """
 
@@ -41,6 +51,7 @@ from common import RESULTS, machine
 from harness.clinical import (
     DEFAULT_CACHE,
     GoldDocument,
+    GoldEntity,
     chia_gold,
     corpora,
     fetch_corpus,
@@ -166,6 +177,149 @@ def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
     }
 
 
+# -- side by side with medspaCy and negspacy ----------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+BASELINES = {"medspacy": "medspacy==1.3.1", "negspacy": "negspacy==1.1.0"}
+SIDE_ATTRIBUTES = ("negated", "possible_or_hypothetical", "historical", "family")
+
+
+def baseline_python(engine: str) -> Path:
+    """The baseline's interpreter, its environment made on first use."""
+    import subprocess
+
+    venv = REPO / ".mslm" / "bench" / "venvs" / engine
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", BASELINES[engine]], check=True)
+    return python
+
+
+def run_baseline(engine: str, docs: list[GoldDocument], types: set[str]) -> tuple[list, float]:
+    """Per document, per gold entity of ``types``, what the baseline says of it; seconds."""
+    import subprocess
+    import tempfile
+
+    python = baseline_python(engine)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
+        src.write_text(
+            json.dumps(
+                {
+                    "documents": [
+                        {
+                            "text": d.text,
+                            "spans": [[g.start, g.end] for g in d.entities if g.type in types],
+                        }
+                        for d in docs
+                    ]
+                }
+            )
+        )
+        subprocess.run(
+            [
+                str(python),
+                str(REPO / "benchmarks" / "context_baselines.py"),
+                engine,
+                str(src),
+                str(dst),
+            ],
+            check=True,
+        )
+        out = json.loads(dst.read_text())
+    return out["results"], out["seconds"]
+
+
+def run_ours(
+    engine: ContextEngine, docs: list[GoldDocument], types: set[str]
+) -> tuple[list, float]:
+    results, seconds = [], 0.0
+    for d in docs:
+        gold = [g for g in d.entities if g.type in types]
+        ents = [
+            Entity(g.start, g.end, d.text[g.start : g.end], g.type, 1.0, 1.0, 1.0) for g in gold
+        ]
+        t0 = time.perf_counter()
+        out = engine.apply(d.text, ents)
+        seconds += time.perf_counter() - t0
+        results.append(
+            [
+                {
+                    a: getattr(e.assertion, a)
+                    for a in ("negated", "possible", "hypothetical", "historical", "family")
+                }
+                for e in out
+            ]
+        )
+    return results, seconds
+
+
+def _value(said: dict | None, attribute: str) -> bool | None:
+    """What a system says of an attribute (None: the system has no such attribute)."""
+    if said is None:
+        return False  # a span the engine could not place (never in practice)
+    if attribute == "possible_or_hypothetical":
+        if "possible" not in said:
+            return None
+        return bool(said.get("possible") or said.get("hypothetical"))
+    return bool(said[attribute]) if attribute in said else None
+
+
+def _gold(g: GoldEntity, attribute: str) -> bool | None:
+    return g.possible if attribute == "possible_or_hypothetical" else getattr(g, attribute)
+
+
+def side_by_side(
+    docs: list[GoldDocument], types: set[str], systems: dict[str, tuple[list, float]]
+) -> dict:
+    """Per attribute the corpus labels, per system: P/R/F1 with 95 % bootstrap intervals
+    (documents resampled 1,000 times), and the time per finding."""
+    import numpy as np
+
+    golds = [[g for g in d.entities if g.type in types] for d in docs]
+    n = sum(len(g) for g in golds)
+    out: dict = {"findings": n, "documents": len(docs), "ms_per_finding": {}}
+    for name, (_, seconds) in systems.items():
+        out["ms_per_finding"][name] = round(1000 * seconds / max(1, n), 4)
+    rng = np.random.default_rng(29)
+    samples = [rng.integers(0, len(docs), len(docs)) for _ in range(1000)]
+    for attribute in SIDE_ATTRIBUTES:
+        if any(_gold(g, attribute) is None for gs in golds for g in gs):
+            continue  # the corpus does not label it
+        block: dict = {"gold_positive": sum(bool(_gold(g, attribute)) for gs in golds for g in gs)}
+        for name, (results, _) in systems.items():
+            # per document: tp, fp, fn
+            counts = np.zeros((len(docs), 3), np.int64)
+            said_any = False
+            for k, (gs, said) in enumerate(zip(golds, results, strict=True)):
+                for g, s in zip(gs, said, strict=True):
+                    v = _value(s, attribute)
+                    if v is None:
+                        break
+                    said_any = True
+                    gv = bool(_gold(g, attribute))
+                    counts[k] += (gv and v, v and not gv, gv and not v)
+            if not said_any:
+                continue
+
+            def f1(c: np.ndarray) -> tuple[float, float, float]:
+                tp, fp, fn = (int(x) for x in c)
+                p = tp / (tp + fp) if tp + fp else 0.0
+                r = tp / (tp + fn) if tp + fn else 0.0
+                return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+            p, r, f = f1(counts.sum(0))
+            boot = sorted(f1(counts[idx].sum(0))[2] for idx in samples)
+            block[name] = {
+                "precision": round(p, 4),
+                "recall": round(r, 4),
+                "f1": round(f, 4),
+                "f1_95ci": [round(boot[25], 4), round(boot[974], 4)],
+            }
+        out[attribute] = block
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -184,6 +338,11 @@ def main() -> None:
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
     ap.add_argument("--maccrobat-git", help="a clone of Saieiei/NLP (no GitHub access)")
     ap.add_argument("--chia-git", help="a clone of Vidhate/CHIA-NER-RE (no GitHub access)")
+    ap.add_argument(
+        "--baselines",
+        action="store_true",
+        help="also run medspaCy and negspacy on the same findings (side by side)",
+    )
     ap.add_argument(
         "--out", help="default: results/assertion (results/assertion-test: --split test)"
     )
@@ -263,6 +422,13 @@ def main() -> None:
                 if system == "context":
                     block[system]["possible_or_hypothetical"] = score(pos)
             entry["gold_spans"]["findings_held_out_half"] = block
+        if args.baselines:
+            findings = FINDINGS[name]
+            compared = {"ours": run_ours(systems["context"], docs, findings)}
+            for engine in BASELINES:
+                compared[engine] = run_baseline(engine, docs, findings)
+            entry["side_by_side"] = side_by_side(docs, findings, compared)
+            print(name, json.dumps(entry["side_by_side"]), file=sys.stderr)
         if extractors:
             entry["predicted_spans"] = {
                 label: predicted_spans(name, docs, extractor)

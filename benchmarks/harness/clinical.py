@@ -9,6 +9,7 @@ repository, never committed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,10 @@ class GoldEntity:
     type: str
     negated: bool
     possible: bool  # uncertain (MACCROBAT) / mood (CHIA: possible or hypothetical)
+    # None: the corpus does not label it. MACCROBAT: a finding inside a History span /
+    # inside a Family_history span; CHIA: a Has_temporal of a historical kind (HISTORICAL_TIME)
+    historical: bool | None = None
+    family: bool | None = None
 
 
 @dataclass
@@ -56,6 +61,13 @@ class GoldDocument:
     text: str
     entities: list[GoldEntity]
 
+
+# CHIA: a temporal modifier that puts its entity in the past
+HISTORICAL_TIME = re.compile(
+    r"\b(history|historical|previous(ly)?|prior|past|ago|former(ly)?|earlier|pre-?existing|"
+    r"remote)\b",
+    re.IGNORECASE,
+)
 
 # MACCROBAT: the findings its POLARITY attribute is about (events); NEG → negated,
 # UNCERTAIN / MAYBE_NEG / MAYBE_POS → possible.
@@ -71,13 +83,31 @@ def maccrobat_gold(folder: Path) -> list[GoldDocument]:
         for name, target, value in d.attributes:
             if name == "POLARITY" and target in d.events:
                 polarity[d.events[target]] = value
+        spans = {
+            kind: [(e.start, e.end) for e in d.entities.values() if e.type == kind]
+            for kind in ("History", "Family_history")
+        }
+
+        def inside(kind: str, e: BratEntity, spans: dict = spans) -> bool:
+            return any(a <= e.start and e.end <= b for a, b in spans[kind])
+
         ents = []
         for trigger in sorted(set(d.events.values())):
             e = d.entities.get(trigger)
             if e is None:
                 continue
             p = polarity.get(trigger, "POS")
-            ents.append(GoldEntity(e.start, e.end, e.type, p == "NEG", p in MACCROBAT_POSSIBLE))
+            ents.append(
+                GoldEntity(
+                    e.start,
+                    e.end,
+                    e.type,
+                    p == "NEG",
+                    p in MACCROBAT_POSSIBLE,
+                    historical=inside("History", e),
+                    family=inside("Family_history", e),
+                )
+            )
         docs.append(GoldDocument(d.name, d.text, sorted(ents, key=lambda g: g.start)))
     return docs
 
@@ -87,11 +117,18 @@ def chia_gold(folder: Path) -> list[GoldDocument]:
     for d in brat_documents(folder):
         negated_ids: set[str] = set()
         mood_ids: set[str] = set()
-        for kind, a1, _ in d.relations:
+        past_ids: set[str] = set()
+        for kind, a1, a2 in d.relations:
             if kind == "Has_negation":
                 negated_ids.add(a1)
             elif kind == "Has_mood":
                 mood_ids.add(a1)
+            elif (
+                kind == "Has_temporal"
+                and (t := d.entities.get(a2)) is not None
+                and HISTORICAL_TIME.search(t.text)
+            ):
+                past_ids.add(a1)
 
         def reached(ids: set[str], e: BratEntity, d: BratDocument = d) -> bool:
             if e.id in ids:
@@ -106,7 +143,14 @@ def chia_gold(folder: Path) -> list[GoldDocument]:
             )
 
         ents = [
-            GoldEntity(e.start, e.end, e.type, reached(negated_ids, e), reached(mood_ids, e))
+            GoldEntity(
+                e.start,
+                e.end,
+                e.type,
+                reached(negated_ids, e),
+                reached(mood_ids, e),
+                historical=reached(past_ids, e),
+            )
             for e in d.entities.values()
             if e.type in CHIA_TYPES
         ]
