@@ -45,7 +45,7 @@ def medspacy_runner():
     def run(text, spans):
         doc = nlp.make_doc(text)
         out = [None] * len(spans)
-        ents, kept = _spans(doc, spans)
+        ents, _kept = _spans(doc, spans)
         # one pass per group of non-overlapping spans, so that every span is scored
         groups, left = [], list(ents)
         while left:
@@ -122,7 +122,8 @@ def main() -> None:
         pass
     engine, src, dst = sys.argv[1:4]
     run = {"medspacy": medspacy_runner, "negspacy": negspacy_runner}[engine]()
-    documents = json.load(open(src, encoding="utf-8"))["documents"]
+    with open(src, encoding="utf-8") as fh:
+        documents = json.load(fh)["documents"]
     started = time.perf_counter()
     results = [run(d["text"], d["spans"]) for d in documents]
     seconds = time.perf_counter() - started
