@@ -3,12 +3,13 @@
 
     python benchmarks/context_scaling.py [--sizes 1000 3000 10000 30000 100000] [--rounds 3]
 
-Three texts per size (characters): trigger words only after one entity ("Cisplatin no no …"),
-a finding after every trigger ("no fever no fever …", an entity every two words), and a plain
-clinical sentence repeated. The engine runs on the entities as the service gives them; the
-figure is the median time per character over ``--rounds``. Flat from the smallest size to the
-largest means linear. Writes ``results/context_scaling.json``; the last line printed is its
-headline.
+Five texts per size (characters): trigger words only after one entity ("Cisplatin no no …"),
+a finding after every trigger ("no fever no fever …", an entity every two words), a plain
+clinical sentence repeated, a section header on every line ("Plan: fever", issue 31) and one
+negated list as long as the text ("denies fever, fever, …": the list-aware scope). The engine
+runs on the entities as the service gives them; the figure is the median time per character
+over ``--rounds``. Flat from the smallest size to the largest means linear. Writes
+``results/context_scaling.json``; the last line printed is its headline.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def texts(size: int) -> dict[str, tuple[str, list[Entity]]]:
     triggers = ("Cisplatin " + "no " * size)[:size]
     every = ("no fever " * size)[:size]
     plain = (SENTENCE * (size // len(SENTENCE) + 1))[:size]
+    headers = ("Plan: fever\nPMH: fever\n" * size)[:size]
+    listed = ("denies " + "fever, " * size)[:size]
     return {
         "one entity, then trigger words": (
             triggers,
@@ -49,6 +52,8 @@ def texts(size: int) -> dict[str, tuple[str, list[Entity]]]:
         ),
         "a finding after every trigger": (every, entities(every, "fever")),
         "clinical sentences": (plain, entities(plain, "fever") + entities(plain, "diabetes")),
+        "a section header on every line": (headers, entities(headers, "fever")),
+        "one negated list": (listed, entities(listed, "fever")),
     }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
 from .predict import AnnotationPlan, Entity, Predictor, ScoredMention
-from .schema import context_applies, linked
+from .schema import context_applies, context_attributes, linked
 from .tokenizer import RustWordTokenizer
 
 if TYPE_CHECKING:
@@ -241,7 +241,9 @@ class EntityExtractor:
         gets neither)."""
         out = [list(e) for e in entities]
         if self.context is not None:
+            out = self.context.sectioned_all(texts, out)  # every entity: its section
             out = _for_types(self.context.apply_all, texts, out, context_applies)
+            out = [[_attributes_of_its_type(e) for e in ents] for ents in out]
         if self.linker is not None:
             out = _for_types(self.linker.apply_all, texts, out, linked)
         return out
@@ -258,6 +260,13 @@ class EntityExtractor:
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""
         return self.predictor.predict_words(sentences)
+
+
+def _attributes_of_its_type(e: Entity) -> Entity:
+    """The entity with the assertion attributes its type carries only (a Drug: allergy)."""
+    if e.assertion is None:
+        return e
+    return replace(e, assertion=e.assertion.only(context_attributes(e.type)))
 
 
 def _for_types(

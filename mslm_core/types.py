@@ -5,7 +5,9 @@ each other."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 
 @dataclass(frozen=True, order=True)
@@ -38,30 +40,61 @@ class ScoredMention:
 class Cue:
     """The words that set an assertion attribute: ``text == input[start:end]``."""
 
-    attribute: str  # negated, possible, hypothetical, historical or family
+    attribute: str  # one of ASSERTION_ATTRIBUTES: negated, possible, … allergy
     text: str
     start: int
     end: int
 
 
+def _attribute(says: str) -> Any:
+    """An assertion attribute: False unless a cue of its kind reaches the entity; ``says``:
+    what it means, with typical cues (the API's and the formats' documentation)."""
+    return field(default=False, metadata={"says": says})
+
+
 @dataclass(frozen=True)
 class Assertion:
     """Is the finding present, and whose? Each attribute is True when a ConText trigger of its
-    kind reaches the entity; ``cues`` are those triggers, nearest first."""
+    kind (or a section that sets it) reaches the entity; ``cues`` are those triggers, nearest
+    first, then the section headers. The attributes are declared here once: the context
+    rules' categories, the API's schema, the client, the formats and the web page follow
+    :data:`ASSERTION_ATTRIBUTES`."""
 
-    negated: bool = False
-    possible: bool = False
-    hypothetical: bool = False
-    historical: bool = False
-    family: bool = False
+    negated: bool = _attribute('"no evidence of", "denies", "negative for" …')
+    possible: bool = _attribute('uncertain: "possible", "suspected", "cannot exclude" …')
+    hypothetical: bool = _attribute(
+        'not (yet) real: "rule out", "if", "should he develop", "return if" …'
+    )
+    historical: bool = _attribute(
+        'in the past: "history of", "status post", "resolved", a Past Medical History section'
+    )
+    family: bool = _attribute(
+        'the experiencer is not the patient: "mother had", a Family History section'
+    )
+    allergy: bool = _attribute(
+        'an allergy or intolerance to it: "allergic to", "intolerant of", an Allergies section'
+    )
     cues: tuple[Cue, ...] = ()
 
     @property
     def present(self) -> bool:
         """The finding is asserted for the patient, now: none of the attributes is set."""
-        return not (
-            self.negated or self.possible or self.hypothetical or self.historical or self.family
-        )
+        return not any(getattr(self, a) for a in ASSERTION_ATTRIBUTES)
+
+    def only(self, attributes: Collection[str]) -> Assertion:
+        """This assertion with the attributes outside ``attributes`` unset and their cues
+        dropped (a type that carries some attributes only: ``mslm_core.schema``)."""
+        dropped = [a for a in ASSERTION_ATTRIBUTES if a not in attributes]
+        if not dropped:
+            return self
+        kept = tuple(c for c in self.cues if c.attribute not in dropped)
+        return replace(self, **dict.fromkeys(dropped, False), cues=kept)
+
+
+#: The assertion attributes in order → what each means.
+ASSERTION_ATTRIBUTES: dict[str, str] = {
+    f.name: f.metadata["says"] for f in fields(Assertion) if "says" in f.metadata
+}
 
 
 @dataclass(frozen=True)
@@ -88,6 +121,7 @@ class Entity:
     detection_score: float
     type_score: float
     assertion: Assertion | None = None  # set by the ConText step (mslm_core.context)
+    section: str | None = None  # the note's section it lies in (context.sections), when known
     # set by the linking step (mslm_core.linking): the concept (None below the threshold) and
     # the candidates, best first; candidates None: no linking step ran
     concept: LinkedConcept | None = None
@@ -97,6 +131,8 @@ class Entity:
         out = asdict(self)
         if self.assertion is None:
             del out["assertion"]
+        if self.section is None:
+            del out["section"]
         if self.candidates is None:
             del out["concept"], out["candidates"]
         else:

@@ -393,7 +393,8 @@ def test_single_corpus_training_is_unchanged(toy_corpus, tiny_encoder):
 
 # -- the steps after prediction follow the clinical schema's types ------------------------------
 def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
-    """Problem/Test/Procedure get an assertion; Drug, Dosage, Result and Anatomy do not.
+    """Problem/Test/Procedure get an assertion; Drug its allergy alone; Dosage, Result and
+    Anatomy none; every entity its section.
     Dosage and Result (no MeSH branch) get no concept; the others do. A model with other
     types (BC5CDR's) gets both for every type, as before."""
     from mslm_core.context import ContextEngine, default_rules
@@ -421,7 +422,10 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
     ]
     out = {e.type: e for e in extractor._after([text], [ents])[0]}
     assert out["Problem"].assertion is not None and out["Problem"].assertion.negated
-    assert all(out[t].assertion is None for t in ("Drug", "Dosage", "Anatomy", "Result"))
+    assert all(out[t].assertion is None for t in ("Dosage", "Anatomy", "Result"))
+    # a Drug carries allergy alone: "no aspirin" is what a medication list says, not checked
+    drug = out["Drug"].assertion
+    assert drug is not None and drug.present and drug.cues == ()
     assert out["Problem"].concept.id == "D1" and out["Anatomy"].concept.id == "D3"
     assert out["Drug"].concept.id == "D2"
     assert out["Dosage"].candidates is None and out["Result"].candidates is None  # not linked
@@ -430,6 +434,16 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
     old = [entity("fever", "Disease"), entity("aspirin", "Chemical")]
     both = extractor._after([text], [old])[0]
     assert all(e.assertion is not None and e.candidates is not None for e in both)
+    # every type gets its section; a Drug its allergy
+    note = "ALLERGIES: aspirin\nPLAN: liver panel, 500 mg"
+
+    def at(word: str, kind: str) -> Entity:
+        start = note.index(word)
+        return Entity(start, start + len(word), word, kind, 0.9, 0.9, 1.0)
+
+    got = extractor._after([note], [[at("aspirin", "Drug"), at("500 mg", "Dosage")]])[0]
+    assert [e.section for e in got] == ["allergy", "observation_and_plan"]
+    assert got[0].assertion.allergy and got[1].assertion is None
 
 
 # -- the clinical benchmark's protocol on tiny corpora (benchmarks/clinical_model.py) ------------

@@ -28,10 +28,22 @@ from dataclasses import dataclass, replace
 from ..text import sentence_spans, word_spans
 from ..types import Assertion, Cue, Entity
 from .rules import ALL, ATTRIBUTES, CATEGORIES, Rule, RuleSet, default_rules
+from .sections import Section, Sectionizer
 
 #: With a rule that reaches to the end of its sentence (no max_scope), an entity looks at this
 #: many triggers on each side at most (nearest first); a clinical sentence has a handful.
 MAX_TRIGGERS_SEEN = 64
+#: What separates the items of a coordinated list, and how long an item may be: a forward
+#: scope that reaches into a list runs to the list's end, past its word limit ("denies fever,
+#: chills, nausea, vomiting, diarrhea, …, or rash"), and stops before a longer stretch, which
+#: is a new clause rather than an item (issue 31). At most LIST_ITEMS items past the limit.
+LIST_SEPARATORS = frozenset({",", "and", "or", "nor", "/"})
+LIST_ITEM_WORDS = 4
+LIST_ITEMS = 64
+#: A section's attribute that gives way to a trigger of another attribute on the entity: a
+#: relative's illness named under Past Medical History is the family's, not the patient's past.
+SECTION_YIELDS: dict[str, frozenset[str]] = {"historical": frozenset({"family"})}
+_HEADER = 1 << 62  # a section header's "distance": its cue comes after every trigger's
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,10 @@ class ContextEngine:
             if r.is_trigger
         ]
         bounded = [x for x in reaches if x is not None]
+        # nested triggers' ends are not in start order: a start bounds an end by this much
+        self._longest = max((len(p) for r in rules.rules for p in r.phrases), default=1)
         self._reach: int | None = None if len(bounded) < len(reaches) else max(bounded, default=0)
+        self.sectionizer = Sectionizer(rules.sections) if rules.sections else None
 
     @classmethod
     def default(cls) -> ContextEngine:
@@ -103,7 +118,9 @@ class ContextEngine:
                 if i + k <= n:
                     for rule in phrases.get(tuple(words[i : i + k]), ()):
                         found.append(Match(i, i + k, rule))
-        # longest first; of the same words, a pseudo-trigger first (it then takes them all)
+        # longest first; of the same words, a pseudo-trigger first (it then takes them all). A
+        # shorter trigger inside a longer one of its category whose scope runs the other way
+        # stays ("EXTREMITIES: No edema": ": no" looks back, "no" forward — issue 31)
         found.sort(key=lambda m: (m.start - m.end, m.start, m.rule.direction != "PSEUDO"))
         # owner[w]: the first kept match over word w. Kept matches never overlap but for
         # matches of the very same words, so checking m's own words against it is the same as
@@ -114,6 +131,7 @@ class ContextEngine:
             if all(
                 (o := owner[j]) is None
                 or ((o.start, o.end) == (m.start, m.end) and o.rule.direction != "PSEUDO")
+                or _reaches_elsewhere(m.rule, o.rule)
                 for j in range(m.start, m.end)
             ):
                 kept.append(m)
@@ -135,9 +153,12 @@ class ContextEngine:
         max_scope = rule.max_scope if rule.max_scope is not None else self.max_scope
         out: list[tuple[int, int]] = []
         if rule.direction in ("FORWARD", "BIDIRECTIONAL"):
-            hi = min(n, stops.next_start(rule, trigger.end))
+            clause = min(n, stops.next_start(rule, trigger.end))
+            hi = clause
             if max_scope is not None:  # the first index past max_scope words
                 hi = min(hi, bisect.bisect_left(rank, rank[trigger.end] + max_scope + 1) - 1)
+                if hi < clause:
+                    hi = stops.through_list(trigger.end, hi, clause, rank)
             if hi > trigger.end:
                 out.append((trigger.end, hi))
         if rule.direction in ("BACKWARD", "BIDIRECTIONAL"):
@@ -149,17 +170,47 @@ class ContextEngine:
         return out
 
     # -- entities ---------------------------------------------------------------------------
+    # -- sections ---------------------------------------------------------------------------
+    def section_of(self, text: str, entities: Sequence[Entity]) -> list[Section | None]:
+        """The section each entity lies in (None: before the first header, or no section
+        rules)."""
+        if self.sectionizer is None or not entities:
+            return [None] * len(entities)
+        found = self.sectionizer.find(text)
+        starts = [s.start for s in found]
+        return [Sectionizer.at(found, starts, e.start) for e in entities]
+
+    def sectioned(self, text: str, entities: Sequence[Entity]) -> list[Entity]:
+        """``entities`` with their ``section`` (its category) set; nothing else changes."""
+        return [
+            replace(e, section=s.category if s else None)
+            for e, s in zip(entities, self.section_of(text, entities), strict=True)
+        ]
+
+    def sectioned_all(
+        self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
+    ) -> list[list[Entity]]:
+        return [self.sectioned(t, ents) for t, ents in zip(texts, entities, strict=True)]
+
     def apply(self, text: str, entities: Sequence[Entity]) -> list[Entity]:
-        """``entities`` (offsets into ``text``), each with its ``assertion`` set; order kept."""
+        """``entities`` (offsets into ``text``), each with its ``assertion`` and ``section``
+        set; order kept. A section whose category sets an attribute (Family History → family)
+        sets it on its entities, the header as the cue, after the triggers' cues."""
         if not entities:
             return []
+        sections = self.section_of(text, entities)
+        set_by = self.rules.sections.attributes if self.rules.sections else {}
+        cues: list[list[tuple[int, Cue]]] = [[] for _ in entities]
+        for idx, s in enumerate(sections):
+            if s is not None and s.category in set_by:
+                cue = Cue(set_by[s.category], s.header, s.header_start, s.header_end)
+                cues[idx].append((_HEADER, cue))
         units = _scope_units(text)
         starts = [a for a, _ in units]
         by_unit: dict[int, list[int]] = {}
         for idx, e in enumerate(entities):
             u = bisect.bisect_right(starts, e.start) - 1
             by_unit.setdefault(max(u, 0), []).append(idx)
-        cues: list[list[tuple[int, Cue]]] = [[] for _ in entities]
         for u, members in by_unit.items():
             a, b = units[u] if units else (0, len(text))
             spans = [(a + s, a + t) for s, t in word_spans(text[a:b])]
@@ -174,13 +225,19 @@ class ContextEngine:
             for w in words:
                 rank.append(rank[-1] + (w[0].isalnum() or w[0] == "_"))
             # each trigger's scopes and cue, once per sentence
-            stops = Stops(matches)
+            stops = Stops(matches, words)
             reach = []
             for t in triggers:
                 c_start, c_end = spans[t.start][0], spans[t.end - 1][1]
                 cue = Cue(CATEGORIES[t.rule.category], text[c_start:c_end], c_start, c_end)
                 reach.append((t, self.scopes(t, stops, rank), cue))
             trigger_starts = [t.start for t in triggers]
+            # the longest forward and backward scopes here, in words (None: unbounded rules)
+            far = None
+            if self._reach is not None:
+                forward = [b - t.end for t, sc, _ in reach for a, b in sc if a >= t.end]
+                backward = [t.start - a for t, sc, _ in reach for a, b in sc if b <= t.start]
+                far = (max(forward, default=0), max(backward, default=0))
             ends = [t for _, t in spans]
             word_starts = [s for s, _ in spans]
             for idx in members:
@@ -190,7 +247,7 @@ class ContextEngine:
                 hi = bisect.bisect_left(word_starts, e.end)
                 if lo >= hi:
                     continue
-                for k in self._near(trigger_starts, triggers, rank, lo, hi):
+                for k in self._near(trigger_starts, triggers, lo, hi, far):
                     t, scopes, cue = reach[k]
                     if not t.rule.applies_to(e.type) or (t.start < hi and lo < t.end):
                         continue
@@ -198,30 +255,39 @@ class ContextEngine:
                         distance = t.start - hi if t.start >= hi else lo - t.end
                         cues[idx].append((distance, cue))
         out: list[Entity] = []
-        for e, found in zip(entities, cues, strict=True):
-            ordered = tuple(c for _, c in sorted(found, key=lambda dc: (dc[0], dc[1].start)))
+        for found in cues:  # a section's attribute that a trigger on the entity overrides
+            if found and found[0][0] == _HEADER:
+                header = found[0][1]
+                if any(c.attribute in SECTION_YIELDS.get(header.attribute, ()) for _, c in found):
+                    del found[0]
+        for e, found, s in zip(entities, cues, sections, strict=True):
+            ordered = _without_repeats(
+                tuple(c for _, c in sorted(found, key=lambda dc: (dc[0], dc[1].start)))
+            )
             flags = {attr: any(c.attribute == attr for c in ordered) for attr in ATTRIBUTES}
-            out.append(replace(e, assertion=Assertion(**flags, cues=ordered)))
+            assertion = Assertion(**flags, cues=ordered)
+            out.append(replace(e, assertion=assertion, section=s.category if s else None))
         return out
 
     def _near(
         self,
         starts: Sequence[int],
         triggers: Sequence[Match],
-        rank: Sequence[int],
         lo: int,
         hi: int,
+        far: tuple[int, int] | None,
     ) -> list[int]:
-        """The indices of the triggers that may reach words ``[lo, hi)``: outwards from them,
-        while a trigger is within the farthest reach (in words) of any rule — and, when a rule
-        reaches to the end of the sentence, :data:`MAX_TRIGGERS_SEEN` on each side."""
-        limit = MAX_TRIGGERS_SEEN if self._reach is None else len(triggers)
+        """The indices of the triggers that may reach words ``[lo, hi)``, outwards from them:
+        those starting at most ``far`` words (before, after) away — the sentence's longest
+        forward and backward scopes, with the longest phrase's slack, since nested triggers'
+        ends are not in start order — or, when a rule reaches to the end of the sentence
+        (``far`` None), :data:`MAX_TRIGGERS_SEEN` on each side."""
+        limit = MAX_TRIGGERS_SEEN if far is None else len(triggers)
         out: list[int] = []
         left = bisect.bisect_left(starts, lo) - 1  # starting before the entity
         seen = 0
         while left >= 0 and seen < limit:
-            t = triggers[left]
-            if self._reach is not None and rank[lo] - rank[min(t.end, lo)] > self._reach:
+            if far is not None and lo - triggers[left].start > far[0] + self._longest:
                 break
             out.append(left)
             left -= 1
@@ -229,8 +295,7 @@ class ContextEngine:
         right = bisect.bisect_left(starts, lo)  # starting inside or after it
         seen = 0
         while right < len(triggers) and seen < limit:
-            t = triggers[right]
-            if self._reach is not None and rank[t.start] - rank[hi] > self._reach:
+            if far is not None and triggers[right].start - hi > far[1]:
                 break
             out.append(right)
             right += 1
@@ -243,12 +308,39 @@ class ContextEngine:
         return [self.apply(t, ents) for t, ents in zip(texts, entities, strict=True)]
 
 
+def _without_repeats(cues: tuple[Cue, ...]) -> tuple[Cue, ...]:
+    """Cues in order, the last (a section's header, when it sets an attribute) left out when
+    it overlaps a trigger of its attribute ("Family History:" is a trigger and a header)."""
+    if len(cues) < 2:
+        return cues
+    last = cues[-1]
+    if any(
+        c.attribute == last.attribute and c.start < last.end and last.start < c.end
+        for c in cues[:-1]
+    ):
+        return cues[:-1]
+    return cues
+
+
+def _reaches_elsewhere(shorter: Rule, longer: Rule) -> bool:
+    """A trigger inside a longer trigger of the same category whose scope runs another way:
+    both stay."""
+    return (
+        shorter.is_trigger
+        and longer.is_trigger
+        and shorter.category == longer.category
+        and shorter.direction != longer.direction
+    )
+
+
 class Stops:
     """Where a sentence's scopes stop: for each category, the sorted starts and ends of its
     terminators and of its triggers (a rule may be ``terminated_by`` another category's
     triggers). A scope's end is then a bisection, not a pass over every match."""
 
-    def __init__(self, matches: Sequence[Match]):
+    def __init__(self, matches: Sequence[Match], words: Sequence[str] = ()):
+        """``words``: the sentence's (lower-cased), where its list separators are."""
+        self.separators = [i for i, w in enumerate(words) if w in LIST_SEPARATORS]
         terminators: dict[str, list[Match]] = {}
         triggers: dict[str, list[Match]] = {}
         for m in matches:
@@ -266,6 +358,27 @@ class Stops:
             for kind, table in (("term", terminators), ("trig", triggers))
             for c, ms in table.items()
         }
+
+    def through_list(self, start: int, hi: int, clause: int, rank: Sequence[int]) -> int:
+        """Where a forward scope from ``start``, cut at ``hi`` by its word limit, ends when it
+        is in a list (a separator between ``start`` and ``hi``): at the end of the last item
+        of at most LIST_ITEM_WORDS words before ``clause`` (its clause's end); else ``hi``."""
+        seps = self.separators
+        i = bisect.bisect_left(seps, start)
+        if i >= len(seps) or seps[i] >= hi:
+            return hi  # no list
+        k = bisect.bisect_left(seps, hi) - 1  # the last separator before the cut
+        pos, end = seps[k] + 1, hi
+        for _ in range(LIST_ITEMS):
+            k += 1
+            nxt = seps[k] if k < len(seps) and seps[k] < clause else clause
+            if rank[nxt] - rank[pos] > LIST_ITEM_WORDS:
+                break  # a clause, not an item
+            end = nxt
+            if nxt >= clause:
+                break
+            pos = nxt + 1
+        return max(hi, end)
 
     def _lists(self, rule: Rule) -> list[tuple[str, str]]:
         keys = [("term", ALL), ("term", rule.category)]

@@ -23,7 +23,6 @@ pattern is expanded here into the literal word sequences it matches.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,17 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..text import word_spans
+from ..types import ASSERTION_ATTRIBUTES
+from .phrases import expand, field_error, words
+from .sections import default_sections, parse_sections
 
-# Category → the attribute an entity carries when a trigger of that category reaches it.
+# Category → the attribute an entity carries when a trigger of that category reaches it (the
+# attributes: ``types.Assertion``; a test checks that every one has its category).
 CATEGORIES: dict[str, str] = {
     "NEGATED_EXISTENCE": "negated",
     "POSSIBLE_EXISTENCE": "possible",
     "HYPOTHETICAL": "hypothetical",
     "HISTORICAL": "historical",
     "FAMILY": "family",
+    "ALLERGY": "allergy",
 }
-ATTRIBUTES: tuple[str, ...] = tuple(CATEGORIES.values())
+ATTRIBUTES: tuple[str, ...] = tuple(ASSERTION_ATTRIBUTES)
 ALL = "ALL"  # a terminator's category: it ends the scope of every category
 # FORWARD/BACKWARD/BIDIRECTIONAL: a trigger and where its scope runs. TERMINATE: ends the scope
 # of triggers of its category. PSEUDO: a phrase that contains a trigger but is not one
@@ -60,7 +63,6 @@ _FIELDS = {
     "source",
     "comment",
 }
-MAX_EXPANSIONS = 10_000  # phrases one pattern may expand to
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class RuleSet:
     rules: tuple[Rule, ...]
     origin: str = ""
     max_scope: int | None = None  # words a trigger reaches when its rule sets no max_scope
+    sections: Any = None  # context.sections.SectionRules: section headers and what they set
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -99,7 +102,7 @@ class RuleSet:
         cats, dirs = set(categories), set(directions)
         kept = tuple(r for r in self.rules if r.category in cats and r.direction in dirs)
         origin = f"{self.origin} ({'/'.join(sorted(cats))}, {'/'.join(sorted(dirs))})"
-        return RuleSet(kept, origin, self.max_scope)
+        return RuleSet(kept, origin, self.max_scope)  # no sections: triggers alone
 
     def extended_by(self, site: RuleSet) -> RuleSet:
         """``site``'s rules added to these; a site rule matching the same words as one of
@@ -113,58 +116,15 @@ class RuleSet:
         taken = set().union(*(keys(r) for r in site.rules)) if site.rules else set()
         kept = tuple(r for r in self.rules if not keys(r) & taken)
         max_scope = site.max_scope if site.max_scope is not None else self.max_scope
-        return RuleSet(kept + site.rules, f"{self.origin} + {site.origin}", max_scope)
-
-
-def words(phrase: str) -> tuple[str, ...]:
-    """A phrase cut into lower-cased words the way notes are (``mslm_core.text``)."""
-    return tuple(phrase[a:b].lower() for a, b in word_spans(phrase))
-
-
-def _fail(where: str, field_name: str, message: str) -> ConfigError:
-    return ConfigError(f"{where}: field {field_name!r}: {message}")
-
-
-def _expand(pattern: Any, where: str) -> tuple[tuple[str, ...], ...]:
-    if not isinstance(pattern, list) or not pattern:
-        raise _fail(where, "pattern", "must be a non-empty list of word patterns or null")
-    options: list[list[tuple[str, ...]]] = []
-    for i, token in enumerate(pattern):
-        at = f"pattern[{i}]"
-        if not isinstance(token, dict) or "LOWER" not in token:
-            raise _fail(where, at, 'must be an object with "LOWER"')
-        extra = set(token) - {"LOWER", "OP"}
-        if extra:
-            raise _fail(where, at, f"unsupported key(s) {sorted(extra)}; supported: LOWER, OP")
-        value = token["LOWER"]
-        if isinstance(value, dict):
-            if set(value) != {"IN"} or not isinstance(value["IN"], list) or not value["IN"]:
-                raise _fail(where, f"{at}.LOWER", 'must be a word or {"IN": [words…]}')
-            choices = value["IN"]
-        else:
-            choices = [value]
-        if not all(isinstance(c, str) and words(c) for c in choices):
-            raise _fail(where, f"{at}.LOWER", "every choice must be a string holding a word")
-        alts = [words(c) for c in choices]
-        op = token.get("OP")
-        if op == "?":
-            alts.append(())
-        elif op is not None:
-            raise _fail(where, f"{at}.OP", f'only "?" is supported, got {op!r}')
-        options.append(alts)
-    count = 1
-    for alts in options:
-        count *= len(alts)
-    if count > MAX_EXPANSIONS:
-        raise _fail(where, "pattern", f"expands to {count} phrases (at most {MAX_EXPANSIONS})")
-    phrases = {tuple(itertools.chain.from_iterable(combo)) for combo in itertools.product(*options)}
-    phrases.discard(())
-    return tuple(sorted(phrases))
+        sections = self.sections
+        if site.sections:
+            sections = sections.extended_by(site.sections) if sections else site.sections
+        return RuleSet(kept + site.rules, f"{self.origin} + {site.origin}", max_scope, sections)
 
 
 def _scope(value: Any, where: str) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise _fail(
+        raise field_error(
             where, "max_scope", f"must be a positive whole number of words or null, got {value!r}"
         )
     return value
@@ -174,7 +134,7 @@ def _types(value: Any, where: str, name: str) -> frozenset[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _fail(where, name, "must be a list of entity type names or null")
+        raise field_error(where, name, "must be a list of entity type names or null")
     return frozenset(value)
 
 
@@ -187,28 +147,28 @@ def parse_rule(raw: Any, where: str) -> Rule:
         raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(_FIELDS)}")
     literal = raw.get("literal")
     if not isinstance(literal, str) or not words(literal):
-        raise _fail(where, "literal", "must be a string holding at least one word")
+        raise field_error(where, "literal", "must be a string holding at least one word")
     where = f"{where} ({literal!r})"
     direction = raw.get("direction")
     if direction not in DIRECTIONS:
-        raise _fail(
+        raise field_error(
             where, "direction", f"must be one of {', '.join(DIRECTIONS)}, got {direction!r}"
         )
     category = raw.get("category")
     allowed_cats = (*CATEGORIES, ALL) if direction == "TERMINATE" else tuple(CATEGORIES)
     if category not in allowed_cats:
-        raise _fail(
+        raise field_error(
             where, "category", f"must be one of {', '.join(allowed_cats)}, got {category!r}"
         )
     pattern = raw.get("pattern")
-    phrases = _expand(pattern, where) if pattern is not None else (words(literal),)
+    phrases = expand(pattern, where) if pattern is not None else (words(literal),)
     max_scope = _scope(raw.get("max_scope"), where)
     terminated_by = raw.get("terminated_by") or []
     if not isinstance(terminated_by, list) or any(c not in CATEGORIES for c in terminated_by):
-        raise _fail(where, "terminated_by", f"must be a list of {', '.join(CATEGORIES)}")
+        raise field_error(where, "terminated_by", f"must be a list of {', '.join(CATEGORIES)}")
     source = raw.get("source", "")
     if not isinstance(source, str):
-        raise _fail(where, "source", "must be a string")
+        raise field_error(where, "source", "must be a string")
     return Rule(
         literal=literal,
         category=category,
@@ -223,13 +183,17 @@ def parse_rule(raw: Any, where: str) -> Rule:
 
 
 def parse_rules(document: Any, origin: str) -> RuleSet:
-    if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
+    """A rules document: ``rules`` (triggers, pseudo-triggers, terminators) and, optionally,
+    ``sections`` (headers, ``context.sections``) and ``section_attributes``."""
+    if not isinstance(document, dict) or not isinstance(document.get("rules", []), list):
+        raise ConfigError(f'{origin}: a rules file is a JSON object with a "rules" list')
+    if "rules" not in document and "sections" not in document:
         raise ConfigError(f'{origin}: a rules file is a JSON object with a "rules" list')
     rules = tuple(
-        parse_rule(raw, f"{origin}: rules[{i}]") for i, raw in enumerate(document["rules"])
+        parse_rule(raw, f"{origin}: rules[{i}]") for i, raw in enumerate(document.get("rules", []))
     )
     max_scope = _scope(document.get("max_scope"), origin)
-    return RuleSet(rules, origin, max_scope)
+    return RuleSet(rules, origin, max_scope, parse_sections(document, origin) or None)
 
 
 def load_rules(path: str | Path) -> RuleSet:
@@ -250,7 +214,8 @@ def default_rules() -> RuleSet:
     """The rules this package ships (``rules.json``: medspaCy, negspacy and pyConTextNLP rules
     and our own, each with its source; origins and licences in the file's ``sources``)."""
     text = resources.files(__package__).joinpath("rules.json").read_text(encoding="utf-8")
-    return parse_rules(json.loads(text), "mslm_core/context/rules.json")
+    rules = parse_rules(json.loads(text), "mslm_core/context/rules.json")
+    return RuleSet(rules.rules, rules.origin, rules.max_scope, default_sections())
 
 
 def rules_for(site_file: str | Path | None, mode: str = "extend") -> RuleSet:
