@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
+from mslm_core.types import ASSERTION_ATTRIBUTES
+
+ASSERTION_ATTRIBUTE_NAMES = tuple(ASSERTION_ATTRIBUTES)
 
 # Text that reaches the database as an id, a key or a name: no control characters (PostgreSQL
 # refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
@@ -50,22 +53,32 @@ class AnnotateRequest(Strict):
 
 
 class CueOut(BaseModel):
-    attribute: Literal["negated", "possible", "hypothetical", "historical", "family"]
-    text: str = Field(description="the trigger phrase: texts[i][start:end]")
+    attribute: Literal[ASSERTION_ATTRIBUTE_NAMES] = Field(  # type: ignore[valid-type]
+        description="the attribute it sets"
+    )
+    text: str = Field(description="the trigger phrase or section header: texts[i][start:end]")
     start: int
     end: int
 
 
-class AssertionOut(BaseModel):
-    """ConText (Harkema et al. 2009) over the entity's sentence: each attribute is true when a
-    trigger of its kind reaches the entity. Present, for the patient, now: all false."""
+_ASSERTION_DOC = """ConText (Harkema et al. 2009) over the entity's sentence, and the note's
+section: each attribute is true when a trigger of its kind reaches the entity, or its section
+sets it. Present, for the patient, now: all false."""
+if TYPE_CHECKING:  # its fields are the attributes mslm_core.types declares
 
-    negated: bool = Field(description='"no evidence of", "denies", "negative for" …')
-    possible: bool = Field(description='uncertain: "possible", "suspected", "cannot exclude" …')
-    hypothetical: bool = Field(description='"rule out", "if", "should he develop" …')
-    historical: bool = Field(description='"history of", "status post" …')
-    family: bool = Field(description='the experiencer is not the patient: "mother had" …')
-    cues: list[CueOut] = Field(description="the triggers that set the attributes, nearest first")
+    class AssertionOut(BaseModel):
+        cues: list[CueOut]
+
+else:
+    AssertionOut = create_model(
+        "AssertionOut",
+        __doc__=_ASSERTION_DOC,
+        **{a: (bool, Field(description=says)) for a, says in ASSERTION_ATTRIBUTES.items()},
+        cues=(
+            list[CueOut],
+            Field(description="what set the attributes: triggers nearest first, then the header"),
+        ),
+    )
 
 
 class ConceptOut(BaseModel):
@@ -87,7 +100,15 @@ class EntityOut(BaseModel):
     assertion: AssertionOut | None = Field(
         None,
         description="clinical context; absent when the service runs with MSLM_CONTEXT off, and "
-        "for the clinical schema's types it is not about (Drug, Dosage, Result, Anatomy)",
+        "for the clinical schema's types it is not about (Dosage, Result, Anatomy); a Drug's "
+        "carries allergy alone",
+    )
+    section: str | None = Field(
+        None,
+        description="the note's section the entity lies in (history_of_present_illness, "
+        "past_medical_history, family_history, allergy, medications, review_of_systems, "
+        "observation_and_plan, …: mslm_core/context/sections.json and the site's rules); "
+        "absent before the first header and when MSLM_CONTEXT is off",
     )
     concept: ConceptOut | None = Field(
         None,

@@ -30,9 +30,10 @@ def _required_time(value: Any) -> dt.datetime:
 # -- annotate ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Cue:
-    """The trigger phrase that set an assertion attribute: ``text == texts[i][start:end]``."""
+    """The trigger phrase or section header that set an assertion attribute:
+    ``text == texts[i][start:end]``."""
 
-    attribute: str  # negated, possible, hypothetical, historical or family
+    attribute: str  # the attribute it sets: negated, possible, … allergy
     text: str
     start: int
     end: int
@@ -44,40 +45,34 @@ class Cue:
 
 @dataclass(frozen=True)
 class Assertion:
-    """The entity's clinical context (ConText): each attribute True when a trigger of its kind
-    reaches it; ``present`` when none is."""
+    """The entity's clinical context (ConText, and the note's section): each attribute the
+    service reports — negated, possible, hypothetical, historical, family, allergy, and any a
+    newer service adds — True when a trigger of its kind or its section sets it; read them as
+    attributes (``a.negated``) or as ``a.flags``. ``present`` when none is set."""
 
-    negated: bool
-    possible: bool
-    hypothetical: bool
-    historical: bool
-    family: bool
+    flags: tuple[tuple[str, bool], ...]  # (attribute, set), in the service's order
     cues: tuple[Cue, ...] = ()
+
+    def __getattr__(self, name: str) -> bool:
+        for attribute, value in self.__dict__.get("flags", ()):
+            if attribute == name:
+                return value
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def present(self) -> bool:
-        return not (
-            self.negated or self.possible or self.hypothetical or self.historical or self.family
-        )
+        return not any(value for _, value in self.flags)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Assertion:
         return cls(
-            negated=bool(d["negated"]),
-            possible=bool(d["possible"]),
-            hypothetical=bool(d["hypothetical"]),
-            historical=bool(d["historical"]),
-            family=bool(d["family"]),
+            flags=tuple((k, bool(v)) for k, v in d.items() if k != "cues"),
             cues=tuple(Cue.from_dict(c) for c in d.get("cues", ())),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "negated": self.negated,
-            "possible": self.possible,
-            "hypothetical": self.hypothetical,
-            "historical": self.historical,
-            "family": self.family,
+            **dict(self.flags),
             "cues": [
                 {"attribute": c.attribute, "text": c.text, "start": c.start, "end": c.end}
                 for c in self.cues
@@ -123,6 +118,7 @@ class Entity:
     assertion: Assertion | None = None  # None when the service runs with MSLM_CONTEXT off
     concept: Concept | None = None  # None below the threshold, or with no vocabulary
     candidates: tuple[Concept, ...] | None = None  # None when the service links no concepts
+    section: str | None = None  # the note's section (None: before any header, or no context)
 
     @property
     def present(self) -> bool:
@@ -146,6 +142,7 @@ class Entity:
             candidates=None
             if candidates is None
             else tuple(Concept.from_dict(c) for c in candidates),
+            section=d.get("section"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +157,8 @@ class Entity:
         }
         if self.assertion is not None:
             out["assertion"] = self.assertion.to_dict()
+        if self.section is not None:
+            out["section"] = self.section
         if self.candidates is not None:
             out["concept"] = None if self.concept is None else self.concept.to_dict()
             out["candidates"] = [c.to_dict() for c in self.candidates]

@@ -185,3 +185,28 @@ def test_nothing_in_the_product_downloads_or_runs_the_harness():
         and target not in MAY_DOWNLOAD.get(name, set())
     ]
     assert wrong == []
+
+
+# -- one declaration per fact (issue 32) --------------------------------------------------------
+def test_an_assertion_attribute_is_declared_once():
+    """``types.Assertion`` declares the attributes; the context rules' categories, the API's
+    schema, the client and the formats follow it (adding one: the field in types.py, its
+    category in context/rules.py, its rules in rules.json)."""
+    from api.schemas import AssertionOut, CueOut
+    from mslm_client.schema import Assertion as ClientAssertion
+    from mslm_core.context.rules import CATEGORIES
+    from mslm_core.corpus.bioc import _prediction_infons
+    from mslm_core.types import ASSERTION_ATTRIBUTES, Assertion, Entity
+
+    names = list(ASSERTION_ATTRIBUTES)
+    assert sorted(CATEGORIES.values()) == sorted(names)
+    assert [f for f in AssertionOut.model_fields if f != "cues"] == names
+    assert list(CueOut.model_json_schema()["properties"]["attribute"]["enum"]) == names
+    every = Assertion(**dict.fromkeys(names, True))
+    entity = Entity(0, 1, "x", "Problem", 1.0, 1.0, 1.0, assertion=every)
+    as_json = entity.to_dict()["assertion"]
+    AssertionOut.model_validate(as_json)
+    client = ClientAssertion.from_dict(as_json)
+    assert all(getattr(client, a) for a in names) and not client.present
+    assert client.to_dict() == {**as_json, "cues": []}
+    assert {a for a in names if _prediction_infons(entity)[a] == "true"} == set(names)

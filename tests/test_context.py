@@ -12,7 +12,7 @@ from mslm_core.context.rules import parse_rules
 from mslm_core.corpus.bioc import predictions_to_bioc
 from mslm_core.corpus.labelstudio import predictions_to_labelstudio
 from mslm_core.errors import ConfigError
-from mslm_core.types import Entity
+from mslm_core.types import ASSERTION_ATTRIBUTES, Entity
 
 DEFAULT = ContextEngine.default()
 
@@ -34,11 +34,7 @@ def context(text: str, *spans, engine: ContextEngine = DEFAULT) -> dict[str, set
     out = {}
     for e in engine.apply(text, ents(text, *spans)):
         a = e.assertion
-        found = {
-            k
-            for k in ("negated", "possible", "hypothetical", "historical", "family")
-            if getattr(a, k)
-        }
+        found = {k for k in ASSERTION_ATTRIBUTES if getattr(a, k)}
         out[e.text] = found or {"present"}
     return out
 
@@ -126,9 +122,9 @@ def test_scope_stops_at_the_sentence_and_at_a_line_break():
 
 def test_max_scope_counts_words_not_punctuation():
     engine = engine_of(NEG_FWD, max_scope=3)
-    text = "no a , b , c , target here"  # 'target' is the 4th word after the trigger
+    text = "no a - b - c - target here"  # 'target' is the 4th word after the trigger
     assert context(text, "target", engine=engine) == {"target": {"present"}}
-    text = "no a , b , target here"  # the 3rd word, punctuation between them
+    text = "no a - b - target here"  # the 3rd word, punctuation between them
     assert context(text, "target", engine=engine) == {"target": {"negated"}}
     rule = {**NEG_FWD, "max_scope": 1}  # a rule's own max_scope wins over the set's
     assert context("no big target", "target", engine=engine_of(rule, max_scope=10)) == {
@@ -140,6 +136,28 @@ def test_a_long_list_after_a_negation_is_negated_within_the_default_scope():
     text = "Denies fever, chills, night sweats, nausea, vomiting or diarrhea."
     got = context(text, "fever", "chills", "night sweats", "nausea", "vomiting", "diarrhea")
     assert set(map(frozenset, got.values())) == {frozenset({"negated"})}
+
+
+def test_a_list_carries_the_negation_past_the_word_limit_but_a_clause_does_not():
+    """Issue 31: "denies fever, chills, …" past max_scope words keeps its negation to the
+    list's end; a longer stretch after a separator is a new clause, and the scope ends."""
+    text = (
+        "Patient denies fever, chills, nausea, vomiting, diarrhea, abdominal pain, dysuria, "
+        "hematuria, or rash."
+    )
+    assert context(text, "rash", "hematuria") == {"rash": {"negated"}, "hematuria": {"negated"}}
+    text = "No fever, chills or sweats, and the patient reports a productive cough since May."
+    got = context(text, "sweats", "cough")
+    assert got == {"sweats": {"negated"}, "cough": {"present"}}
+    engine = engine_of(NEG_FWD, max_scope=2)
+    assert context("no a , b , c , d", "d", engine=engine) == {"d": {"negated"}}
+    assert context("no a b c d", "d", engine=engine) == {"d": {"present"}}
+
+
+def test_a_shorter_cue_whose_scope_runs_the_other_way_is_kept():
+    """Issue 31: "EXTREMITIES: No edema" lost its negation to the longer ': no' (backward)."""
+    assert context("EXTREMITIES: No edema.", "edema") == {"edema": {"negated"}}
+    assert context("Pain: no", "Pain") == {"Pain": {"negated"}}
 
 
 def test_an_entity_holding_the_trigger_is_not_modified_by_it():
@@ -203,6 +221,131 @@ def test_pseudo_triggers_negate_nothing(text, word):
 def test_not_ruled_out_is_uncertain_not_negated():
     assert context("Sepsis has not been ruled out.", "Sepsis") == {"Sepsis": {"possible"}}
     assert context("Sepsis was ruled out.", "Sepsis") == {"Sepsis": {"negated"}}
+
+
+# -- issue 31: the error classes found on discharge notes ---------------------------------------
+@pytest.mark.parametrize(
+    ("text", "word", "expected"),
+    [
+        # pseudo-triggers: a negation word that negates nothing
+        ("No further episodes of syncope.", "syncope", {"present"}),
+        ("Not only fever but also rash.", "rash", {"present"}),
+        # terminators: what the patient has ends a negation's scope
+        ("Negative for fever, positive for cough.", "cough", {"present"}),
+        ("Denies fever, reports cough.", "cough", {"present"}),
+        ("Denies fever but has cough.", "cough", {"present"}),
+        # words that are not negations here
+        ("Pneumonia versus atelectasis.", "atelectasis", {"possible"}),
+        ("Pneumonia versus atelectasis.", "Pneumonia", {"possible"}),
+        ("Chest clear, mild wheezing on the right.", "wheezing", {"present"}),
+        # resolved problems are in the past
+        ("Her pneumonia has resolved.", "pneumonia", {"historical"}),
+        ("Resolved pneumonia.", "pneumonia", {"historical"}),
+        # instructions are hypothetical
+        ("Return if fever recurs.", "fever", {"hypothetical"}),
+        ("Should you develop chest pain, call 911.", "chest pain", {"hypothetical"}),
+        ("Call for worsening shortness of breath.", "shortness of breath", {"hypothetical"}),
+        # allergies
+        ("Allergic to penicillin.", "penicillin", {"allergy"}),
+        ("Penicillin allergy.", "Penicillin", {"allergy"}),
+        ("No known allergies. Pneumonia present.", "Pneumonia", {"present"}),
+    ],
+)
+def test_the_error_classes_of_issue_31(text, word, expected):
+    assert context(text, word) == {word: expected}
+
+
+NOTE = """HISTORY OF PRESENT ILLNESS: 58 y/o man with chest pain since Monday.
+PAST MEDICAL HISTORY:
+1. Diabetes mellitus
+2. Hypertension
+FAMILY HISTORY: Mother with breast cancer.
+ALLERGIES: penicillin
+MEDICATIONS: metformin.
+ROS: Denies fever, chills, nausea, vomiting, diarrhea, constipation, dysuria, hematuria, or rash.
+A/P: Chest pain, rule out myocardial infarction. Stable. Social history: smoker."""
+
+
+def test_sections_name_every_entity_and_set_what_they_say():
+    spans = [
+        "chest pain",
+        "Diabetes mellitus",
+        "Hypertension",
+        "breast cancer",
+        ("penicillin", 0, "Drug"),
+        ("metformin", 0, "Drug"),
+        "rash",
+        "myocardial infarction",
+        "smoker",
+    ]
+    out = {e.text: e for e in DEFAULT.apply(NOTE, ents(NOTE, *spans))}
+    sections = {k: e.section for k, e in out.items()}
+    assert sections == {
+        "chest pain": "history_of_present_illness",
+        "Diabetes mellitus": "past_medical_history",
+        "Hypertension": "past_medical_history",
+        "breast cancer": "family_history",
+        "penicillin": "allergy",
+        "metformin": "medications",
+        "rash": "review_of_systems",
+        "myocardial infarction": "observation_and_plan",
+        "smoker": "social_history",  # a header after a sentence's end, with its colon
+    }
+    flags = {
+        k: {a for a in ASSERTION_ATTRIBUTES if getattr(e.assertion, a)} for k, e in out.items()
+    }
+    assert flags["chest pain"] == set() and flags["metformin"] == set()
+    assert flags["Diabetes mellitus"] == flags["Hypertension"] == {"historical"}
+    assert flags["breast cancer"] == {"family"}
+    assert flags["penicillin"] == {"allergy"}
+    assert flags["rash"] == {"negated"}  # the list keeps its negation to its end
+    assert flags["myocardial infarction"] == {"hypothetical"}
+    # the header is the cue, with its exact offsets, after the triggers
+    cue = out["Diabetes mellitus"].assertion.cues[-1]
+    assert (cue.attribute, cue.text) == ("historical", "PAST MEDICAL HISTORY")
+    assert NOTE[cue.start : cue.end] == cue.text
+    # a header that is a trigger too is named once
+    assert [c.text for c in out["breast cancer"].assertion.cues].count("FAMILY HISTORY") <= 1
+
+
+def test_a_header_is_a_header_only_where_headers_stand():
+    text = "The plan was discussed with the family history of the patient.\nPlan: aspirin"
+    found = [(s.category, s.header) for s in DEFAULT.sectionizer.find(text)]
+    assert found == [("observation_and_plan", "Plan")]
+    # no colon mid-line, or a word that merely starts like a header: no section
+    assert DEFAULT.sectionizer.find("He takes medications daily. Planning: soon") == []
+    out = DEFAULT.apply("Asthma.", ents("Asthma.", "Asthma"))
+    assert out[0].section is None  # before any header
+
+
+def test_a_family_finding_under_a_history_header_is_not_the_patients_past():
+    text = "PMH: asthma; mother with breast cancer."
+    got = context(text, "asthma", "breast cancer")
+    assert got == {"asthma": {"historical"}, "breast cancer": {"family"}}
+
+
+def test_a_site_adds_sections_and_what_they_set(tmp_path):
+    site = tmp_path / "site.json"
+    site.write_text(
+        json.dumps(
+            {
+                "sections": [{"literal": "Antecedents", "category": "past_medical_history"}],
+                "section_attributes": {"obstetric_history": "historical"},
+            }
+        )
+    )
+    engine = ContextEngine(rules_for(site))
+    text = "Antecedents: asthma\nExam: wheezing"
+    got = {e.text: e for e in engine.apply(text, ents(text, "asthma", "wheezing"))}
+    assert got["asthma"].section == "past_medical_history" and got["asthma"].assertion.historical
+    assert got["wheezing"].section == "physical_exam" and got["wheezing"].assertion.present
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"sections": [{"literal": "Antecedents", "category": "Bad Name"}]}))
+    with pytest.raises(ConfigError, match=r"bad.json: sections\[0\].*'category'"):
+        rules_for(bad)
+    bad.write_text(json.dumps({"sections": [], "section_attributes": {"x": "sad"}}))
+    with pytest.raises(ConfigError, match=r"section_attributes.x: must be one of negated"):
+        rules_for(bad)
 
 
 # -- offsets and notes ----------------------------------------------------------------------------
@@ -386,3 +529,25 @@ def test_bioc_and_label_studio_carry_the_context():
     )
     assert "assertion" not in plain[0].to_dict()
     assert out[0].to_dict()["assertion"]["cues"][0]["text"] == "denies"
+
+
+def test_every_format_that_can_carry_the_section_carries_it():
+    text = "HPI: denies chest pain.\nALLERGIES: penicillin"
+    out = DEFAULT.apply(text, ents(text, "chest pain", ("penicillin", 0, "Drug")))
+    pain, drug = out
+    assert pain.to_dict()["section"] == "history_of_present_illness"
+    assert drug.to_dict()["assertion"]["allergy"] is True
+    bioc = predictions_to_bioc([text], [out], "m1")
+    first, second = bioc["documents"][0]["passages"][0]["annotations"]
+    assert first["infons"]["section"] == "history_of_present_illness"
+    assert second["infons"]["section"] == "allergy" and second["infons"]["allergy"] == "true"
+    assert second["infons"]["cues"] == f"allergy@{text.index('ALLERGIES')}-{text.index(':', 24)}"
+    (task,) = predictions_to_labelstudio([text], [out], "m1")
+    first, second = task["predictions"][0]["result"]
+    assert first["meta"] == {"text": ['negated: "denies"', "section: history_of_present_illness"]}
+    assert second["meta"] == {"text": ['allergy: "ALLERGIES"', "section: allergy"]}
+    # with no header before it, an entity has no section, and the formats say nothing
+    plain = DEFAULT.apply("Asthma.", ents("Asthma.", "Asthma"))
+    assert "section" not in plain[0].to_dict()
+    infons = predictions_to_bioc(["Asthma."], [plain], "m1")["documents"][0]["passages"][0]
+    assert "section" not in infons["annotations"][0]["infons"]

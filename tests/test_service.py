@@ -225,8 +225,13 @@ def test_annotate_reports_clinical_context_in_every_format(trained_service, tmp_
             "hypothetical",
             "historical",
             "family",
+            "allergy",
             "cues",
         }
+        assert schema["CueOut"]["properties"]["attribute"]["enum"] == [
+            *schema["AssertionOut"]["required"][:-1]
+        ]
+        assert "section" in schema["EntityOut"]["properties"]
     # MSLM_CONTEXT=false: no assertion
     with TestClient(create_app(settings.model_copy(update={"context": False}))) as c:
         body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()

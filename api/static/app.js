@@ -132,12 +132,16 @@
   // -- annotate ----------------------------------------------------------------------------
   const threshold = () => Number($("threshold").value);
   $("present-only").addEventListener("change", render);
-  // ConText attributes → the short badge shown on an entity and in the table
-  const CONTEXT = [
-    ["negated", "NEG"], ["possible", "POSSIBLE"], ["hypothetical", "HYPOTHETICAL"],
-    ["historical", "HISTORY"], ["family", "FAMILY"],
-  ];
-  const contextOf = (e) => (e.assertion ? CONTEXT.filter(([k]) => e.assertion[k]) : []);
+  // ConText attributes: every flag the service reports in an entity's assertion (the service
+  // declares them) → the badge shown on the entity: a short one for some, else its name
+  const BADGE = { negated: "NEG", historical: "HISTORY" };
+  const contextOf = (e) =>
+    e.assertion
+      ? Object.keys(e.assertion)
+          .filter((k) => e.assertion[k] === true)
+          .map((k) => [k, BADGE[k] || k.toUpperCase()])
+      : [];
+  const sectionText = (e) => (e.section || "").replaceAll("_", " ");
   const contextText = (e) => {
     if (!e.assertion) return "";
     if (contextOf(e).length === 0) return "present";
@@ -247,6 +251,7 @@
           el("td", {}, e.type),
           el("td", {}, e.confidence.toFixed(3)),
           el("td", { class: badge ? "context flagged" : "context" }, context),
+          el("td", { class: "section" }, sectionText(e)),
           el("td", { class: "concept" }, conceptCell(e)),
           el("td", {}, `${e.start}–${e.end}`)),
       );

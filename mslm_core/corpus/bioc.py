@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CorpusError
+from ..types import ASSERTION_ATTRIBUTES
 from ._io import IssueCollector, StrPath, atomic_write
 from .jsonl import _is_int, _type_name
 from .model import Corpus, SentenceList, Sink
@@ -351,9 +352,11 @@ def _prediction_infons(e: Entity) -> dict[str, str]:
     infons = {"type": e.type, "confidence": f"{e.confidence:.6g}"}
     a = e.assertion
     if a is not None:
-        for attr in ("negated", "possible", "hypothetical", "historical", "family"):
+        for attr in ASSERTION_ATTRIBUTES:
             infons[attr] = "true" if getattr(a, attr) else "false"
         infons["cues"] = ";".join(f"{c.attribute}@{c.start}-{c.end}" for c in a.cues)
+    if e.section is not None:
+        infons["section"] = e.section
     if e.concept is not None:  # as PubTator Central's BioC writes it, and strings
         infons["identifier"] = e.concept.id
         infons["concept_name"] = e.concept.name
@@ -369,9 +372,10 @@ def predictions_to_bioc(
     ``texts``), one passage at offset 0 holding the text, one annotation per entity with
     ``infons: {type, confidence}`` — strings, as BioC infons are (the confidence to 6
     significant digits) — and, when the entity has its clinical context, ``negated``,
-    ``possible``, ``hypothetical``, ``historical``, ``family`` (``"true"``/``"false"``) and
-    ``cues`` (``attribute@start-end`` joined by ``;``, offsets into the text); the collection's
-    ``infons.model`` names the model."""
+    ``possible``, ``hypothetical``, ``historical``, ``family``, ``allergy`` (each of
+    ``types.ASSERTION_ATTRIBUTES``: ``"true"``/``"false"``) and ``cues``
+    (``attribute@start-end`` joined by ``;``, offsets into the text), and its ``section`` when
+    it lies in one; the collection's ``infons.model`` names the model."""
     documents = [
         _document(
             str(i),

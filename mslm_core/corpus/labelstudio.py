@@ -302,8 +302,9 @@ def predictions_to_labelstudio(
     """Predictions as Label Studio tasks with pre-annotations, ready to import.
 
     Each region carries its ``score`` (the entity's confidence) and, when its clinical context
-    is not "present", ``meta.text`` naming it with its cues (e.g. ``negated: "denies"``), which
-    Label Studio shows as the region's meta; the prediction's ``score`` is the lowest of them
+    is not "present", ``meta.text`` naming it with its cues (e.g. ``negated: "denies"``) and
+    its note's section (``section: family_history``), which Label Studio shows as the region's
+    meta; the prediction's ``score`` is the lowest of them
     (the entity a reviewer should look at first), absent when the text has no entity.
     """
     tasks = []
@@ -315,6 +316,8 @@ def predictions_to_labelstudio(
             meta = []
             if e.assertion is not None and e.assertion.cues:
                 meta += [f'{c.attribute}: "{c.text}"' for c in e.assertion.cues]
+            if e.section is not None:
+                meta.append(f"section: {e.section}")
             if e.concept is not None:
                 c = e.concept
                 meta.append(f"concept: {c.vocabulary} {c.id} {c.name} ({c.score:.2f})")
