@@ -1,7 +1,7 @@
 """Clinical context (ConText) against openly licensed corpora with negation labels.
 
-    python benchmarks/assertion.py [--model BUNDLE] [--cache DIR]
-        [--maccrobat-git DIR] [--chia-git DIR]
+    python benchmarks/assertion.py [--model [NAME=]BUNDLE] [--split all|test] [--baselines]
+        [--cache DIR] [--git CORPUS=DIR …]
 
 MACCROBAT2020 (case reports; POLARITY of events) and CHIA (trial eligibility criteria;
 Negation and Mood linked to entities) are fetched at pinned commits with pinned sha256 into
@@ -30,7 +30,21 @@ GitHub is out of reach). Never committed.
    on first use from PyPI: medspaCy needs spaCy < 3.8, negspacy spaCy >= 3.8), through
    ``benchmarks/context_baselines.py``.
 
-Writes ``benchmarks/results/assertion/summary.json``; the last line printed is its headline.
+   BioScope's clinical part (1,954 radiology reports, negation and speculation cues and scopes;
+   its words restored from the CMC 2007 challenge's reports: ``harness.context_corpora``) is
+   scored the same way, every content word of a report a span: negated inside a negation
+   scope, possible inside a speculation scope; and, with ``--model``, on the findings each
+   model finds in the reports (negated or possible as their last word is in a scope).
+
+4. **Sections** (with ``--baselines``): our sectionizer and medspaCy's on MTSamples' 4,966
+   transcribed notes (CC0; their headers put back on lines of their own): the share of the
+   notes' header lines each recognises as a section, and P/R/F1 of the sections that set an
+   attribute (family history, past medical and surgical history, allergies) against what the
+   header's own words name.
+
+Every corpus is fetched at a pinned commit with pinned sha256 into the cache; ``--git
+CORPUS=DIR`` reads one from a local clone. Writes
+``benchmarks/results/assertion/summary.json``; the last line printed is its headline.
 """
 
 from __future__ import annotations
@@ -57,15 +71,35 @@ from harness.clinical import (
     fetch_corpus,
     maccrobat_gold,
 )
+from harness.context_corpora import (
+    ATTRIBUTE_SECTIONS,
+    BIOSCOPE_FILE,
+    CMC_FILES,
+    MTSAMPLES_FILE,
+    bioscope_findings,
+    bioscope_gold,
+    mtsamples_notes,
+    score_sections,
+)
 from mslm_core.context import ContextEngine, default_rules, rules_for
-from mslm_core.types import Entity
+from mslm_core.types import ASSERTION_ATTRIBUTES, Entity
 
 # gold types a disease/chemical model (BC5CDR) can find, per corpus
 MODEL_TYPES = {
     "MACCROBAT2020": {"Sign_symptom", "Disease_disorder", "Medication"},
     "CHIA": {"Condition", "Drug"},
 }
-FINDINGS = {"MACCROBAT2020": {"Sign_symptom", "Disease_disorder"}, "CHIA": {"Condition"}}
+FINDINGS = {
+    "MACCROBAT2020": {"Sign_symptom", "Disease_disorder"},
+    "CHIA": {"Condition"},
+    "BioScope": {"Word"},  # every content word of a radiology report (harness.context_corpora)
+}
+# the pinned corpora each benchmark corpus is made of (mslm_core.corpora)
+SOURCES = {
+    "MACCROBAT2020": ("MACCROBAT2020",),
+    "CHIA": ("CHIA",),
+    "BioScope": ("BioScope-clinical-anon", "CMC2007"),
+}
 
 
 def prf(tp: int, fp: int, fn: int) -> dict:
@@ -230,6 +264,34 @@ def run_baseline(engine: str, docs: list[GoldDocument], types: set[str]) -> tupl
     return out["results"], out["seconds"]
 
 
+def run_medspacy_sections(texts: list[str]) -> tuple[list, float]:
+    """medspaCy's sectionizer on the texts: per text ``[start, end, category]``; seconds."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
+        src.write_text(json.dumps({"documents": [{"text": t} for t in texts]}))
+        script = str(REPO / "benchmarks" / "context_baselines.py")
+        python = str(baseline_python("medspacy"))
+        subprocess.run([python, script, "medspacy-sections", str(src), str(dst)], check=True)
+        out = json.loads(dst.read_text())
+    return out["sections"], out["seconds"]
+
+
+def sections_side_by_side(notes: list[tuple[str, str, str]], engine: ContextEngine) -> dict:
+    """Our sectionizer and medspaCy's on the same notes (harness.context_corpora)."""
+    assert engine.sectionizer is not None
+    found, started = [], time.perf_counter()
+    for _, _, text in notes:
+        found.append(
+            [[s.header_start, s.header_end, s.category] for s in engine.sectionizer.find(text)]
+        )
+    systems = {"ours": (found, time.perf_counter() - started)}
+    systems["medspacy"] = run_medspacy_sections([t for _, _, t in notes])
+    return score_sections(notes, systems)
+
+
 def run_ours(
     engine: ContextEngine, docs: list[GoldDocument], types: set[str]
 ) -> tuple[list, float]:
@@ -242,15 +304,7 @@ def run_ours(
         t0 = time.perf_counter()
         out = engine.apply(d.text, ents)
         seconds += time.perf_counter() - t0
-        results.append(
-            [
-                {
-                    a: getattr(e.assertion, a)
-                    for a in ("negated", "possible", "hypothetical", "historical", "family")
-                }
-                for e in out
-            ]
-        )
+        results.append([{a: getattr(e.assertion, a) for a in ASSERTION_ATTRIBUTES} for e in out])
     return results, seconds
 
 
@@ -339,6 +393,14 @@ def main() -> None:
     ap.add_argument("--maccrobat-git", help="a clone of Saieiei/NLP (no GitHub access)")
     ap.add_argument("--chia-git", help="a clone of Vidhate/CHIA-NER-RE (no GitHub access)")
     ap.add_argument(
+        "--git",
+        action="append",
+        default=[],
+        metavar="CORPUS=DIR",
+        help="a clone of a pinned corpus's repository (BioScope-clinical-anon, CMC2007, "
+        "MTSamples, …) when GitHub is out of reach (repeatable)",
+    )
+    ap.add_argument(
         "--baselines",
         action="store_true",
         help="also run medspaCy and negspacy on the same findings (side by side)",
@@ -348,22 +410,34 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    mac = fetch_corpus("MACCROBAT2020", args.cache, args.maccrobat_git)
-    chia = fetch_corpus("CHIA", args.cache, args.chia_git)
+    clones = dict(spec.split("=", 1) for spec in args.git)
+    clones.setdefault("MACCROBAT2020", args.maccrobat_git)
+    clones.setdefault("CHIA", args.chia_git)
+
+    def fetched(name: str) -> Path:
+        return fetch_corpus(name, args.cache, clones.get(name))
+
+    bioscope, restored = bioscope_gold(
+        fetched("BioScope-clinical-anon") / BIOSCOPE_FILE,
+        [fetched("CMC2007") / f for f in CMC_FILES],
+    )
     corpora_docs = {
-        "MACCROBAT2020": maccrobat_gold(mac / "MACCROBAT2020"),
-        "CHIA": chia_gold(chia / "chia_with_scope"),
+        "MACCROBAT2020": maccrobat_gold(fetched("MACCROBAT2020") / "MACCROBAT2020"),
+        "CHIA": chia_gold(fetched("CHIA") / "chia_with_scope"),
+        "BioScope": bioscope,
     }
     if args.split == "test":
         from mslm_core.corpora.clinical import splits
 
-        held_out = {name: set(splits()[name]["test"]) for name in corpora_docs}
+        held_out = {name: set(splits()[name]["test"]) for name in ("MACCROBAT2020", "CHIA")}
         corpora_docs = {
             name: [
                 d
                 for d in docs
                 if d.name.rsplit("_", 1)[0] in held_out[name] or d.name in held_out[name]
             ]
+            if name in held_out
+            else docs  # BioScope: no model was trained on any of it
             for name, docs in corpora_docs.items()
         }
     rules = default_rules()
@@ -387,10 +461,10 @@ def main() -> None:
         )
     out: dict = {"corpora": {}, "rules": {"count": len(rules), "origin": rules.origin}}
     for name, docs in corpora_docs.items():
-        spec = corpora()[name]
+        specs = [corpora()[source] for source in SOURCES[name]]
         entry: dict = {
-            "source": f"github.com/{spec.repository}@{spec.commit[:12]}",
-            "licence": spec.licence,
+            "source": " + ".join(f"github.com/{s.repository}@{s.commit[:12]}" for s in specs),
+            "licence": "; ".join(s.licence for s in specs),
             "documents": len(docs),
             "gold_entities": sum(len(d.entities) for d in docs),
             "gold_spans": {},
@@ -429,13 +503,36 @@ def main() -> None:
                 compared[engine] = run_baseline(engine, docs, findings)
             entry["side_by_side"] = side_by_side(docs, findings, compared)
             print(name, json.dumps(entry["side_by_side"]), file=sys.stderr)
-        if extractors:
+        if name == "BioScope":
+            entry["restored"] = {
+                k: v if isinstance(v, int) else len(v) for k, v in restored.items()
+            }
+            if args.baselines:  # on the findings each model finds there, too
+                entry["side_by_side_findings"] = {}
+                for label, extractor in extractors.items():
+                    found = bioscope_findings(docs, extractor)
+                    compared = {"ours": run_ours(systems["context"], found, {"Finding"})}
+                    for engine in BASELINES:
+                        compared[engine] = run_baseline(engine, found, {"Finding"})
+                    block = side_by_side(found, {"Finding"}, compared)
+                    entry["side_by_side_findings"][label] = block
+                    print(name, label, json.dumps(block), file=sys.stderr)
+        if extractors and name in MODEL_TYPES:
             entry["predicted_spans"] = {
                 label: predicted_spans(name, docs, extractor)
                 for label, extractor in extractors.items()
             }
         out["corpora"][name] = entry
         print(name, json.dumps(entry["gold_spans"]["all"]), file=sys.stderr)
+    if args.baselines:
+        notes = mtsamples_notes(fetched("MTSamples") / MTSAMPLES_FILE)
+        spec = corpora()["MTSamples"]
+        out["sections"] = {
+            "corpus": f"MTSamples: github.com/{spec.repository}@{spec.commit[:12]}",
+            "licence": spec.licence,
+            **sections_side_by_side(notes, systems["context"]),
+        }
+        print("sections", json.dumps(out["sections"]), file=sys.stderr)
     headline = {
         name: {
             "negated_f1_context": c["gold_spans"]["all"]["context"]["negated"]["f1"],
@@ -448,9 +545,24 @@ def main() -> None:
                 f"{label}_findings_recall": p["findings_recall"]
                 for label, p in c.get("predicted_spans", {}).items()
             },
+            **{
+                f"{attribute}_f1": {
+                    system: scores["f1"]
+                    for system, scores in block.items()
+                    if isinstance(scores, dict)
+                }
+                for attribute, block in c.get("side_by_side", {}).items()
+                if attribute in SIDE_ATTRIBUTES
+            },
         }
         for name, c in out["corpora"].items()
     }
+    if "sections" in out:
+        headline["sections"] = {
+            system: {"coverage": out["sections"][system]["coverage"]}
+            | {c: out["sections"][system][c]["f1"] for c in ATTRIBUTE_SECTIONS}
+            for system in ("ours", "medspacy")
+        }
     out["headline"] = headline
     out["models"] = args.model
     out["split"] = args.split

@@ -5,11 +5,13 @@ one), made by ``assertion.py --baselines`` under ``.mslm/bench/venvs/``; imports
 this project.
 
     VENV/bin/python benchmarks/context_baselines.py medspacy|negspacy IN.json OUT.json
+    VENV/bin/python benchmarks/context_baselines.py medspacy-sections IN.json OUT.json
 
 ``IN.json``: ``{"documents": [{"text", "spans": [[start, end], …]}]}`` (character offsets).
 ``OUT.json``: per document, per span, the attributes the engine gives it (medspaCy:
 ``negated``, ``possible``, ``hypothetical``, ``historical``, ``family`` and the ``section``
-category; negspacy: ``negated``), and the seconds the engine took.
+category; negspacy: ``negated``), and the seconds the engine took. ``medspacy-sections``: medspaCy's
+sectionizer alone; per document, ``[start, end, category]`` of each section header.
 """
 
 from __future__ import annotations
@@ -75,6 +77,23 @@ def medspacy_runner():
     return run
 
 
+def medspacy_sections(texts):
+    """medspaCy's sectionizer alone: per text, each section's header (start and end
+    characters) and category."""
+    import medspacy
+
+    nlp = medspacy.load(medspacy_enable=["medspacy_sectionizer"])
+    out = []
+    for doc in nlp.pipe(texts, batch_size=64):
+        found = []
+        for section in doc._.sections:
+            if section.title_end > section.title_start:
+                title = doc[section.title_start : section.title_end]
+                found.append([title.start_char, title.end_char, section.category])
+        out.append(found)
+    return out
+
+
 def negspacy_runner():
     import negspacy.negation  # noqa: F401  (registers the "negex" factory)
     import spacy
@@ -121,9 +140,17 @@ def main() -> None:
     except ImportError:
         pass
     engine, src, dst = sys.argv[1:4]
-    run = {"medspacy": medspacy_runner, "negspacy": negspacy_runner}[engine]()
     with open(src, encoding="utf-8") as fh:
-        documents = json.load(fh)["documents"]
+        given = json.load(fh)
+    if engine == "medspacy-sections":
+        started = time.perf_counter()
+        sections = medspacy_sections([d["text"] for d in given["documents"]])
+        seconds = time.perf_counter() - started
+        with open(dst, "w", encoding="utf-8") as fh:
+            json.dump({"engine": engine, "seconds": seconds, "sections": sections}, fh)
+        return
+    run = {"medspacy": medspacy_runner, "negspacy": negspacy_runner}[engine]()
+    documents = given["documents"]
     started = time.perf_counter()
     results = [run(d["text"], d["spans"]) for d in documents]
     seconds = time.perf_counter() - started

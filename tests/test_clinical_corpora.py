@@ -124,3 +124,81 @@ def test_maccrobat_polarity_and_chia_negation_through_a_scope(tmp_path):
         ("gout", False, True),
         ("eczema", False, False),
     ]
+
+
+# -- BioScope's clinical part and MTSamples (benchmarks/assertion.py) ---------------------------
+ANON = """<?xml version="1.0" encoding="utf-8"?>
+<Annotation><DocumentSet>
+<Document type="Medical_record"><DocID type="CMC_DOCID">7</DocID>
+  <DocumentPart type="Impression">
+    <sentence id="S1.1">*.</sentence>
+    <sentence id="S1.2"><xcope id="X1"><cue type="negation" ref="X1">*</cue> * *</xcope>.</sentence>
+    <sentence id="S1.3"><xcope id="X2"><cue type="speculation" ref="X2">*</cue> * * * *
+      * *</xcope>.</sentence>
+  </DocumentPart>
+  <DocumentPart type="History"><sentence id="S1.4">* * * *, *.</sentence></DocumentPart>
+</Document>
+<Document type="Medical_record"><DocID type="CMC_DOCID">8</DocID>
+  <DocumentPart type="Impression"><sentence id="S2.1">* * * *.</sentence></DocumentPart>
+</Document>
+</DocumentSet></Annotation>"""
+CMC = """<docs>
+<doc id="7"><texts>
+  <text type="CLINICAL_HISTORY">Cough for three days, fever.</text>
+  <text type="IMPRESSION">1. No focal pneumonia. Likely chronic changes at the lung base.</text>
+</texts></doc>
+<doc id="8"><texts><text type="IMPRESSION">Too few words.</text></texts></doc>
+</docs>"""
+
+
+def test_bioscope_gets_its_words_back_and_every_content_word_its_scopes(tmp_path):
+    from harness.context_corpora import bioscope_gold
+
+    (tmp_path / "anon.xml").write_text(ANON, encoding="utf-8")
+    (tmp_path / "cmc.xml").write_text(CMC, encoding="utf-8")
+    docs, report = bioscope_gold(tmp_path / "anon.xml", [tmp_path / "cmc.xml"])
+    (doc,) = docs
+    assert doc.text == (
+        "1.\nNo focal pneumonia.\nLikely chronic changes at the lung base.\n"
+        "Cough for three days, fever.\n"
+    )
+    said = {doc.text[g.start : g.end]: (g.negated, g.possible) for g in doc.entities}
+    # cue words, stop words and numbers are not scored spans
+    assert not {"No", "Likely", "at", "the", "1"} & set(said)
+    assert said["focal"] == said["pneumonia"] == (True, False)
+    assert said["chronic"] == said["lung"] == said["base"] == (False, True)
+    assert said["Cough"] == said["fever"] == (False, False)
+    assert report["parts_skipped"] == ["8/Impression"]  # 4 stars, 3 words: not guessed
+
+
+def test_mtsamples_headers_go_back_on_their_lines_and_name_their_sections():
+    from harness.context_corpora import FLATTENED_HEADER, HEADER_LINE, silver_section
+
+    flat = "SUBJECTIVE:,  Cough.,MEDICATIONS: , Aspirin.,FAMILY HISTORY:,  Diabetes."
+    restored = FLATTENED_HEADER.sub(lambda m: "\n" + m.group(1) + ": ", flat).strip()
+    assert restored == "SUBJECTIVE: Cough.\nMEDICATIONS: Aspirin.\nFAMILY HISTORY: Diabetes."
+    assert [m.group(1) for m in HEADER_LINE.finditer(restored)] == [
+        "SUBJECTIVE",
+        "MEDICATIONS",
+        "FAMILY HISTORY",
+    ]
+    assert silver_section("FHX") == silver_section("FAMILY MEDICAL HISTORY") == "family_history"
+    assert silver_section("PAST MEDICAL HISTORY") == silver_section("PMH") == "past_medical_history"
+    assert silver_section("PAST SURGICAL HISTORY") == "past_surgical_history"
+    assert silver_section("DRUG ALLERGIES") == "allergy"
+    assert silver_section("ALLERGIC/IMMUNOLOGIC") is None  # a review-of-systems item
+    assert silver_section("SOCIAL HISTORY") is None
+
+
+def test_sections_are_scored_per_header_line():
+    from harness.context_corpora import score_sections
+
+    text = "FAMILY HISTORY: Diabetes.\nALLERGIES: None.\nPLAN: Rest."
+    notes = [("1", "x", text)]
+    right = [[[0, 14, "family_history"], [26, 35, "allergy"], [43, 47, "observation_and_plan"]]]
+    wrong = [[[0, 14, "social_history"]]]
+    out = score_sections(notes, {"good": (right, 0.01), "poor": (wrong, 0.01)})
+    assert out["header_lines"] == 3
+    assert out["good"]["coverage"] == 1.0 and out["poor"]["coverage"] == round(1 / 3, 4)
+    assert out["good"]["family_history"]["f1"] == 1.0 and out["good"]["allergy"]["f1"] == 1.0
+    assert out["poor"]["family_history"]["recall"] == 0.0

@@ -228,7 +228,8 @@ def test_not_ruled_out_is_uncertain_not_negated():
     ("text", "word", "expected"),
     [
         # pseudo-triggers: a negation word that negates nothing
-        ("No further episodes of syncope.", "syncope", {"present"}),
+        ("No further workup for syncope.", "syncope", {"present"}),
+        ("No further episodes of syncope.", "syncope", {"negated"}),
         ("Not only fever but also rash.", "rash", {"present"}),
         # terminators: what the patient has ends a negation's scope
         ("Negative for fever, positive for cough.", "cough", {"present"}),

@@ -196,6 +196,53 @@ def corpora() -> dict[str, PinnedCorpus]:
             {f"CDRdatasetPreprocessing/CDR_{s}Set.PubTator.txt": h for s, h in CDR_SHA256.items()},
             CDR_LICENCE,
         ),
+        # the clinical context benchmark's other corpora (benchmarks/assertion.py)
+        PinnedCorpus(
+            "BioScope-clinical-anon",
+            "joey234/negation-focused-pretraining",
+            "c90be5e8ce73dcabe09d06e7e1ef94b7622f79e5",
+            {
+                "data/bioscope/clinical_merger/clinical_records_anon.xml": (
+                    "44693bc7ea0f9466c1a68f0e461d62c560bcdfe5c9279ffc82074b2d3ae8360b"
+                )
+            },
+            "research use (Vincze et al. 2008, doi:10.1186/1471-2105-9-S11-S9); the copy "
+            "states no licence",
+            description="BioScope's clinical part as released: 1,954 radiology reports' "
+            "negation and speculation cues and scopes, every word replaced by '*' (the words "
+            "are the CMC 2007 challenge's: CMC2007)",
+        ),
+        PinnedCorpus(
+            "CMC2007",
+            "ngoduyvu/Convolution-text-classification",
+            "60a508158b374925a333916177e61faa5085d8ef",
+            {
+                "2007ChallengeTrainData.xml": (
+                    "9ddf73c88eed439c4d5f463954897189cbe8e68760bc65ae645586c1cd6fa7d0"
+                ),
+                "2007ChallengeTestDataNoCodes.xml": (
+                    "dff2ba1490dc04cfd38252d9e201d17eb883de5b11c099ff3497c72c0df86c6f"
+                ),
+            },
+            "research use (Pestian et al. 2007, the CMC Medical NLP Challenge); the copy "
+            "states no licence",
+            description="the 1,954 anonymised radiology reports of the 2007 CMC challenge "
+            "(clinical history and impression)",
+        ),
+        PinnedCorpus(
+            "MTSamples",
+            "kdpsingh/clinspacy",
+            "2efc73a3dbd152cb57aa65e263ae37310e068c61",
+            {
+                "data/mtsamples.rda": (
+                    "9c81fe9f9062b4d5ecc9083f6843aef592137d0c5756cf3543270224b7379164"
+                )
+            },
+            "CC0 (mtsamples.com transcriptions via Kaggle tboyle10/medicaltranscriptions, as "
+            "the clinspacy package documents them; the package is MIT)",
+            description="4,999 transcribed sample medical reports with their section headers "
+            "(R data)",
+        ),
     ]
     return {c.name: c for c in table}
 
