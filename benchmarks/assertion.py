@@ -341,6 +341,8 @@ def side_by_side(
         if any(_gold(g, attribute) is None for gs in golds for g in gs):
             continue  # the corpus does not label it
         block: dict = {"gold_positive": sum(bool(_gold(g, attribute)) for gs in golds for g in gs)}
+        if not block["gold_positive"]:
+            continue  # nothing to find (MACCROBAT's test documents: no family history)
         for name, (results, _) in systems.items():
             # per document: tp, fp, fn
             counts = np.zeros((len(docs), 3), np.int64)

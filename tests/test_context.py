@@ -231,6 +231,9 @@ def test_not_ruled_out_is_uncertain_not_negated():
         ("No further workup for syncope.", "syncope", {"present"}),
         ("No further episodes of syncope.", "syncope", {"negated"}),
         ("Not only fever but also rash.", "rash", {"present"}),
+        ("Diseases including, but not limited to, diabetes.", "diabetes", {"present"}),
+        ("Back pain with or without spinal claudication.", "spinal claudication", {"present"}),
+        ("Developmental disorder not otherwise specified.", "Developmental disorder", {"present"}),
         # terminators: what the patient has ends a negation's scope
         ("Negative for fever, positive for cough.", "cough", {"present"}),
         ("Denies fever, reports cough.", "cough", {"present"}),
