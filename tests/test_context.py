@@ -234,6 +234,9 @@ def test_not_ruled_out_is_uncertain_not_negated():
         ("Diseases including, but not limited to, diabetes.", "diabetes", {"present"}),
         ("Back pain with or without spinal claudication.", "spinal claudication", {"present"}),
         ("Developmental disorder not otherwise specified.", "Developmental disorder", {"present"}),
+        ("This medication did not relieve his dyspnea.", "dyspnea", {"present"}),
+        ("Pain not relieved by morphine.", "Pain", {"present"}),
+        ("He could not tolerate the nausea.", "nausea", {"present"}),
         # terminators: what the patient has ends a negation's scope
         ("Negative for fever, positive for cough.", "cough", {"present"}),
         ("Denies fever, reports cough.", "cough", {"present"}),
@@ -245,6 +248,9 @@ def test_not_ruled_out_is_uncertain_not_negated():
         # resolved problems are in the past
         ("Her pneumonia has resolved.", "pneumonia", {"historical"}),
         ("Resolved pneumonia.", "pneumonia", {"historical"}),
+        # a history ends where the presentation begins
+        ("With a history of asthma presented with dyspnea.", "dyspnea", {"present"}),
+        ("With a history of asthma presented with dyspnea.", "asthma", {"historical"}),
         # instructions are hypothetical
         ("Return if fever recurs.", "fever", {"hypothetical"}),
         ("Should you develop chest pain, call 911.", "chest pain", {"hypothetical"}),
