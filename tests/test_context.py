@@ -245,6 +245,13 @@ def test_not_ruled_out_is_uncertain_not_negated():
         ("Pneumonia versus atelectasis.", "atelectasis", {"possible"}),
         ("Pneumonia versus atelectasis.", "Pneumonia", {"possible"}),
         ("Chest clear, mild wheezing on the right.", "wheezing", {"present"}),
+        # uncertainty as case reports write it
+        (
+            "Biopsy findings suggesting a mitochondrial disorder.",
+            "mitochondrial disorder",
+            {"possible"},
+        ),
+        ("A diagnosis of hepatoblastoma was considered.", "hepatoblastoma", {"possible"}),
         # resolved problems are in the past
         ("Her pneumonia has resolved.", "pneumonia", {"historical"}),
         ("Resolved pneumonia.", "pneumonia", {"historical"}),
