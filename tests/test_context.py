@@ -245,6 +245,13 @@ def test_not_ruled_out_is_uncertain_not_negated():
         ("Pneumonia versus atelectasis.", "atelectasis", {"possible"}),
         ("Pneumonia versus atelectasis.", "Pneumonia", {"possible"}),
         ("Chest clear, mild wheezing on the right.", "wheezing", {"present"}),
+        # pseudo-triggers and terminators of the other categories
+        ("Follow up as soon as possible for the rash.", "rash", {"present"}),
+        ("Possible pneumonia, confirmed by CT, and effusion.", "effusion", {"present"}),
+        ("Tylenol if needed for pain.", "pain", {"present"}),
+        ("HISTORY OF PRESENT ILLNESS: The patient reports chest pain.", "chest pain", {"present"}),
+        ("Plan discussed with family, patient reports headache.", "headache", {"present"}),
+        ("Her family physician noted a rash.", "rash", {"present"}),
         # uncertainty as case reports write it
         (
             "Biopsy findings suggesting a mitochondrial disorder.",
