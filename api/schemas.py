@@ -18,6 +18,18 @@ NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL)]
 # a type map's target: a type, a list of types ("O" among them: maybe no entity), or null
 TypeTarget = Identifier | list[Identifier] | None
+
+
+def _keys_are_identifiers(schema: dict[str, Any]) -> None:
+    """JSON Schema of a ``dict[Identifier, X]`` as pydantic validates it: pydantic writes the
+    key pattern as ``patternProperties``, which leaves a key outside the pattern unchecked (a
+    control character in a key made any value schema-valid, and the service refused it)."""
+    (pattern, value), *rest = schema.pop("patternProperties").items()
+    assert not rest, "one key pattern"
+    schema["additionalProperties"] = value
+    schema.setdefault("propertyNames", {})["pattern"] = pattern
+
+
 # a per-type threshold: finite, not negative; above 1 it drops the type
 Threshold = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
@@ -257,6 +269,7 @@ class JobDataset(Strict):
     type_map: dict[Identifier, TypeTarget] = Field(
         default_factory=dict,
         max_length=1000,
+        json_schema_extra=_keys_are_identifiers,
         description="source type → target type, a list of types the corpus does not tell "
         "apart ('O' listed: maybe no entity), or null (dropped: its words are plain words); "
         "'*' names every other type. A type the job's schema has and this dataset does not "
@@ -271,7 +284,19 @@ class JobDataset(Strict):
     )
 
 
+def _one_of_dataset_id_or_datasets(schema: dict[str, Any]) -> None:
+    """The document says what the validator does: exactly one of the two, neither null."""
+    for name in ("dataset_id", "datasets"):
+        prop = schema["properties"][name]
+        (given,) = [t for t in prop.pop("anyOf") if t.get("type") != "null"]
+        prop.pop("default", None)
+        prop.update(given)
+    schema["oneOf"] = [{"required": ["dataset_id"]}, {"required": ["datasets"]}]
+
+
 class JobCreate(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of_dataset_id_or_datasets)
+
     dataset_id: Identifier | None = Field(None, description="one dataset, as uploaded")
     datasets: list[JobDataset] | None = Field(
         None,
@@ -301,6 +326,9 @@ class JobCreate(Strict):
     def _one_way_to_name_the_data(self) -> JobCreate:
         if (self.dataset_id is None) == (self.datasets is None):
             raise ValueError("give either dataset_id or datasets")
+        for name in {"dataset_id", "datasets"} & self.model_fields_set:
+            if getattr(self, name) is None:  # as the document says: left out, never null
+                raise ValueError(f"{name} is null: leave it out")
         return self
 
     def params(self) -> dict[str, Any]:
@@ -427,6 +455,7 @@ class EvaluationCreate(Strict):
     type_map: dict[Identifier, TypeTarget] = Field(
         default_factory=dict,
         max_length=1000,
+        json_schema_extra=_keys_are_identifiers,
         description="the dataset's types mapped onto the model's (as a job's type_map); with "
         "a map the dataset is judged on the types it annotates: the model's other types are "
         "neither right nor wrong there",

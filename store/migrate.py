@@ -35,3 +35,36 @@ def current_revision(url: str) -> str | None:
 
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def wait_for_schema(url: str, timeout_s: float = 300.0, every_s: float = 1.0) -> None:
+    """Block until the database answers with the schema this version needs: a worker started
+    beside the API (compose, ``mslm serve`` + ``mslm worker``) must not touch the tables before
+    the API (``MSLM_AUTO_MIGRATE``) or ``mslm migrate`` has made them. Raises ``SystemExit``
+    naming both revisions when it does not come within ``timeout_s``."""
+    import logging
+    import time
+
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    want = head_revision()
+    deadline = time.monotonic() + timeout_s
+    said = False
+    while True:
+        try:
+            have: str | None = current_revision(url)
+        except (OperationalError, ProgrammingError) as exc:  # not up yet, or no such database
+            have = f"unreachable ({type(exc).__name__})"
+        if have == want:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"the database schema is at {have}, this version needs {want}: run mslm migrate "
+                "(or start the API with MSLM_AUTO_MIGRATE on)"
+            )
+        if not said:
+            logging.getLogger("mslm.worker").info(
+                "waiting for the database schema %s (now %s)", want, have
+            )
+            said = True
+        time.sleep(every_s)

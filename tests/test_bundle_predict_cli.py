@@ -199,6 +199,7 @@ def test_cli_evaluate_and_annotate(bundle, toy_corpus, tmp_path, capsys):
     metrics = json.loads(out.read_text())
     assert set(metrics) == {
         "strict",
+        "overlap",
         "per_type",
         "exact_match",
         "token_macro_f1",
@@ -211,6 +212,7 @@ def test_cli_evaluate_and_annotate(bundle, toy_corpus, tmp_path, capsys):
     }
     assert metrics["engine"] == {"backend": "torch", "precision": "fp32", "provider": "cpu"}
     assert metrics["strict"]["f1"] == 1.0 and metrics["n_gold"] == 7
+    assert metrics["overlap"]["f1"] >= metrics["strict"]["f1"]  # overlap credits what strict does
     assert metrics["perplexity"] is None  # vanilla has no masked-LM objective
     capsys.readouterr()
     assert cli.main(["annotate", "--model", str(bundle), "The patient has breast cancer."]) == 0

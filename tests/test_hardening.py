@@ -559,3 +559,20 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
     command.downgrade(alembic_config(url), "0003")
     assert current_revision(url) == "0003"
     engine.dispose()
+
+
+def test_a_worker_waits_for_the_schema_before_it_touches_a_table(tmp_path):
+    """CI failure: ``mslm worker`` started beside ``mslm serve`` swept its leftovers before
+    the API had migrated the new database ('relation "jobs" does not exist') and died; the job
+    stayed queued for ever. The worker now waits until the schema is at head."""
+    import time
+
+    from store.migrate import upgrade, wait_for_schema
+
+    url = f"sqlite:///{tmp_path / 'late.db'}"
+    with pytest.raises(SystemExit, match="run mslm migrate"):
+        wait_for_schema(url, timeout_s=0.3, every_s=0.1)  # nothing migrates it: a clear exit
+    threading.Timer(0.5, upgrade, args=(url,)).start()  # the API migrates it a moment later
+    started = time.monotonic()
+    wait_for_schema(url, timeout_s=60, every_s=0.1)
+    assert 0.4 < time.monotonic() - started < 30

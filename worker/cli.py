@@ -55,8 +55,10 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.alive_file:
         _keep_touching(args.alive_file)
     from store.db import session_factory
+    from store.migrate import wait_for_schema
     from store.service import sweep_worker_leftovers
 
+    wait_for_schema(settings.sqlalchemy_url)
     with session_factory(settings.sqlalchemy_url)() as session:
         sweep_worker_leftovers(settings, session, max(600.0, settings.heartbeat_timeout_seconds))
     log.info(
