@@ -24,8 +24,7 @@ def _keys_are_identifiers(schema: dict[str, Any]) -> None:
     """JSON Schema of a ``dict[Identifier, X]`` as pydantic validates it: pydantic writes the
     key pattern as ``patternProperties``, which leaves a key outside the pattern unchecked (a
     control character in a key made any value schema-valid, and the service refused it)."""
-    (pattern, value), *rest = schema.pop("patternProperties").items()
-    assert not rest, "one key pattern"
+    ((pattern, value),) = schema.pop("patternProperties").items()  # one key pattern
     schema["additionalProperties"] = value
     schema.setdefault("propertyNames", {})["pattern"] = pattern
 
@@ -302,7 +301,8 @@ class JobCreate(Strict):
         None,
         min_length=1,
         max_length=MAX_SOURCES,
-        description="several datasets mapped onto one schema (instead of dataset_id)",
+        description="several datasets mapped onto one schema (instead of dataset_id), each "
+        "listed once",
     )
     base_model: str | None = Field(
         None,

@@ -36,6 +36,27 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _result(name: str) -> dict | None:
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _vocabulary_cost() -> str:
+    v = _result("vocabulary_scale.json")
+    if not v:
+        return "Not measured (`benchmarks/vocabulary_scale.py`)."
+    return (
+        f"`benchmarks/vocabulary_scale.py`: {v['concepts']:,} concepts with "
+        f"{v['details']['names_per_concept']} names each ({v['details']['file_mb']} MB) take "
+        f"{v['import_s']:.0f} s and {v['import_peak_rss_mb'] / 1000:.1f} GB at peak to import, "
+        f"{v['activate_s']:.0f} s and {v['activate_peak_rss_mb'] / 1000:.1f} GB to activate "
+        "(what every restart adds while it is the active one), "
+        f"{v['ms_per_lookup']:.0f} ms per look-up; a file over the "
+        "limits (2,000,000 concepts, 1,000 names per concept, 1,000 characters per name) is "
+        "refused with its line and field."
+    )
+
+
 def render(records: list[dict], soak: dict | None, command: str) -> str:
     lines = [
         "# Reliability and security",
@@ -65,11 +86,19 @@ def render(records: list[dict], soak: dict | None, command: str) -> str:
             + ("zero errors, memory flat" if m["errors"] == 0 else "ERRORS")
             + " |"
         )
+    scaling = _result("context_scaling.json")
+    linear = (
+        f"{max(scaling['largest_seconds'].values())} s at most for 100,000 characters of any of "
+        f"its {len(scaling['largest_seconds'])} kinds of text, time per character from 1,000 to "
+        f"100,000 characters within {max(scaling['per_char_ratio_largest_to_smallest'].values())}"
+        "×"
+        if scaling
+        else "not measured"
+    )
     lines += [
         "",
         "**What one request may take.** ConText is linear in the length of the text "
-        "(`benchmarks/context_scaling.py`: 100,000 characters of trigger words in under half "
-        "a second on 2 cores); the texts of a request are predicted in turns with the other "
+        f"(`benchmarks/context_scaling.py`, 2 cores: {linear}); the texts of a request are predicted in turns with the other "
         "requests' (16 windows a step), and its context and linking step runs at the end, so "
         "one request holds the others back by at most one such step (round 3, item 1: "
         "/healthz and a short annotate answered throughout). A request whose client has gone "
@@ -77,6 +106,8 @@ def render(records: list[dict], soak: dict | None, command: str) -> str:
         "50,000 values, 32 levels; annotate bodies MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS, other "
         "JSON bodies 4 MiB, uploads MSLM_MAX_UPLOAD_MB, counted also for chunked bodies), and a "
         "body is never read before its key and the key's scope and quota are checked.",
+        "",
+        "**Large vocabularies.** " + _vocabulary_cost(),
         "",
         "**Behind a reverse proxy** (the compose stack publishes the API on loopback; put the "
         "hospital's proxy in front before serving other machines): keep its limits at or "

@@ -329,15 +329,15 @@ def _job_sources(session: Session, sources: list[JobSource], owner: str | None) 
     if not 1 <= len(sources) <= MAX_SOURCES:
         raise ConfigError(f"datasets: between 1 and {MAX_SOURCES} datasets, got {len(sources)}")
     ids = [s.dataset_id for s in sources]
+    rows: dict[str, Dataset] = {}
+    for dataset_id in sorted(set(ids)):  # one lock order for every request: no deadlock
+        row = session.get(Dataset, dataset_id, with_for_update=True)
+        if row is None or not owned(row, owner):
+            raise NotFound(f"dataset {dataset_id}")  # first: an unknown id is 404, listed
+        rows[dataset_id] = row  # twice or not
     for i, dataset_id in enumerate(ids):
         if dataset_id in ids[:i]:
             raise ConfigError(f"datasets[{i}].id: dataset {dataset_id} is listed twice")
-    rows: dict[str, Dataset] = {}
-    for dataset_id in sorted(ids):  # one lock order for every request: no deadlock
-        row = session.get(Dataset, dataset_id, with_for_update=True)
-        if row is None or not owned(row, owner):
-            raise NotFound(f"dataset {dataset_id}")
-        rows[dataset_id] = row
     clean = []
     for i, source in enumerate(sources):
         where = f"datasets[{i}]"
