@@ -98,7 +98,8 @@ def render(records: list[dict], soak: dict | None, command: str) -> str:
     lines += [
         "",
         "**What one request may take.** ConText is linear in the length of the text "
-        f"(`benchmarks/context_scaling.py`, 2 cores: {linear}); the texts of a request are predicted in turns with the other "
+        f"(`benchmarks/context_scaling.py`, 2 cores: {linear}); the texts of a request are "
+        "predicted in turns with the other "
         "requests' (16 windows a step), and its context and linking step runs at the end, so "
         "one request holds the others back by at most one such step (round 3, item 1: "
         "/healthz and a short annotate answered throughout). A request whose client has gone "

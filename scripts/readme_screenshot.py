@@ -37,10 +37,10 @@ def main() -> int:
         from playwright.sync_api import sync_playwright
 
         from api.main import create_app
+        from mslm_settings import get_settings
         from store.db import session_factory
         from store.migrate import upgrade
         from store.service import import_bundle, set_active_model
-        from mslm_settings import get_settings
 
         settings = get_settings()
         settings.home.mkdir(parents=True, exist_ok=True)

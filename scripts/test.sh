@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-.venv/bin/ruff check mslm_core mslm_client api worker store mslm_settings.py tests benchmarks docker
-.venv/bin/ruff format --check mslm_core mslm_client api worker store mslm_settings.py tests benchmarks docker
+.venv/bin/ruff check mslm_core mslm_client api worker store mslm_settings.py tests benchmarks docker scripts
+.venv/bin/ruff format --check mslm_core mslm_client api worker store mslm_settings.py tests benchmarks docker scripts
 .venv/bin/mypy mslm_core mslm_client api worker store mslm_settings.py benchmarks/harness
 .venv/bin/python -m pytest -q --durations=15 "$@"
