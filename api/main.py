@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from mslm_core import __version__
 from mslm_settings import Settings, get_settings
 from store.db import session_factory
-from store.migrate import current_revision, head_revision, upgrade
+from store.migrate import schema_behind, upgrade
 from store.paths import sweep_orphans
 from store.service import QuotaExceeded, check_upload_quota
 from worker.celery_app import celery_for
@@ -54,12 +54,8 @@ def prepare_store(settings: Settings) -> None:
     url = settings.sqlalchemy_url
     if settings.auto_migrate:
         upgrade(url)
-    else:
-        have, want = current_revision(url), head_revision()
-        if have != want:
-            raise RuntimeError(
-                f"the database schema is at {have}, this version needs {want}: run mslm migrate"
-            )
+    elif why := schema_behind(url):
+        raise RuntimeError(why)
     sweep_orphans(settings)
     with session_factory(url)() as session:
         sync_configured_keys(session, settings)

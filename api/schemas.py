@@ -294,7 +294,7 @@ def _one_of_dataset_id_or_datasets(schema: dict[str, Any]) -> None:
 
 
 class JobCreate(Strict):
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of_dataset_id_or_datasets)
+    model_config = ConfigDict(json_schema_extra=_one_of_dataset_id_or_datasets)  # + Strict's
 
     dataset_id: Identifier | None = Field(None, description="one dataset, as uploaded")
     datasets: list[JobDataset] | None = Field(

@@ -22,6 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, emit
 
+from mslm_core.linking.vocabulary import MAX_CONCEPTS, MAX_NAME_CHARS, MAX_NAMES_PER_CONCEPT
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "reliability.md"
 
@@ -51,9 +53,9 @@ def _vocabulary_cost() -> str:
         f"{v['import_s']:.0f} s and {v['import_peak_rss_mb'] / 1000:.1f} GB at peak to import, "
         f"{v['activate_s']:.0f} s and {v['activate_peak_rss_mb'] / 1000:.1f} GB to activate "
         "(what every restart adds while it is the active one), "
-        f"{v['ms_per_lookup']:.0f} ms per look-up; a file over the "
-        "limits (2,000,000 concepts, 1,000 names per concept, 1,000 characters per name) is "
-        "refused with its line and field."
+        f"{v['ms_per_lookup']:.0f} ms per look-up; a file over the limits "
+        f"({MAX_CONCEPTS:,} concepts, {MAX_NAMES_PER_CONCEPT:,} names per concept, "
+        f"{MAX_NAME_CHARS:,} characters per name) is refused with its line and field."
     )
 
 

@@ -3,6 +3,8 @@ step before the API starts), automatically at start-up when ``MSLM_AUTO_MIGRATE`
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 from alembic import command
@@ -11,6 +13,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from .db import engine_for
+
+log = logging.getLogger("mslm.migrate")
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -37,34 +41,32 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
+def schema_behind(url: str) -> str | None:
+    """Why this version cannot use the database at ``url`` yet (its schema revision, or that
+    it does not answer), or None when the schema is at head."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    want = head_revision()
+    try:
+        have: str | None = current_revision(url)
+    except (OperationalError, ProgrammingError) as exc:  # not up yet, or no such database
+        have = f"unreachable ({type(exc).__name__})"
+    if have == want:
+        return None
+    return f"the database schema is at {have}, this version needs {want}: run mslm migrate"
+
+
 def wait_for_schema(url: str, timeout_s: float = 300.0, every_s: float = 1.0) -> None:
     """Block until the database answers with the schema this version needs: a worker started
     beside the API (compose, ``mslm serve`` + ``mslm worker``) must not touch the tables before
     the API (``MSLM_AUTO_MIGRATE``) or ``mslm migrate`` has made them. Raises ``SystemExit``
-    naming both revisions when it does not come within ``timeout_s``."""
-    import logging
-    import time
-
-    from sqlalchemy.exc import OperationalError, ProgrammingError
-
-    want = head_revision()
+    with the reason when it does not come within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     said = False
-    while True:
-        try:
-            have: str | None = current_revision(url)
-        except (OperationalError, ProgrammingError) as exc:  # not up yet, or no such database
-            have = f"unreachable ({type(exc).__name__})"
-        if have == want:
-            return
+    while (why := schema_behind(url)) is not None:
         if time.monotonic() > deadline:
-            raise SystemExit(
-                f"the database schema is at {have}, this version needs {want}: run mslm migrate "
-                "(or start the API with MSLM_AUTO_MIGRATE on)"
-            )
+            raise SystemExit(why + " (or start the API with MSLM_AUTO_MIGRATE on)")
         if not said:
-            logging.getLogger("mslm.worker").info(
-                "waiting for the database schema %s (now %s)", want, have
-            )
+            log.info("waiting for the database schema: %s", why)
             said = True
         time.sleep(every_s)
