@@ -113,8 +113,22 @@ def _choose_providers(device: str) -> list[str]:
             f"(available: {', '.join(available)}); install onnxruntime-gpu"
         )
     if device != "cpu" and cuda:
+        _preload_cuda_libraries(ort)
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
+
+
+def _preload_cuda_libraries(ort: Any) -> None:
+    """The GPU worker image has no CUDA base: the CUDA runtime and cuDNN come as PyTorch's
+    nvidia-* wheels, and onnxruntime-gpu (1.21+) loads them from there before the first CUDA
+    session. Where they are missing, the session falls back to the CPU and says so."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return
+    try:
+        preload()
+    except Exception as exc:  # a missing wheel: the CUDA provider reports it when it loads
+        log.warning("onnxruntime could not preload the CUDA libraries: %s", exc)
 
 
 def _check(name: str, value: str, valid: tuple[str, ...]) -> None:

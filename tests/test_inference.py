@@ -293,3 +293,28 @@ def test_an_int8_graph_that_tags_unlike_fp32_is_left_out_and_fp32_serves(
     manifest = verify_bundle(copy)
     assert "model.int8.onnx" not in manifest["files"] and not (copy / "model.int8.onnx").exists()
     assert EntityExtractor.from_bundle(copy).info.precision == "fp32"
+
+
+def test_the_cuda_provider_preloads_the_cuda_libraries_from_the_wheels(monkeypatch, caplog):
+    """The GPU worker image has no CUDA base image (issue 30): onnxruntime-gpu must load the
+    CUDA runtime and cuDNN from PyTorch's nvidia-* wheels before its first CUDA session."""
+    import onnxruntime as ort
+
+    from mslm_core import inference
+
+    calls = []
+    monkeypatch.setattr(
+        ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    monkeypatch.setattr(ort, "preload_dlls", lambda: calls.append("preload"), raising=False)
+    assert inference._choose_providers("cpu") == ["CPUExecutionProvider"]
+    assert calls == []
+    assert inference._choose_providers("auto")[0] == "CUDAExecutionProvider"
+    assert calls == ["preload"]
+
+    def missing():
+        raise OSError("libcudnn.so.9: cannot open shared object file")
+
+    monkeypatch.setattr(ort, "preload_dlls", missing, raising=False)
+    assert inference._choose_providers("cuda")[0] == "CUDAExecutionProvider"
+    assert "could not preload the CUDA libraries" in caplog.text

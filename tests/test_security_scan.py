@@ -57,7 +57,14 @@ def test_bandit_findings_are_triaged(record):
     assert high == []
 
 
-@pytest.mark.parametrize("lock", ["docker/requirements-api.txt", "docker/requirements-worker.txt"])
+@pytest.mark.parametrize(
+    "lock",
+    [
+        "docker/requirements-api.txt",
+        "docker/requirements-worker-gpu.txt",
+        "docker/requirements-worker-cpu.txt",
+    ],
+)
 def test_locked_dependencies_have_no_untriaged_vulnerability(lock, record):
     out = subprocess.run(
         [
