@@ -1,9 +1,10 @@
-"""Deployment without a Docker engine (none runs on these machines): the compose file is
-validated by Debian's ``docker-compose``, the Dockerfiles by hadolint and a check list, and a
-smoke test runs the very commands and environment that docker-compose.yml gives ``migrate``,
-``api`` and ``worker`` — hosts rewritten to loopback, the real local Redis and PostgreSQL — for
-one fine-tune-then-annotate round trip. The API side runs with torch and transformers made
-unimportable, as in its slim image."""
+"""Deployment, checked without containers: the compose file is validated by Debian's
+``docker-compose``, the Dockerfiles by hadolint and a check list, the locks against each other,
+the monitoring rules by ``promtool``, and a smoke test runs the very commands and environment
+that docker-compose.yml gives ``migrate``, ``api`` and ``worker`` — hosts rewritten to loopback,
+the real local Redis and PostgreSQL — for one fine-tune-then-annotate round trip, the API side
+with torch and transformers made unimportable, as in its slim image. The images and the stack
+themselves run in ``scripts/compose-smoke.sh`` (CI runs it after these tests)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from test_service_e2e import api_client, free_port, postgres_url, process, redis
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
-CPU_OVERRIDE = REPO / "docker-compose.cpu.yml"
+# the images of our code (hash-checked locks), and the Debian fallbacks for Redis and PostgreSQL
 DOCKERFILES = [REPO / "docker" / "api.Dockerfile", REPO / "docker" / "worker.Dockerfile"]
+FALLBACKS = [REPO / "docker" / "redis.Dockerfile", REPO / "docker" / "postgres.Dockerfile"]
+MONITORING = REPO / "monitoring"
 
 __all__ = ["postgres_url", "redis_url"]  # fixtures used here
 
@@ -55,10 +58,23 @@ def compose(env: dict[str, str] | None = None) -> dict:
     return interpolate(yaml.safe_load(COMPOSE.read_text()), env or {})
 
 
+def lock_pins(name: str) -> dict[str, str]:
+    """name → version of a lock file, checking that every pin carries a hash."""
+    text = (REPO / "docker" / name).read_text()
+    entries = re.split(r"\n(?=[a-z0-9])", text.split("\n", 2)[2])
+    pins = {}
+    for entry in entries:
+        m = re.match(r"([A-Za-z0-9._-]+)(?:\[[^\]]*\])?==(\S+)", entry)
+        if m:
+            assert "--hash=sha256:" in entry, f"{name}: {m.group(1)} without a hash"
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
 @pytest.fixture()
 def compose_dir(tmp_path):
     """A copy of the compose files with the secret files they name."""
-    for f in (COMPOSE, CPU_OVERRIDE, REPO / ".env.example"):
+    for f in (COMPOSE, REPO / ".env.example"):
         shutil.copy(f, tmp_path / f.name)
     (tmp_path / "secrets").mkdir()
     for name in compose()["secrets"]:
@@ -68,30 +84,63 @@ def compose_dir(tmp_path):
 
 def test_docker_compose_config_validates(compose_dir):
     tool = require("docker-compose")
-    for files in (
-        ["-f", "docker-compose.yml"],
-        ["-f", "docker-compose.yml", "-f", "docker-compose.cpu.yml"],
-    ):
+    for profiles in ("", "gpu", "cpu"):
         out = subprocess.run(
-            [tool, *files, "config"], cwd=compose_dir, capture_output=True, text=True
+            [tool, "config"],
+            cwd=compose_dir,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COMPOSE_PROFILES": profiles},
         )
         assert out.returncode == 0, out.stderr
     shutil.copy(compose_dir / ".env.example", compose_dir / ".env")
     out = subprocess.run([tool, "config"], cwd=compose_dir, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    resolved = yaml.safe_load(out.stdout)
-    port = resolved["services"]["api"]["ports"][0]  # v1 prints a string, v2 a mapping
-    host = port["host_ip"] if isinstance(port, dict) else port.split(":")[0]
-    assert host == "127.0.0.1"  # loopback unless the operator opens it
+    # .env is read by compose's own parser: a comment after an empty value became the value
+    # (MSLM_VOCABULARY="# linked to by default…") until the stack was first run for real
+    env = {}
+    for service in yaml.safe_load(out.stdout)["services"].values():
+        env.update(service.get("environment") or {})
+    assert [k for k, v in env.items() if "#" in str(v)] == []
+    images = sorted(
+        {s["image"] for s in yaml.safe_load(out.stdout)["services"].values() if "image" in s}
+    )
+    assert images == [
+        "mslm-api:0.1.0",
+        "mslm-worker-cpu:0.1.0",
+        "mslm-worker:0.1.0",
+        "postgres:16.4-alpine",
+        "redis:7.2.5-alpine",
+    ]
+
+
+def test_every_image_can_be_replaced_by_a_variable(compose_dir):
+    """A site that mirrors images into its own registry, or builds them, edits only .env."""
+    tool = require("docker-compose")
+    env = {
+        **os.environ,
+        "MSLM_REGISTRY": "registry.hospital.local/mslm/",
+        "MSLM_REDIS_IMAGE": "registry.hospital.local/redis:7",
+        "MSLM_POSTGRES_IMAGE": "registry.hospital.local/postgres:16",
+        "MSLM_PYTHON_IMAGE": "registry.hospital.local/python:3.11",
+    }
+    out = subprocess.run([tool, "config"], cwd=compose_dir, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    services = yaml.safe_load(out.stdout)["services"]
+    for name, spec in services.items():
+        assert spec["image"].startswith("registry.hospital.local/"), name
+        if "build" in spec:
+            assert spec["build"]["args"]["PYTHON_IMAGE"] == "registry.hospital.local/python:3.11"
 
 
 def test_dockerfiles_pass_hadolint():
     tool = require("hadolint")
-    out = subprocess.run([tool, *map(str, DOCKERFILES)], capture_output=True, text=True)
+    files = [*DOCKERFILES, *FALLBACKS]
+    out = subprocess.run([tool, *map(str, files)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dockerfile", DOCKERFILES + FALLBACKS, ids=lambda p: p.name)
 def test_dockerfile_check_list(dockerfile):
     text = dockerfile.read_text()
     stages = re.split(r"^FROM ", text, flags=re.MULTILINE)[1:]
@@ -103,8 +152,11 @@ def test_dockerfile_check_list(dockerfile):
     assert user and user[-1].split(":")[0].isdigit() and user[-1].split(":")[0] != "0"
     assert "HEALTHCHECK" in final and "CMD" in final
     assert not re.search(r"\b(gcc|g\+\+|build-essential|make|clang)\b", final)
-    assert "--require-hashes" in text  # the locked dependencies, hash-checked
     assert "rm -rf /var/lib/apt/lists" in text or "apt-get" not in text
+    if dockerfile in DOCKERFILES:
+        assert "--require-hashes" in text  # the locked dependencies, hash-checked
+        # the same slim Python base for both (issue 30): no CUDA or Ubuntu base image
+        assert bases == ["python:3.11.11-slim-bookworm"]
 
 
 def test_dockerignore_keeps_secrets_and_state_out():
@@ -117,7 +169,10 @@ def test_compose_file_check_list():
     s = c["services"]
     assert {"redis", "postgres", "migrate", "api", "worker"} <= set(s)
     for name in ("redis", "postgres", "api", "worker"):
-        assert s[name]["healthcheck"]["test"], name
+        test = s[name]["healthcheck"]["test"]
+        # Podman's Docker-compatible API splits exec-form arguments at spaces: an argument
+        # with a space must be a CMD-SHELL string (found running the stack, issue 30)
+        assert (test[0] == "CMD-SHELL" and len(test) == 2) or not any(" " in a for a in test), name
         assert s[name]["restart"] == "unless-stopped", name
         assert s[name]["deploy"]["resources"]["limits"], name
     for name in ("api", "worker"):
@@ -125,8 +180,18 @@ def test_compose_file_check_list():
         assert deps["migrate"]["condition"] == "service_completed_successfully"
         assert deps["postgres"]["condition"] == deps["redis"]["condition"] == "service_healthy"
     assert s["migrate"]["command"] == ["mslm", "migrate"]
+    # a stop during start-up was ignored by Python as PID 1 for the whole grace period (60 s
+    # for a worker) before SIGKILL: found running the stack, issue 30
+    assert s["api"]["init"] is True and s["worker"]["init"] is True
     gpu = s["worker"]["deploy"]["resources"]["reservations"]["devices"][0]
     assert gpu["capabilities"] == ["gpu"]
+    # one worker definition, two variants: COMPOSE_PROFILES picks gpu or cpu
+    assert s["worker"]["profiles"] == ["gpu"] and s["worker-cpu"]["profiles"] == ["cpu"]
+    assert s["worker"]["build"]["args"]["VARIANT"] == "gpu"
+    assert s["worker-cpu"]["build"]["args"]["VARIANT"] == "cpu"
+    assert "reservations" not in s["worker-cpu"]["deploy"]["resources"]
+    for key in ("command", "environment", "volumes", "depends_on", "healthcheck", "restart"):
+        assert s["worker-cpu"][key] == s["worker"][key], key
     assert set(c["volumes"]) == {"db", "broker", "artifacts", "corpora"}
     # the first start: a one-shot service after the schema, with the corpus cache
     first = s["bootstrap"]
@@ -137,7 +202,9 @@ def test_compose_file_check_list():
     assert all("file" in v for v in c["secrets"].values())  # secrets live outside the file
     text = COMPOSE.read_text()
     assert "PASSWORD:" not in text.replace("PASSWORD_FILE", "")
-    assert "${MSLM_PORT:-8000}" in s["api"]["ports"][0] or "8000" in s["api"]["ports"][0]
+    # an empty MSLM_PORT gives each API replica an ephemeral port (--scale api=N)
+    raw = yaml.safe_load(COMPOSE.read_text())["services"]["api"]["ports"]
+    assert raw == ["${MSLM_BIND:-127.0.0.1}:${MSLM_PORT-8000}:8000"]
     env_example = (REPO / ".env.example").read_text()
     from mslm_settings import Settings
 
@@ -257,7 +324,83 @@ def test_compose_smoke_round_trip(tmp_path, compose_database, redis_url):
             ("api", ("8000", str(port))),
             ("worker", ("/tmp/mslm-worker.alive", str(tmp_path / "alive"))),
         ):
-            test = [a.replace(*replace) for a in services[service]["healthcheck"]["test"][1:]]
-            assert test[0] == "python"
-            assert subprocess.run([sys.executable, *test[1:]], timeout=30).returncode == 0
+            kind, command = services[service]["healthcheck"]["test"]
+            assert kind == "CMD-SHELL" and command.startswith("python ")
+            command = sys.executable + command.removeprefix("python").replace(*replace)
+            assert subprocess.run(["sh", "-c", command], timeout=30).returncode == 0
     assert "is not in the API image" not in log.read_text()
+
+
+def test_the_worker_locks_differ_only_in_torch_and_onnx_runtime():
+    """Both variants of the worker run the same pins but PyTorch's build, its CUDA wheels and
+    the ONNX Runtime package; the locks are for the images' Python (3.11), like the API's."""
+    gpu = lock_pins("requirements-worker-gpu.txt")
+    cpu = lock_pins("requirements-worker-cpu.txt")
+    api = lock_pins("requirements-api.txt")
+    cuda = {n for n in gpu if n.startswith(("nvidia-", "cuda-"))} | {"triton"}
+    assert len(cuda) > 10
+    assert gpu["torch"] == "2.13.0" and cpu["torch"] == "2.13.0+cpu"
+    assert "onnxruntime-gpu" in gpu and "onnxruntime" not in gpu
+    assert "onnxruntime" in cpu and "onnxruntime-gpu" not in cpu and not cuda & set(cpu)
+    shared = set(gpu) - cuda - {"torch", "onnxruntime-gpu"}
+    assert shared == set(cpu) - {"torch", "onnxruntime"}
+    assert {n: gpu[n] for n in shared} == {n: cpu[n] for n in shared}
+    # what the API image and the workers both run is the same version in each
+    both = set(api) & shared
+    assert len(both) > 40
+    assert {n: api[n] for n in both} == {n: cpu[n] for n in both}
+    assert api["onnxruntime"] == cpu["onnxruntime"]
+    for name in (
+        "requirements-api.txt",
+        "requirements-worker-gpu.txt",
+        "requirements-worker-cpu.txt",
+    ):
+        assert (
+            "Python 3.11"
+            in (REPO / "docker" / name).read_text().split("\n", 3)[0]
+            + (REPO / "docker" / name).read_text().split("\n", 3)[1]
+        )
+
+
+@pytest.fixture()
+def prometheus_dir(tmp_path):
+    """monitoring/ as a site installs it: beside the scrape key the config names."""
+    for f in MONITORING.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "mslm_metrics_key").write_text("a-key-of-annotate-scope")
+    return tmp_path
+
+
+def test_prometheus_config_and_alert_rules_pass_promtool(prometheus_dir):
+    tool = require("promtool")
+    for argv in (
+        ["check", "config", "prometheus.yml"],
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts.test.yml"],
+    ):
+        out = subprocess.run([tool, *argv], cwd=prometheus_dir, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
+    tests = (MONITORING / "alerts.test.yml").read_text()
+    alerts = {r["alert"] for r in rules}
+    # what issue 30 asks for: API down, no model loaded, job failures, queue backlog, p95
+    assert alerts == {
+        "MslmApiDown",
+        "MslmNoModelServed",
+        "MslmJobsFailing",
+        "MslmQueueBacklog",
+        "MslmAnnotateLatencyHigh",
+    }
+    assert all(f"alertname: {a}" in tests for a in alerts)  # each one unit-tested
+
+
+def test_alert_rules_name_metrics_the_api_exports():
+    from api.metrics import Metrics
+
+    exported = {m.name for m in Metrics().registry.collect()} | {"mslm_jobs", "up"}
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
+    used = set()
+    for rule in rules:
+        used |= set(re.findall(r"\b(mslm_[a-z_]+|up)\b", rule["expr"]))
+    bare = {re.sub(r"_(bucket|count|sum)$", "", u) for u in used}
+    assert bare <= exported, bare - exported
