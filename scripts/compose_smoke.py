@@ -487,7 +487,8 @@ class Smoke:
             argv += ["--build-arg", f"{key}={value}"]
         cert = self.env.get("PIP_CERT", "")
         if self.engine == "podman":
-            argv += ["--network", "host"]
+            # Podman's default OCI format drops HEALTHCHECK from the image
+            argv += ["--network", "host", "--format", "docker"]
             if cert and Path(cert).is_file() and "PYTHON_IMAGE" in args:
                 # a TLS-inspecting proxy's CA, for pip (a build argument: not kept in the image)
                 argv += ["-v", f"{Path(cert).resolve()}:/run/pip-ca.pem:ro"]
@@ -964,25 +965,40 @@ class Smoke:
 
     def write(self) -> None:
         (self.out / "compose-smoke.json").write_text(json.dumps(self.report, indent=2) + "\n")
-        lines = [
-            f"# compose smoke: {self.report.get('status')} in {self.report['seconds']} s",
-            "",
-            f"command: `{self.report['command']}`; started {self.report['started']}",
-            f"tools: {self.report.get('tools')}",
-            "",
-            "| step | ok | seconds |",
-            "|---|---|---|",
-        ]
-        lines += [
-            f"| {s['step']} | {'yes' if s['ok'] else 'NO'} | {s['seconds']} |" for s in self.steps
-        ]
-        lines += ["", "| image | MB |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in self.report["image_mb"].items()]
-        if self.report.get("reason"):
-            lines += ["", f"reason: {self.report['reason']}"]
-        (self.out / "compose-smoke.md").write_text("\n".join(lines) + "\n")
+        (self.out / "compose-smoke.md").write_text(render_markdown(self.report))
         print(json.dumps({k: v for k, v in self.report.items() if k != "steps"}))
 
 
+def render_markdown(report: dict[str, Any]) -> str:
+    """The steps, timings, what each found and the image sizes, as a table."""
+    lines = [
+        f"# compose smoke: {report.get('status')} in {report['seconds']} s",
+        "",
+        f"command: `{report['command']}`; started {report['started']}; "
+        f"{report['machine']['cpus']} CPUs",
+        f"tools: {report.get('tools')}",
+        "",
+        "| step | ok | seconds | found |",
+        "|---|---|---|---|",
+    ]
+    for s in report["steps"]:
+        found = {k: v for k, v in s.items() if k not in ("step", "ok", "seconds")}
+        text = json.dumps(found, ensure_ascii=False) if found else ""
+        text = text if len(text) <= 400 else text[:400] + " …"
+        lines.append(
+            f"| {s['step']} | {'yes' if s['ok'] else 'NO'} | {s['seconds']} | "
+            f"{text.replace('|', '/')} |"
+        )
+    lines += ["", "| image | MB |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in report["image_mb"].items()]
+    if report.get("reason"):
+        lines += ["", f"reason: {report['reason']}"]
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--render"]:  # the table again from a run's JSON
+        path = Path(sys.argv[2])
+        path.with_suffix(".md").write_text(render_markdown(json.loads(path.read_text())))
+        sys.exit(0)
     sys.exit(Smoke().main())
