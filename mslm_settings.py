@@ -148,6 +148,15 @@ class Settings(BaseSettings):
         description="public corpora at pinned commits (mslm corpora fetch/unpack); default "
         "~/.cache/mslm/corpora",
     )
+    warehouses: SecretStr | None = Field(
+        None,
+        description="databases annotation jobs read notes from and write NOTE_NLP rows to: "
+        "NAME=SQLALCHEMY_URL, comma or newline separated (a compose secret; a reading role "
+        "for the notes, a writing one for the target table)",
+    )
+    bulk_chunk_notes: int = Field(
+        200, ge=1, le=100_000, description="notes per chunk of an annotation job (committed as one)"
+    )
     forwarded_allow_ips: str = Field(
         "",
         description="proxies trusted to set X-Forwarded-For (comma-separated addresses; empty: "
@@ -187,6 +196,7 @@ class Settings(BaseSettings):
                 "MSLM_HEARTBEAT_TIMEOUT_SECONDS must exceed twice MSLM_HEARTBEAT_SECONDS"
             )
         self.base_model_map()  # validates
+        self.warehouse_map()
         if self.base_model not in self.base_model_map():
             raise ValueError(f"MSLM_BASE_MODEL {self.base_model!r} is not in MSLM_BASE_MODELS")
         return self
@@ -214,6 +224,17 @@ class Settings(BaseSettings):
     @property
     def embedded_broker(self) -> bool:
         return not self.broker_url
+
+    def warehouse_map(self) -> dict[str, str]:
+        """WAREHOUSES as name → SQLAlchemy URL (never logged: the URLs hold passwords)."""
+        out: dict[str, str] = {}
+        raw = self.warehouses.get_secret_value() if self.warehouses else ""
+        for item in filter(None, (x.strip() for x in raw.replace("\n", ",").split(","))):
+            name, sep, url = item.partition("=")
+            if not sep or not name.strip() or not url.strip():
+                raise ValueError("MSLM_WAREHOUSES: each entry is NAME=SQLALCHEMY_URL")
+            out[name.strip()] = url.strip()
+        return out
 
     def base_model_map(self) -> dict[str, str]:
         out: dict[str, str] = {}

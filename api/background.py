@@ -10,10 +10,20 @@ import time
 
 from sqlalchemy import func, select
 
-from store import transitions
-from store.models import Evaluation, Job
+from store import bulk, transitions
+from store.models import AnnotationJob, Evaluation, Job
 from store.paths import sweep_orphans
-from worker.celery_app import EVAL_QUEUE, EVAL_TASK, TRAIN_QUEUE, TRAIN_TASK, publish, queue_depth
+from worker.celery_app import (
+    ANNOTATE_QUEUE,
+    EVAL_QUEUE,
+    EVAL_TASK,
+    TRAIN_QUEUE,
+    TRAIN_TASK,
+    publish,
+    publish_chunk,
+    publish_plan,
+    queue_depth,
+)
 
 from .deps import AppState
 
@@ -54,10 +64,33 @@ def sweep(state: AppState) -> dict[str, list[str]]:
                     publish(state.celery, task, row_id)
                 transitions.mark_published(session, cls, waiting)
                 out["republished"] += waiting
+    _sweep_annotation_jobs(state, out)
     for key in ("requeued", "republished"):
         if out[key]:
             log.warning("%s: %s", key, ", ".join(out[key]))
     return out
+
+
+def _sweep_annotation_jobs(state: AppState, out: dict[str, list[str]]) -> None:
+    """Annotation jobs: chunks (and planners) whose worker died are queued again and
+    published; queued ones whose message went missing are published again."""
+    s = state.settings
+    with state.factory() as session:
+        reaped = bulk.reap(session, s.heartbeat_timeout_seconds, s.max_attempts)
+        for job_id in reaped.plans:
+            publish_plan(state.celery, job_id)
+        for job_id, seq in reaped.chunks:
+            publish_chunk(state.celery, job_id, seq)
+        out["requeued"] += reaped.plans + [f"{j}#{n}" for j, n in reaped.chunks]
+        out["failed"] += reaped.failed
+        jobs, chunks = bulk.unpublished(session, s.requeue_after_seconds)
+        if (jobs or chunks) and not queue_depth(state.celery, ANNOTATE_QUEUE):
+            for job_id in jobs:
+                publish_plan(state.celery, job_id)
+            for job_id, seq in chunks:
+                publish_chunk(state.celery, job_id, seq)
+            bulk.mark_published(session, jobs, chunks)
+            out["republished"] += jobs + [f"{j}#{n}" for j, n in chunks]
 
 
 async def reaper(state: AppState) -> None:
@@ -78,5 +111,9 @@ def counts(state: AppState) -> dict[str, dict[str, int]]:
     with state.factory() as session:
         return {
             name: dict(session.execute(select(cls.state, func.count()).group_by(cls.state)).all())
-            for name, cls in (("jobs", Job), ("evaluations", Evaluation))
+            for name, cls in (
+                ("jobs", Job),
+                ("evaluations", Evaluation),
+                ("annotation_jobs", AnnotationJob),
+            )
         }

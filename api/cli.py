@@ -150,15 +150,16 @@ def _die_with_parent() -> None:
 
 
 class WorkerProcess:
-    """A ``mslm worker`` child, restarted if it dies, stopped with the API."""
+    """A ``mslm worker`` child for ``queues``, restarted if it dies, stopped with the API."""
 
-    def __init__(self) -> None:
+    def __init__(self, queues: str = "train,eval") -> None:
+        self.queues = queues
         self.proc: subprocess.Popen[bytes] | None = None
         self.stopping = False
         self.thread = threading.Thread(target=self._supervise, daemon=True, name="worker-sup")
 
     def _spawn(self) -> None:
-        cmd = [sys.executable, "-m", "mslm_core.cli", "worker"]
+        cmd = [sys.executable, "-m", "mslm_core.cli", "worker", "--queues", self.queues]
         self.proc = subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=_die_with_parent)
         log.info("worker started (pid %d)", self.proc.pid)
 
@@ -204,8 +205,10 @@ def run_up(args: argparse.Namespace) -> int:
 
     job_id = bootstrap(settings, args.bootstrap, args.bootstrap_data, args.bootstrap_epochs)
     progress = FirstStartProgress(settings, job_id) if job_id else None
-    worker = WorkerProcess()
-    worker.start()
+    # fine-tuning and bulk annotation each have a worker: neither waits for the other
+    workers = [WorkerProcess("train,eval"), WorkerProcess("annotate")]
+    for worker in workers:
+        worker.start()
     if progress is not None:
         progress.start()
     try:
@@ -213,5 +216,6 @@ def run_up(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.stop()
-        worker.stop()
+        for worker in workers:
+            worker.stop()
     return 0

@@ -7,34 +7,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from mslm_core.errors import ConfigError, MSLMError
+from mslm_core.errors import MSLMError
 from mslm_core.linking import Linker
 from mslm_settings import Settings
+from store.linking import build_linker
 from store.models import StoredVocabulary
-from store.service import NotFound, active_vocabulary_id, set_active_vocabulary, vocabulary_file
+from store.service import NotFound, active_vocabulary_id, set_active_vocabulary
 
 log = logging.getLogger(__name__)
 
 #: The id that stands for the deployment's own vocabulary in ``/v1/vocabularies/{id}/activate``.
 DEFAULT = "default"
-
-
-def deployment_vocabulary(settings: Settings) -> Path | None:
-    """MSLM_VOCABULARY's file: the packaged one for ``mesh`` (the default), None for
-    ``none``, else the path given."""
-    from mslm_core.linking.builtin import DEFAULT_VOCABULARY
-
-    value = str(settings.vocabulary).strip()
-    if value.lower() == "none":
-        return None
-    if value.lower() == "mesh":
-        return DEFAULT_VOCABULARY
-    return Path(value).expanduser()
 
 
 @dataclass(frozen=True)
@@ -84,42 +71,9 @@ class VocabularyManager:
     def build(self, vocabulary_id: str | None) -> Linking:
         """The linking of ``vocabulary_id`` (None: the deployment's own). KeyError for an
         unknown id; MSLMError (file, line, field) for a file that cannot be read."""
-        from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
-
-        s = self.settings
-        if vocabulary_id is None:
-            path = deployment_vocabulary(s)
-            if path is None:
-                return Linking(None, None, "none")
-            try:
-                linker = load_linker(
-                    path,
-                    cache=s.artifacts / "linking",
-                    name=s.vocabulary_name or None,
-                    threshold=s.link_threshold,
-                    k=s.link_candidates,
-                    url_pattern=s.vocabulary_url,
-                )
-            except ValueError as exc:
-                raise ConfigError(f"MSLM_VOCABULARY_URL: {exc}") from None
-            origin = "packaged" if path == DEFAULT_VOCABULARY else "file"
-        else:
-            with self.factory() as session:
-                row = session.get(StoredVocabulary, vocabulary_id)
-                if row is None:
-                    raise KeyError(vocabulary_id)
-                session.expunge(row)
-            rerank = s.artifacts / row.path / "rerank"
-            linker = load_linker(
-                vocabulary_file(s, row),
-                cache=s.artifacts / row.path / "index",
-                rerank=rerank if rerank.is_dir() else None,
-                name=row.name,
-                threshold=s.link_threshold,
-                k=s.link_candidates,
-                url_pattern=row.url_pattern,
-            )
-            origin = "store"
+        linker, origin = build_linker(self.settings, self.factory, vocabulary_id)
+        if linker is None:
+            return Linking(None, None, "none")
         log.info(
             "linking to vocabulary %s (%s, %d concepts)",
             vocabulary_id or DEFAULT,

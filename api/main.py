@@ -36,7 +36,16 @@ from .deps import AppState, authenticate
 from .metrics import Metrics
 from .middleware import BODY_METHODS, ServiceMiddleware
 from .problems import Problem
-from .routes import annotate, datasets, evaluations, health, jobs, models, vocabularies
+from .routes import (
+    annotate,
+    annotation_jobs,
+    datasets,
+    evaluations,
+    health,
+    jobs,
+    models,
+    vocabularies,
+)
 from .serving import ModelManager
 
 log = logging.getLogger(__name__)
@@ -104,10 +113,11 @@ ROUTERS = (
     models.router,
     vocabularies.router,
     evaluations.router,
+    annotation_jobs.router,
 )
 
 #: Paths whose bodies are files (MSLM_MAX_UPLOAD_MB); others are JSON.
-UPLOADS = ("/v1/datasets", "/v1/vocabularies")
+UPLOADS = ("/v1/datasets", "/v1/vocabularies", "/v1/annotation-jobs/inputs")
 #: Paths whose JSON bodies carry texts (MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS); other JSON
 #: bodies are small settings (a job, an evaluation).
 TEXTS = ("/v1/annotate",)

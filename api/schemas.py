@@ -479,3 +479,105 @@ class EvaluationOut(BaseModel):
     finished_at: dt.datetime | None
     metrics: dict[str, Any]
     error: str | None
+
+
+# -- annotation jobs (bulk) -------------------------------------------------------------------
+class NoteInputOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    filename: str
+    format: str = Field(description="jsonl, text, bioc or pubtator")
+    bytes: int
+    sha256: str
+    notes: int = Field(description="notes read")
+    problems: list[dict[str, Any]] = Field(
+        description="notes that could not be read: where (line, document), reason, id"
+    )
+    created_at: dt.datetime
+
+
+class FileSource(Strict):
+    kind: Literal["file"]
+    input: Identifier = Field(description="a notes file (POST /v1/annotation-jobs/inputs)")
+
+
+class SqlSource(Strict):
+    kind: Literal["sql"]
+    warehouse: Identifier = Field(description="a name in MSLM_WAREHOUSES")
+    query: Annotated[
+        str, StringConstraints(min_length=1, max_length=20_000, pattern=r"(?is)^\s*(select|with)\b")
+    ] = Field(
+        description="a SELECT returning note_id (an integer) and note_text; run read-only, "
+        "paged by note_id"
+    )
+
+
+class FileOutput(Strict):
+    kind: Literal["file"]
+    format: Literal["jsonl", "bioc", "pubtator"] = "jsonl"
+
+
+class OmopOutput(Strict):
+    kind: Literal["omop"]
+    warehouse: Identifier = Field(description="a name in MSLM_WAREHOUSES")
+    table: Annotated[
+        str,
+        StringConstraints(pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$"),
+    ] = Field("note_nlp", description="schema.table of an OMOP CDM v5.4 NOTE_NLP table")
+
+
+class AnnotationJobCreate(Strict):
+    source: FileSource | SqlSource = Field(discriminator="kind")
+    output: FileOutput | OmopOutput = Field(
+        default_factory=lambda: FileOutput(kind="file"), discriminator="kind"
+    )
+    model: Identifier | None = Field(None, description="a model id; default: the active model")
+    min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
+    min_confidence_per_type: dict[str, Threshold] = Field(default_factory=dict, max_length=1000)
+    context: bool = Field(True, description="ConText assertions and sections (term_exists …)")
+    linking: bool = Field(True, description="concepts from the served vocabulary")
+    chunk_size: int | None = Field(
+        None, ge=1, le=100_000, description="notes per chunk (default MSLM_BULK_CHUNK_NOTES)"
+    )
+
+
+class AnnotationJobOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    state: str
+    model_id: str
+    source: dict[str, Any]
+    output: dict[str, Any]
+    params: dict[str, Any]
+    chunk_size: int
+    created_by: str | None = Field(
+        None, description="the id of the API key that created it (never the secret)"
+    )
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    cancel_requested: bool
+    progress: dict[str, Any] = Field(
+        description="total, done, committed, failed_notes, entities, chunks by state, "
+        "notes_per_second, elapsed_seconds, eta_seconds"
+    )
+    error: str | None
+
+
+class AnnotationJobList(BaseModel):
+    data: list[AnnotationJobOut]
+    count: int
+
+
+class NoteError(BaseModel):
+    note_id: str | None
+    reason: str
+    where: str | None = None
+    chunk: int | None = None
+
+
+class NoteErrorList(BaseModel):
+    data: list[NoteError]
+    count: int

@@ -32,18 +32,20 @@ def render_predictions(
     model: str,
     from_name: str = "label",
     to_name: str = "text",
+    ids: Sequence[str] | None = None,
 ) -> str | dict[str, Any] | list[dict[str, Any]]:
     """Predictions (one list of entities per text) in ``format``: ``"bioc"`` (a BioC
     collection), ``"labelstudio"`` (tasks with pre-annotations; ``from_name``/``to_name``:
     the control and object names of the project's labelling config) or ``"pubtator"``
-    (text); ``model`` names the model that made them. ``"json"``: :func:`annotation_json`."""
+    (text); ``model`` names the model that made them; ``ids`` name the texts (BioC document
+    ids, PubTator PMIDs; default: their indices). ``"json"``: :func:`annotation_json`."""
     if format == "bioc":
-        return predictions_to_bioc(texts, entities, model)
+        return predictions_to_bioc(texts, entities, model, ids)
     if format == "labelstudio":
         return predictions_to_labelstudio(
             texts, entities, model_version=model, from_name=from_name, to_name=to_name
         )
     if format == "pubtator":
-        return predictions_to_pubtator(texts, entities)
+        return predictions_to_pubtator(texts, entities, ids)
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
     raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")

@@ -227,3 +227,82 @@ class ServingState(Base):
     active_model_id: Mapped[str | None] = mapped_column(String(80))
     active_vocabulary_id: Mapped[str | None] = mapped_column(String(40))
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class NoteInput(Base):
+    """A file of notes uploaded for annotation jobs (``POST /v1/annotation-jobs/inputs``),
+    read once into ``notes.jsonl`` under ``path``; the notes that could not be read are its
+    ``problems`` (the jobs on it report them)."""
+
+    __tablename__ = "note_inputs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    filename: Mapped[str] = mapped_column(String(200))  # as uploaded: shown, never a path
+    format: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(String(400))  # the folder, relative to the artifacts
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    notes: Mapped[int] = mapped_column(Integer)
+    problems: Mapped[list[Any]] = mapped_column(default=list)  # [{where, reason, id}]
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class AnnotationJob(Base):
+    """A bulk annotation job: notes from an uploaded file or a warehouse query, annotated in
+    chunks by the workers, written to files or to a warehouse table (OMOP ``NOTE_NLP``).
+
+    queued ──plan──► running (chunks planned: ``planned_at``) ──last chunk──► final."""
+
+    __tablename__ = "annotation_jobs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
+    model_id: Mapped[str] = mapped_column(String(80))
+    # {"kind": "file", "input": id} | {"kind": "sql", "warehouse": name, "query": …}
+    source: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # {"kind": "file", "format": …} | {"kind": "omop", "warehouse": name, "table": …}
+    output: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # thresholds, context, linking
+    chunk_size: Mapped[int] = mapped_column(Integer)
+    total: Mapped[int | None] = mapped_column(Integer)  # notes, once planned
+    chunks: Mapped[int | None] = mapped_column(Integer)
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    published_at: Mapped[dt.datetime | None] = mapped_column()
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    planned_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()  # while planning
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # of planning
+    worker: Mapped[str | None] = mapped_column(String(200))  # the planner
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    problems: Mapped[list[Any]] = mapped_column(default=list)  # rows the plan could not use
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class AnnotationChunk(Base):
+    """Notes ``first``..``last`` of a job (note ids for a warehouse source, positions in the
+    file for an uploaded one): the unit a worker claims, writes and commits."""
+
+    __tablename__ = "annotation_chunks"
+
+    job_id: Mapped[str] = mapped_column(
+        ForeignKey("annotation_jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first: Mapped[int] = mapped_column(BigInteger)
+    last: Mapped[int] = mapped_column(BigInteger)
+    notes: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    published_at: Mapped[dt.datetime | None] = mapped_column()
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    done: Mapped[int] = mapped_column(Integer, default=0)  # notes annotated and written
+    entities: Mapped[int] = mapped_column(Integer, default=0)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)  # of the last attempt
+    errors: Mapped[list[Any]] = mapped_column(default=list)  # [{note_id, reason}]
+    error: Mapped[str | None] = mapped_column(Text)  # the chunk as a whole failed

@@ -35,6 +35,7 @@ from .models import (
     Job,
     JobDataset,
     Model,
+    NoteInput,
     ServingState,
     StoredVocabulary,
     new_id,
@@ -66,6 +67,7 @@ class TaskQueue(Protocol):
 
     def train(self, job_id: str) -> None: ...
     def evaluate(self, evaluation_id: str) -> None: ...
+    def annotate(self, annotation_job_id: str) -> None: ...
 
 
 class Conflict(MSLMError):
@@ -119,7 +121,7 @@ def check_upload_quota(settings: Settings, session: Session, key_id: str | None)
     since = utcnow() - dt.timedelta(hours=1)
     times = [
         t
-        for cls in (Dataset, StoredVocabulary)
+        for cls in (Dataset, StoredVocabulary, NoteInput)
         for t in session.scalars(
             select(cls.created_at).where(cls.created_by == key_id, cls.created_at > since)
         )

@@ -169,9 +169,9 @@ def test_a_mesh_vocabulary_from_the_pinned_wheel_and_corpus_mentions(tmp_path, m
 def test_the_packaged_default_links_to_mesh_and_omim_pages(tmp_path):
     """What the service links to without configuration: MeSH descriptors plus the corpora's
     training mentions, its provenance recorded; an OMIM id links to OMIM, not to MeSH."""
-    from api.linking import deployment_vocabulary
     from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
     from mslm_settings import Settings
+    from store.linking import deployment_vocabulary
 
     default = deployment_vocabulary(Settings(vocabulary=""))  # empty: the default
     assert default == DEFAULT_VOCABULARY

@@ -1,7 +1,9 @@
 """The Celery application, built from the same settings as everything else.
 
-Queues are declared explicitly (``train``, ``eval``); tasks acknowledge late and take one
-message at a time, and every task is safe to run twice (it claims its row first). With no
+Queues are declared explicitly (``train``, ``eval``, and ``annotate`` for annotation jobs'
+plans and chunks, so that bulk annotation and fine-tuning never wait for each other); tasks
+acknowledge late and take one message at a time, and every task is safe to run twice (it
+claims its row first). With no
 ``MSLM_BROKER_URL`` the broker is kombu's *filesystem* transport under ``MSLM_HOME/broker``:
 no server, several processes on one machine (``mslm up``).
 
@@ -20,8 +22,10 @@ from mslm_settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
-TRAIN_QUEUE, EVAL_QUEUE = "train", "eval"
+TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE = "train", "eval", "annotate"
+QUEUES = (TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE)
 TRAIN_TASK, EVAL_TASK = "mslm.train", "mslm.evaluate"
+PLAN_TASK, CHUNK_TASK = "mslm.annotate_plan", "mslm.annotate_chunk"
 
 
 def broker_config(settings: Settings) -> tuple[str, dict[str, Any]]:
@@ -43,10 +47,15 @@ def make_celery(settings: Settings) -> Celery:
     url, transport_options = broker_config(settings)
     app = Celery("mslm", broker=url, include=["worker.tasks"])
     app.conf.update(
-        task_queues=(Queue(TRAIN_QUEUE), Queue(EVAL_QUEUE)),
+        task_queues=tuple(Queue(q) for q in QUEUES),
         task_default_queue=TRAIN_QUEUE,
         task_create_missing_queues=False,
-        task_routes={TRAIN_TASK: {"queue": TRAIN_QUEUE}, EVAL_TASK: {"queue": EVAL_QUEUE}},
+        task_routes={
+            TRAIN_TASK: {"queue": TRAIN_QUEUE},
+            EVAL_TASK: {"queue": EVAL_QUEUE},
+            PLAN_TASK: {"queue": ANNOTATE_QUEUE},
+            CHUNK_TASK: {"queue": ANNOTATE_QUEUE},
+        },
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
@@ -79,6 +88,14 @@ def publish(app: Celery, task: str, row_id: str) -> None:
     app.send_task(task, args=[row_id], queue=queue)
 
 
+def publish_plan(app: Celery, job_id: str) -> None:
+    app.send_task(PLAN_TASK, args=[job_id], queue=ANNOTATE_QUEUE)
+
+
+def publish_chunk(app: Celery, job_id: str, seq: int) -> None:
+    app.send_task(CHUNK_TASK, args=[job_id, seq], queue=ANNOTATE_QUEUE)
+
+
 class CeleryQueue:
     """The store's :class:`~store.service.TaskQueue` over Celery: a message per new row."""
 
@@ -90,6 +107,9 @@ class CeleryQueue:
 
     def evaluate(self, evaluation_id: str) -> None:
         publish(self.app, EVAL_TASK, evaluation_id)
+
+    def annotate(self, job_id: str) -> None:
+        publish_plan(self.app, job_id)
 
 
 def queue_depth(app: Celery, queue: str) -> int | None:

@@ -12,7 +12,13 @@ log = logging.getLogger("mslm.worker")
 
 def worker(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="run a fine-tuning/evaluation worker (Celery)")
-    p.add_argument("--queues", default="train,eval", help="queues to consume (train,eval)")
+    p.add_argument(
+        "--queues",
+        default="train,eval",
+        help="queues to consume: train, eval, annotate (annotation jobs; a worker of its own "
+        "keeps bulk annotation and fine-tuning from waiting for each other) (default: "
+        "train,eval)",
+    )
     p.add_argument("--name", help="worker node name (default: celery@HOST-PID)")
     p.add_argument(
         "--alive-file",
@@ -43,14 +49,14 @@ def run_worker(args: argparse.Namespace) -> int:
 
     from mslm_settings import get_settings
 
-    from .celery_app import celery_for
+    from .celery_app import QUEUES, celery_for
 
     settings = get_settings()
     app = celery_for(settings)
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
-    unknown = sorted(set(queues) - {"train", "eval"})
+    unknown = sorted(set(queues) - set(QUEUES))
     if unknown:
-        raise SystemExit(f"unknown queue(s) {unknown}; valid: train, eval")
+        raise SystemExit(f"unknown queue(s) {unknown}; valid: {', '.join(QUEUES)}")
     name = args.name or f"mslm-{os.getpid()}@{socket.gethostname()}"
     if args.alive_file:
         _keep_touching(args.alive_file)

@@ -366,11 +366,14 @@ def _prediction_infons(e: Entity) -> dict[str, str]:
 
 
 def predictions_to_bioc(
-    texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Predictions as a BioC JSON collection: one document per text (``id``: its index in
-    ``texts``), one passage at offset 0 holding the text, one annotation per entity with
-    ``infons: {type, confidence}`` — strings, as BioC infons are (the confidence to 6
+    """Predictions as a BioC JSON collection: one document per text (``id``: ``ids[i]``, or
+    its index in ``texts``), one passage at offset 0 holding the text, one annotation per
+    entity with ``infons: {type, confidence}`` — strings, as BioC infons are (the confidence to 6
     significant digits) — and, when the entity has its clinical context, ``negated``,
     ``possible``, ``hypothetical``, ``historical``, ``family``, ``allergy`` (each of
     ``types.ASSERTION_ATTRIBUTES``: ``"true"``/``"false"``) and ``cues``
@@ -378,7 +381,7 @@ def predictions_to_bioc(
     it lies in one; the collection's ``infons.model`` names the model."""
     documents = [
         _document(
-            str(i),
+            ids[i] if ids is not None else str(i),
             text,
             [
                 _annotation(k, text, e.start, e.end, _prediction_infons(e))

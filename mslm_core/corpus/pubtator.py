@@ -219,8 +219,13 @@ def write_pubtator(corpus: Corpus, path: StrPath) -> None:
     atomic_write(name, lines)
 
 
-def predictions_to_pubtator(texts: Sequence[str], entities: Sequence[Sequence[Entity]]) -> str:
-    """Predictions as PubTator text: one document per text (its index in ``texts`` as PMID),
+def predictions_to_pubtator(
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    ids: Sequence[str] | None = None,
+) -> str:
+    """Predictions as PubTator text: one document per text (``ids[i]``, or its index in
+    ``texts``, as PMID),
     the text as the title, one mention line per entity, its concept id in the 6th column
     (``-`` when it has none). Tabs and line breaks in a text are written as spaces, so offsets
     still index the submitted string."""
@@ -228,7 +233,7 @@ def predictions_to_pubtator(texts: Sequence[str], entities: Sequence[Sequence[En
         line
         for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
         for line in _document_lines(
-            str(i),
+            ids[i] if ids is not None else str(i),
             text,
             ((e.start, e.end, e.type, e.concept.id if e.concept else None) for e in ents),
         )

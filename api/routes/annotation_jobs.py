@@ -1,0 +1,232 @@
+"""Annotation jobs (bulk): notes from an uploaded file or a warehouse query, annotated in
+chunks by the workers of the ``annotate`` queue, written to a file or an OMOP ``NOTE_NLP``
+table. Submit (202), list, status with progress, cancel, the error report, the output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
+from fastapi.responses import StreamingResponse
+from sqlalchemy import func, select
+
+from mslm_core.notes import NOTE_FORMATS
+from store import bulk
+from store.models import FINAL_STATES, AnnotationJob, Model
+from store.service import Conflict, NotFound, active_model_id, check_upload_quota, visible_to
+from worker.celery_app import CeleryQueue
+
+from ..deps import AnnotateKey, IdPath, SessionDep, StateDep
+from ..problems import V1_PROBLEMS, Problem, problem_responses
+from ..schemas import (
+    AnnotationJobCreate,
+    AnnotationJobList,
+    AnnotationJobOut,
+    JobState,
+    NoteError,
+    NoteErrorList,
+    NoteInputOut,
+)
+
+router = APIRouter(prefix="/v1/annotation-jobs", tags=["annotation jobs"], responses=V1_PROBLEMS)
+MEDIA = {"jsonl": "application/x-ndjson", "bioc": "application/json", "pubtator": "text/plain"}
+
+
+def _out(session: SessionDep, job: AnnotationJob) -> AnnotationJobOut:
+    return AnnotationJobOut.model_validate(
+        {
+            **{k: getattr(job, k) for k in AnnotationJobOut.model_fields if k != "progress"},
+            "progress": bulk.progress(session, job),
+        }
+    )
+
+
+@router.post(
+    "/inputs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=NoteInputOut,
+    responses=problem_responses(413, 429),
+)
+def upload_notes(
+    state: StateDep,
+    session: SessionDep,
+    key: AnnotateKey,
+    file: Annotated[
+        UploadFile, File(description="notes: JSONL, text (one per line), BioC, PubTator")
+    ],
+    format: Annotated[str | None, Form(pattern="^(" + "|".join(NOTE_FORMATS) + ")$")] = None,
+) -> NoteInputOut:
+    """Upload a file of notes for annotation jobs. Each note is read once; one that cannot be
+    read is listed in ``problems`` (where, why) and the others are kept. A file with no
+    readable note is refused (422)."""
+    check_upload_quota(state.settings, session, key.key_id)
+    folder = state.settings.artifacts / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        path = Path(tmp) / "notes"  # never the client's file name
+        with open(path, "wb") as out:
+            shutil.copyfileobj(file.file, out, 1 << 20)
+        row = bulk.create_note_input(
+            state.settings, session, path, file.filename or "notes", key.key_id, format
+        )
+    return NoteInputOut.model_validate(row)
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=AnnotationJobOut,
+    responses=problem_responses(404, 409),
+)
+def submit(
+    body: AnnotationJobCreate,
+    response: Response,
+    state: StateDep,
+    session: SessionDep,
+    key: AnnotateKey,
+) -> AnnotationJobOut:
+    """Queue an annotation job. A warehouse source or an OMOP target runs queries with the
+    deployment's credentials (MSLM_WAREHOUSES): it needs an admin key."""
+    warehouses = [
+        part.warehouse for part in (body.source, body.output) if hasattr(part, "warehouse")
+    ]
+    if warehouses and "admin" not in key.scopes:
+        raise Problem(403, "a warehouse source or target needs an admin key", slug="forbidden")
+    known = state.settings.warehouse_map()
+    for name in warehouses:
+        if name not in known:
+            raise Problem(
+                422,
+                f"warehouse {name!r} is not in MSLM_WAREHOUSES",
+                slug="unknown-warehouse",
+                errors=[{"field": "body.source.warehouse", "message": f"known: {sorted(known)}"}],
+            )
+    source = body.source.model_dump()
+    if body.source.kind == "file":
+        bulk.input_of(session, body.source.input, key.owner)
+    model_id = body.model or active_model_id(session)
+    if model_id is None:
+        raise Conflict("no model is served yet: name one (model) or activate one")
+    if session.get(Model, model_id) is None:
+        raise NotFound(f"model {model_id}")
+    params = {
+        "min_confidence": body.min_confidence,
+        "min_confidence_per_type": body.min_confidence_per_type,
+        "context": body.context and state.settings.context,
+        "linking": body.linking,
+        "max_text_chars": state.settings.max_text_chars,
+    }
+    job = bulk.create_annotation_job(
+        session,
+        model_id=model_id,
+        source=source,
+        output=body.output.model_dump(),
+        params=params,
+        chunk_size=body.chunk_size or state.settings.bulk_chunk_notes,
+        owner=key.key_id,
+    )
+    CeleryQueue(state.celery).annotate(job.id)
+    response.headers["Location"] = f"/v1/annotation-jobs/{job.id}"
+    return _out(session, job)
+
+
+@router.get("", response_model=AnnotationJobList)
+def list_annotation_jobs(
+    session: SessionDep,
+    key: AnnotateKey,
+    state: Annotated[JobState | None, Query(description="only the jobs in this state")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> AnnotationJobList:
+    """The annotation jobs this key submitted (an admin key: all), newest first."""
+    query = visible_to(select(AnnotationJob), AnnotationJob, key.owner)
+    count = visible_to(select(func.count()).select_from(AnnotationJob), AnnotationJob, key.owner)
+    if state is not None:
+        query = query.where(AnnotationJob.state == state)
+        count = count.where(AnnotationJob.state == state)
+    rows = session.scalars(
+        query.order_by(AnnotationJob.created_at.desc()).limit(limit).offset(offset)
+    )
+    return AnnotationJobList(
+        data=[_out(session, j) for j in rows], count=session.scalar(count) or 0
+    )
+
+
+@router.get("/{job_id}", response_model=AnnotationJobOut, responses=problem_responses(404))
+def get_annotation_job(job_id: IdPath, session: SessionDep, key: AnnotateKey) -> AnnotationJobOut:
+    return _out(session, bulk.get_job(session, job_id, key.owner))
+
+
+@router.post(
+    "/{job_id}/cancel", response_model=AnnotationJobOut, responses=problem_responses(404, 409)
+)
+def cancel(job_id: IdPath, session: SessionDep, key: AnnotateKey) -> AnnotationJobOut:
+    """Queued chunks are dropped at once; chunks being annotated finish and commit (a chunk
+    is written whole or not at all), then the job is ``cancelled``. What was committed stays."""
+    job = bulk.get_job(session, job_id, key.owner)
+    if job.state in ("succeeded", "failed"):
+        raise Conflict(f"annotation job {job_id} already {job.state}")
+    bulk.request_cancel(session, job_id)
+    session.refresh(job)
+    return _out(session, job)
+
+
+@router.get("/{job_id}/errors", response_model=NoteErrorList, responses=problem_responses(404))
+def errors(job_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey) -> NoteErrorList:
+    """Every note that was not annotated (unreadable, NULL, over-long, failed), with its id
+    and the reason, and every chunk that failed as a whole."""
+    job = bulk.get_job(session, job_id, key.owner)
+    report = bulk.error_report(session, state.settings, job)
+    return NoteErrorList(data=[NoteError.model_validate(e) for e in report], count=len(report))
+
+
+@router.get(
+    "/{job_id}/output",
+    response_class=StreamingResponse,
+    responses={
+        **problem_responses(404, 409),
+        200: {
+            "description": "the annotations: JSONL (one note per line: id, entities), a BioC "
+            "JSON collection, or PubTator text — the job's output format",
+            "content": {m: {"schema": {"type": "string"}} for m in set(MEDIA.values())},
+        },
+    },
+)
+def output(job_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey) -> Response:
+    """The job's file output, notes in input order, once the job has ended (a cancelled job:
+    the chunks it committed)."""
+    job = bulk.get_job(session, job_id, key.owner)
+    if job.output.get("kind") != "file":
+        raise Conflict(f"annotation job {job_id} writes to a table, not a file")
+    if job.state not in FINAL_STATES:
+        raise Conflict(f"annotation job {job_id} is {job.state}: its output is not complete")
+    fmt = job.output.get("format", "jsonl")
+    parts = sorted((bulk.job_dir(state.settings, job.id) / "parts").glob(f"*.{bulk.SUFFIX[fmt]}"))
+    suffix = {"jsonl": "jsonl", "bioc": "bioc.json", "pubtator": "pubtator"}[fmt]
+    headers = {"Content-Disposition": f'attachment; filename="{job.id}.{suffix}"'}
+    return StreamingResponse(
+        _stream(fmt, parts, job.model_id), media_type=MEDIA[fmt], headers=headers
+    )
+
+
+def _stream(fmt: str, parts: list[Path], model_id: str) -> Iterator[bytes]:
+    if fmt != "bioc":
+        for part in parts:
+            yield part.read_bytes()
+        return
+    from mslm_core.corpus.bioc import predictions_to_bioc
+
+    head = json.dumps(predictions_to_bioc([], [], model_id), ensure_ascii=False)
+    assert head.endswith('"documents": []}')
+    yield head[: -len("]}")].encode()
+    first = True
+    for part in parts:
+        for line in part.read_text(encoding="utf-8").splitlines():
+            yield (("" if first else ",") + line).encode()
+            first = False
+    yield b"]}"

@@ -1,0 +1,176 @@
+"""Notes to annotate in bulk, read from a file: each note an id and its text.
+
+Formats (``NOTE_FORMATS``), told by the file's name or content when not given:
+
+- ``jsonl``: one JSON object per line, ``{"id": …, "text": …}`` (``note_id`` / ``note_text``,
+  the OMOP ``NOTE`` columns, are read too); a missing id is the line number.
+- ``text``: one note per line, its line number as id (empty lines are skipped).
+- ``bioc``: a BioC collection (JSON or XML): one note per document, its passages placed at
+  their offsets (the gaps filled with spaces, so every offset in the file indexes the note).
+- ``pubtator``: one note per document, ``title + " " + abstract`` (how PubTator counts offsets).
+
+A line or document that cannot be read does not stop the others: it is returned as a
+:class:`NoteProblem` (where, what), and the caller records it and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+NOTE_FORMATS = ("jsonl", "text", "bioc", "pubtator")
+
+
+@dataclass(frozen=True)
+class Note:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class NoteProblem:
+    """A note that could not be read: ``where`` is ``line N`` or ``document N``; ``id`` the
+    note's id when it could be read."""
+
+    where: str
+    reason: str
+    id: str | None = None
+
+
+_PUBTATOR_LINE = re.compile(r"([^\s|]+)\|([ta])\|(.*)")
+
+
+def detect_note_format(path: Path, name: str | None = None) -> str:
+    """The format by the file's name (``.jsonl``, ``.txt``, ``.xml``, ``.pubtator``), else by
+    its first non-blank characters."""
+    suffix = Path(name or path.name).suffix.lower()
+    by_suffix = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".xml": "bioc"}
+    if suffix in by_suffix:
+        return by_suffix[suffix]
+    if suffix in (".pubtator", ".pub"):
+        return "pubtator"
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        head = handle.read(4096).lstrip("\ufeff \t\r\n")
+    if head.startswith("<"):
+        return "bioc"
+    if head.startswith("{") and '"documents"' in head and "\n{" not in head[:200]:
+        return "bioc"
+    if head.startswith("{"):
+        return "jsonl"
+    if _PUBTATOR_LINE.match(head.split("\n", 1)[0]):
+        return "pubtator"
+    return "text"
+
+
+def read_notes(path: Path, format: str) -> Iterator[Note | NoteProblem]:
+    """The notes of ``path`` in file order, and a problem for each one that cannot be read."""
+    if format not in NOTE_FORMATS:
+        raise ValueError(f"unknown notes format {format!r}; valid: {', '.join(NOTE_FORMATS)}")
+    readers = {"jsonl": _jsonl, "text": _text, "bioc": _bioc, "pubtator": _pubtator}
+    yield from readers[format](path)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str | None]]:
+    """(line number, line) with ``None`` for a line that is not UTF-8."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                yield number, raw.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
+            except UnicodeDecodeError:
+                yield number, None
+
+
+def _text(path: Path) -> Iterator[Note | NoteProblem]:
+    for number, line in _lines(path):
+        if line is None:
+            yield NoteProblem(f"line {number}", "not UTF-8 text", str(number))
+        elif line.strip():
+            yield Note(str(number), line)
+
+
+def _jsonl(path: Path) -> Iterator[Note | NoteProblem]:
+    for number, line in _lines(path):
+        where = f"line {number}"
+        if line is None:
+            yield NoteProblem(where, "not UTF-8 text")
+            continue
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield NoteProblem(where, f"not JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if not isinstance(row, dict):
+            yield NoteProblem(where, f"a JSON {type(row).__name__}, not an object")
+            continue
+        raw_id = row.get("id", row.get("note_id", number))
+        if isinstance(raw_id, bool) or not isinstance(raw_id, int | str) or raw_id == "":
+            yield NoteProblem(where, "field 'id': must be a string or an integer")
+            continue
+        text = row.get("text", row.get("note_text"))
+        if not isinstance(text, str):
+            got = "missing" if text is None else f"a {type(text).__name__}"
+            yield NoteProblem(where, f"field 'text': {got}, not a string", str(raw_id))
+            continue
+        yield Note(str(raw_id), text)
+
+
+def _pubtator(path: Path) -> Iterator[Note | NoteProblem]:
+    current: list[str | None] = []  # pmid, title, abstract
+
+    def done() -> Iterator[Note | NoteProblem]:
+        if current:
+            pmid, title, abstract = current
+            text = title if abstract is None else f"{title} {abstract}"
+            yield Note(str(pmid), text or "")
+
+    for number, line in _lines(path):
+        if line is None:
+            yield NoteProblem(f"line {number}", "not UTF-8 text")
+            continue
+        m = _PUBTATOR_LINE.match(line)
+        if m is None:
+            if not line.strip():  # a document ends
+                yield from done()
+                current = []
+            continue  # a mention or relation line: not part of the note's text
+        pmid, kind, text = m.groups()
+        if kind == "t":
+            yield from done()
+            current = [pmid, text, None]
+        elif current and current[0] == pmid:
+            current[2] = text
+        else:
+            yield NoteProblem(f"line {number}", f"abstract of {pmid} without its title", pmid)
+    yield from done()
+
+
+def _bioc(path: Path) -> Iterator[Note | NoteProblem]:
+    from bioc import biocjson, biocxml
+
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        head = handle.read(64).lstrip("\ufeff \t\r\n")
+    try:
+        if head.startswith("<"):
+            with open(path, encoding="utf-8") as handle:
+                collection = biocxml.load(handle)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                collection = biocjson.load(handle)
+    except Exception as exc:  # the whole file: nothing can be read from it
+        yield NoteProblem("file", f"not a BioC collection: {type(exc).__name__}: {exc}")
+        return
+    for k, document in enumerate(collection.documents, 1):
+        doc_id = str(document.id or k)
+        text = ""
+        for passage in document.passages:
+            piece = passage.text or ""
+            offset = int(passage.offset or 0)
+            if offset < len(text):
+                offset = len(text) + (1 if text else 0)
+            text = text + " " * (offset - len(text)) + piece
+        yield Note(doc_id, text)

@@ -1,0 +1,163 @@
+"""Entities as rows of the OMOP CDM v5.4 ``NOTE_NLP`` table (docs/omop.md says why each
+column holds what it holds).
+
+- ``lexical_variant``: the entity's text as found; ``offset``: its start, in characters from
+  the start of ``note_text`` (the CDM's "character offset of the extracted term"); ``snippet``:
+  up to 250 characters of the note around it, line breaks as spaces.
+- ``term_exists``: ``N`` when the finding is negated, hypothetical (a rule-out, a
+  condition: "if", "return if") or not the patient's (family), as the CDM lists Negation,
+  Conditional, Rule_out and Subject; ``Y`` otherwise — a *possible* finding stays ``Y`` (the
+  CDM keeps moderate uncertainty as a modifier) and ``term_modifiers`` says ``possible=true``.
+  Without clinical context (the job's ``context`` off) it is NULL: nothing was checked.
+- ``term_temporal``: ``past`` when historical, else ``present`` (NULL without context).
+- ``term_modifiers``: ``key=value`` pairs joined by ``;`` — ``type``, ``confidence``, every
+  assertion attribute, ``section``, ``concept`` (``vocabulary:id``) and ``cues``
+  (``attribute@start-end``, offsets into the note, joined by ``,``): no value holds ``;`` or
+  ``=``, so ``dict(p.split("=", 1) for p in s.split(";"))`` reads it back.
+- ``note_nlp_source_concept_id``: the OMOP concept of the linked concept's code in its
+  vocabulary (``MeSH`` ``D003924``) and ``note_nlp_concept_id`` the standard concept it maps
+  to; ``section_concept_id`` the LOINC section's concept — each 0 when there is none, as the
+  CDM asks. The concept ids are the warehouse's own (its ``CONCEPT`` table): a
+  :data:`ConceptIds` lookup gives them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .types import ASSERTION_ATTRIBUTES, Entity
+
+#: (vocabulary_id, concept_code) → (source concept id, standard concept id), 0 when unknown.
+ConceptIds = Callable[[str, str], tuple[int, int]]
+
+NOTE_NLP_COLUMNS = (
+    "note_nlp_id",
+    "note_id",
+    "section_concept_id",
+    "snippet",
+    "offset",
+    "lexical_variant",
+    "note_nlp_concept_id",
+    "note_nlp_source_concept_id",
+    "nlp_system",
+    "nlp_date",
+    "nlp_datetime",
+    "term_exists",
+    "term_temporal",
+    "term_modifiers",
+)
+
+#: Our section categories (``mslm_core/context/sections.json``) → LOINC "Type of Section"
+#: codes; a section without one gets ``section_concept_id`` 0.
+SECTION_LOINC: dict[str, str] = {
+    "chief_complaint": "10154-3",
+    "history_of_present_illness": "10164-2",
+    "past_medical_history": "11348-0",
+    "past_surgical_history": "47519-4",
+    "family_history": "10157-6",
+    "social_history": "29762-2",
+    "medications": "10160-0",
+    "allergy": "48765-2",
+    "review_of_systems": "10187-3",
+    "physical_exam": "29545-1",
+    "hospital_course": "8648-8",
+    "problem_list": "11450-4",
+    "immunizations": "11369-6",
+    "labs_and_studies": "30954-2",
+    "procedure": "29554-3",
+    "observation_and_plan": "51847-2",
+    "reason_for_examination": "29299-5",
+}
+
+SNIPPET_CHARS = 250
+LEXICAL_CHARS = 250
+MODIFIER_CHARS = 2000
+SYSTEM_CHARS = 250
+#: Characters that would break the ``key=value;…`` form of ``term_modifiers``.
+_UNSAFE = str.maketrans({";": ",", "=": ":", "\n": " ", "\r": " ", "\t": " "})
+_SPACES = str.maketrans({c: " " for c in "\n\r\t\v\f\x85\u2028\u2029"})
+
+
+def nlp_system(version: str, model_id: str, job_id: str) -> str:
+    """The ``nlp_system`` value of a job: name, version, model and job (the job's key for
+    idempotent writes)."""
+    return f"mslm {version} model={model_id} job={job_id}"[:SYSTEM_CHARS]
+
+
+def snippet(text: str, start: int, end: int, width: int = SNIPPET_CHARS) -> str:
+    """Up to ``width`` characters of ``text`` around ``[start, end)``, centred on the term
+    (the term itself cut at ``width`` when longer)."""
+    if end - start >= width:
+        return text[start : start + width].translate(_SPACES)
+    room = width - (end - start)
+    left = max(0, start - room // 2)
+    right = min(len(text), end + (room - (start - left)))
+    left = max(0, right - width)
+    return text[left:right].translate(_SPACES)
+
+
+def term_modifiers(e: Entity) -> str:
+    parts = [f"type={e.type.translate(_UNSAFE)}", f"confidence={e.confidence:.4f}"]
+    if e.assertion is not None:
+        parts += [f"{a}={str(getattr(e.assertion, a)).lower()}" for a in ASSERTION_ATTRIBUTES]
+    if e.section:
+        parts.append(f"section={e.section.translate(_UNSAFE)}")
+    if e.concept is not None:
+        concept = f"{e.concept.vocabulary}:{e.concept.id}".translate(_UNSAFE)
+        parts.append(f"concept={concept}")
+    if e.assertion is not None and e.assertion.cues:
+        cues = ",".join(f"{c.attribute}@{c.start}-{c.end}" for c in e.assertion.cues)
+        parts.append(f"cues={cues}")
+    out = ";".join(parts)
+    return out if len(out) <= MODIFIER_CHARS else out[: out.rfind(";", 0, MODIFIER_CHARS)]
+
+
+def parse_modifiers(value: str) -> dict[str, str]:
+    """``term_modifiers`` read back."""
+    return dict(part.split("=", 1) for part in value.split(";") if part)
+
+
+def term_exists(e: Entity) -> str | None:
+    a = e.assertion
+    if a is None:
+        return None
+    return "N" if a.negated or a.hypothetical or a.family else "Y"
+
+
+def term_temporal(e: Entity) -> str | None:
+    if e.assertion is None:
+        return None
+    return "past" if e.assertion.historical else "present"
+
+
+def note_nlp_row(
+    note_id: int,
+    text: str,
+    e: Entity,
+    *,
+    system: str,
+    when: dt.datetime,
+    concepts: ConceptIds,
+    section_ids: Mapping[str, int],
+) -> dict[str, Any]:
+    """One ``NOTE_NLP`` row (without ``note_nlp_id``, which the writer assigns)."""
+    source_id = standard_id = 0
+    if e.concept is not None:
+        source_id, standard_id = concepts(e.concept.vocabulary, e.concept.id)
+    return {
+        "note_id": note_id,
+        "section_concept_id": section_ids.get(e.section or "", 0),
+        "snippet": snippet(text, e.start, e.end),
+        "offset": str(e.start),
+        "lexical_variant": e.text[:LEXICAL_CHARS],
+        "note_nlp_concept_id": standard_id,
+        "note_nlp_source_concept_id": source_id,
+        "nlp_system": system,
+        "nlp_date": when.date(),
+        "nlp_datetime": when.replace(tzinfo=None),
+        "term_exists": term_exists(e),
+        "term_temporal": term_temporal(e),
+        "term_modifiers": term_modifiers(e),
+    }

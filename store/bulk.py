@@ -1,0 +1,586 @@
+"""Bulk annotation in the store: note files, annotation jobs, their chunks and every state
+change of them, each one atomic SQL statement (several workers and API replicas race):
+
+    job    queued ──claim_plan──► running ──plan──► (chunks queued) ── last chunk final ──►
+           succeeded | failed | cancelled
+    chunk  queued ──claim──► running ──finish──► succeeded | failed      (cancel: cancelled)
+              ▲                 │
+              └──── reap ◄──────┘  no heartbeat: the worker died; queued again (the chunk's
+                                   writes are idempotent) or failed after MSLM_MAX_ATTEMPTS
+
+A chunk is the unit of commit: its notes are written in one transaction of the target (rows
+of this job for these notes replaced) or as one part file renamed into place, then the chunk
+is marked succeeded. Running it twice writes the same result once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy.orm import Session
+
+from mslm_core.bundle import sha256_file
+from mslm_core.errors import ConfigError
+from mslm_core.notes import Note, detect_note_format, read_notes
+from mslm_settings import Settings
+
+from .models import (
+    CANCELLED,
+    FAILED,
+    FINAL_STATES,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    AnnotationChunk,
+    AnnotationJob,
+    NoteInput,
+    new_id,
+    utcnow,
+)
+from .service import NotFound, get_owned, shown_name, staged
+
+#: Errors kept per chunk in the job's report (the count is always exact).
+ERRORS_PER_CHUNK = 1000
+OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator")
+SUFFIX = {"jsonl": "jsonl", "bioc": "json", "pubtator": "txt"}
+
+
+# -- paths -------------------------------------------------------------------------------------
+def input_dir(settings: Settings, input_id: str) -> Path:
+    return settings.artifacts / "bulk" / "inputs" / input_id
+
+
+def job_dir(settings: Settings, job_id: str) -> Path:
+    return settings.artifacts / "bulk" / "jobs" / job_id
+
+
+def part_path(settings: Settings, job_id: str, seq: int, fmt: str) -> Path:
+    return job_dir(settings, job_id) / "parts" / f"{seq:07d}.{SUFFIX[fmt]}"
+
+
+# -- note files --------------------------------------------------------------------------------
+def create_note_input(
+    settings: Settings,
+    session: Session,
+    spooled: Path,
+    filename: str,
+    owner: str | None,
+    format: str | None = None,
+) -> NoteInput:
+    """Read an uploaded notes file (``mslm_core.notes``) into ``notes.jsonl`` (id, text; one
+    note per line, in file order) and record it; notes that cannot be read are kept as its
+    problems. A file with no readable note is refused (ConfigError)."""
+    filename = shown_name(filename, "notes")
+    fmt = format or detect_note_format(spooled, filename)
+    parent = settings.artifacts / "bulk" / "inputs"
+    input_id = new_id("notes")
+    with staged(parent) as staging:
+        notes = 0
+        problems: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        with open(staging / "notes.jsonl", "w", encoding="utf-8") as out:
+            for item in read_notes(spooled, fmt):
+                if isinstance(item, Note):
+                    if item.id in seen:
+                        problems.append(
+                            {
+                                "where": f"note {item.id}",
+                                "reason": "a second note with this id",
+                                "id": item.id,
+                            }
+                        )
+                        continue
+                    seen.add(item.id)
+                    out.write(json.dumps({"id": item.id, "text": item.text}, ensure_ascii=False))
+                    out.write("\n")
+                    notes += 1
+                else:
+                    problems.append({"where": item.where, "reason": item.reason, "id": item.id})
+        if notes == 0:
+            first = f": {problems[0]['where']}: {problems[0]['reason']}" if problems else ""
+            raise ConfigError(f"{filename}: no note could be read as {fmt}{first}")
+        target = input_dir(settings, input_id)
+        row = NoteInput(
+            id=input_id,
+            filename=filename,
+            format=fmt,
+            path=str(target.relative_to(settings.artifacts)),
+            bytes=spooled.stat().st_size,
+            sha256=sha256_file(spooled),
+            notes=notes,
+            problems=problems[:ERRORS_PER_CHUNK],
+            created_by=owner,
+        )
+        staging.rename(target)
+    session.add(row)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return row
+
+
+def notes_file(settings: Settings, row: NoteInput) -> Path:
+    return settings.artifacts / row.path / "notes.jsonl"
+
+
+# -- jobs --------------------------------------------------------------------------------------
+def create_annotation_job(
+    session: Session,
+    *,
+    model_id: str,
+    source: dict[str, Any],
+    output: dict[str, Any],
+    params: dict[str, Any],
+    chunk_size: int,
+    owner: str | None,
+) -> AnnotationJob:
+    now = utcnow()
+    job = AnnotationJob(
+        id=new_id("ann"),
+        state=QUEUED,
+        model_id=model_id,
+        source=source,
+        output=output,
+        params=params,
+        chunk_size=chunk_size,
+        created_by=owner,
+        created_at=now,
+        published_at=now,
+        attempts=0,
+        cancel_requested=False,
+        problems=[],
+    )
+    session.add(job)
+    session.commit()
+    return job
+
+
+def get_job(session: Session, job_id: str, owner: str | None) -> AnnotationJob:
+    job: AnnotationJob = get_owned(session, AnnotationJob, job_id, owner, "annotation job")
+    return job
+
+
+def claim_plan(session: Session, job_id: str, worker: str) -> bool:
+    """queued → running for the planner ``worker``; False when not queued (taken, cancelled)."""
+    now = utcnow()
+    result = session.execute(
+        update(AnnotationJob)
+        .where(AnnotationJob.id == job_id, AnnotationJob.state == QUEUED)
+        .values(
+            state=RUNNING,
+            worker=worker,
+            started_at=func.coalesce(AnnotationJob.started_at, now),
+            heartbeat_at=now,
+            attempts=AnnotationJob.attempts + 1,
+        )
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def plan_beat(session: Session, job_id: str, worker: str) -> bool:
+    """Keep a planning claim alive; False when it was lost (reaped, cancelled)."""
+    result = session.execute(
+        update(AnnotationJob)
+        .where(
+            AnnotationJob.id == job_id,
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.worker == worker,
+            AnnotationJob.planned_at.is_(None),
+        )
+        .values(heartbeat_at=utcnow())
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def save_plan(
+    session: Session,
+    job_id: str,
+    worker: str,
+    ranges: list[tuple[int, int, int]],
+    problems: list[dict[str, Any]] | None = None,
+) -> bool:
+    """Record the chunks ``(first, last, notes)`` of a job the planner ``worker`` holds, in one
+    transaction with ``planned_at``; a job with no note succeeds at once. False (nothing
+    written) when the claim was lost."""
+    now = utcnow()
+    total = sum(n for _, _, n in ranges)
+    result = session.execute(
+        update(AnnotationJob)
+        .where(
+            AnnotationJob.id == job_id,
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.worker == worker,
+            AnnotationJob.planned_at.is_(None),
+        )
+        .values(
+            planned_at=now,
+            total=total,
+            chunks=len(ranges),
+            heartbeat_at=now,
+            problems=(problems or [])[:ERRORS_PER_CHUNK],
+        )
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        return False
+    session.add_all(
+        AnnotationChunk(
+            job_id=job_id,
+            seq=seq,
+            first=first,
+            last=last,
+            notes=n,
+            state=QUEUED,
+            attempts=0,
+            published_at=now,
+            done=0,
+            entities=0,
+            seconds=0.0,
+            errors=[],
+        )
+        for seq, (first, last, n) in enumerate(ranges)
+    )
+    session.commit()
+    complete_if_done(session, job_id)
+    return True
+
+
+def fail_job(session: Session, job_id: str, reason: str) -> None:
+    """A job that cannot go on (its source unreadable, its model gone): failed, with every
+    chunk not yet final cancelled."""
+    now = utcnow()
+    session.execute(
+        update(AnnotationChunk)
+        .where(AnnotationChunk.job_id == job_id, AnnotationChunk.state.in_((QUEUED, RUNNING)))
+        .values(state=CANCELLED, finished_at=now)
+    )
+    session.execute(
+        update(AnnotationJob)
+        .where(AnnotationJob.id == job_id, AnnotationJob.state.in_((QUEUED, RUNNING)))
+        .values(state=FAILED, finished_at=now, error=reason)
+    )
+    session.commit()
+
+
+def request_cancel(session: Session, job_id: str) -> None:
+    """Queued chunks are cancelled at once; running ones finish the chunk they are on (a
+    chunk is committed whole or not at all); the job ends ``cancelled`` after them."""
+    now = utcnow()
+    session.execute(
+        update(AnnotationJob)
+        .where(AnnotationJob.id == job_id, AnnotationJob.state.in_((QUEUED, RUNNING)))
+        .values(cancel_requested=True)
+    )
+    session.execute(
+        update(AnnotationJob)
+        .where(AnnotationJob.id == job_id, AnnotationJob.state == QUEUED)
+        .values(state=CANCELLED, finished_at=now)
+    )
+    session.execute(
+        update(AnnotationChunk)
+        .where(AnnotationChunk.job_id == job_id, AnnotationChunk.state == QUEUED)
+        .values(state=CANCELLED, finished_at=now)
+    )
+    session.commit()
+    complete_if_done(session, job_id)
+
+
+def complete_if_done(session: Session, job_id: str) -> str | None:
+    """A planned, running job whose chunks are all final ends: ``cancelled`` when a cancel was
+    asked for, ``failed`` when a chunk failed, else ``succeeded``. Returns the new state, or
+    None when the job goes on (or another process ended it first)."""
+    chunk = AnnotationChunk
+    open_chunks = exists().where(chunk.job_id == job_id, chunk.state.in_((QUEUED, RUNNING)))
+    failed_chunks = exists().where(chunk.job_id == job_id, chunk.state == FAILED)
+    job = session.get(AnnotationJob, job_id)
+    if job is None:
+        return None
+    session.refresh(job)
+    state = CANCELLED if job.cancel_requested else SUCCEEDED
+    if state == SUCCEEDED and session.scalar(select(failed_chunks)):
+        state = FAILED
+    result = session.execute(
+        update(AnnotationJob)
+        .where(
+            AnnotationJob.id == job_id,
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.planned_at.is_not(None),
+            ~open_chunks,
+        )
+        .values(
+            state=state,
+            finished_at=utcnow(),
+            error="a chunk failed: see its error" if state == FAILED else None,
+        )
+    )
+    session.commit()
+    return state if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def claim_chunk(session: Session, job_id: str, seq: int, worker: str) -> bool:
+    """queued → running for ``worker``, unless the job was cancelled or has ended."""
+    now = utcnow()
+    live_job = exists().where(
+        AnnotationJob.id == job_id,
+        AnnotationJob.state == RUNNING,
+        AnnotationJob.cancel_requested.is_(False),
+    )
+    result = session.execute(
+        update(AnnotationChunk)
+        .where(
+            AnnotationChunk.job_id == job_id,
+            AnnotationChunk.seq == seq,
+            AnnotationChunk.state == QUEUED,
+            live_job,
+        )
+        .values(
+            state=RUNNING,
+            worker=worker,
+            started_at=now,
+            heartbeat_at=now,
+            attempts=AnnotationChunk.attempts + 1,
+        )
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def _mine(job_id: str, seq: int, worker: str) -> Any:
+    return and_(
+        AnnotationChunk.job_id == job_id,
+        AnnotationChunk.seq == seq,
+        AnnotationChunk.state == RUNNING,
+        AnnotationChunk.worker == worker,
+    )
+
+
+def chunk_beat(session: Session, job_id: str, seq: int, worker: str, done: int) -> bool:
+    """Heartbeat with the notes done so far; False when the claim was lost."""
+    result = session.execute(
+        update(AnnotationChunk)
+        .where(_mine(job_id, seq, worker))
+        .values(heartbeat_at=utcnow(), done=done)
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def finish_chunk(
+    session: Session,
+    job_id: str,
+    seq: int,
+    worker: str,
+    *,
+    state: str,
+    done: int,
+    entities: int,
+    seconds: float,
+    errors: list[dict[str, Any]],
+    error: str | None = None,
+) -> bool:
+    result = session.execute(
+        update(AnnotationChunk)
+        .where(_mine(job_id, seq, worker))
+        .values(
+            state=state,
+            finished_at=utcnow(),
+            done=done,
+            entities=entities,
+            seconds=seconds,
+            errors=errors[:ERRORS_PER_CHUNK],
+            error=error,
+        )
+    )
+    session.commit()
+    won = result.rowcount == 1  # type: ignore[attr-defined]
+    if won:
+        complete_if_done(session, job_id)
+    return won
+
+
+@dataclass
+class Reaped:
+    chunks: list[tuple[str, int]]  # queued again: publish each
+    plans: list[str]  # planning jobs queued again
+    failed: list[str]
+
+
+def reap(session: Session, timeout_s: float, max_attempts: int) -> Reaped:
+    """Running chunks (and planning jobs) whose heartbeat is older than ``timeout_s`` lost
+    their worker: queued again, or failed after ``max_attempts``."""
+    now = utcnow()
+    cutoff = now - dt.timedelta(seconds=timeout_s)
+    out = Reaped([], [], [])
+    stale = session.execute(
+        select(AnnotationChunk.job_id, AnnotationChunk.seq, AnnotationChunk.attempts).where(
+            AnnotationChunk.state == RUNNING, AnnotationChunk.heartbeat_at < cutoff
+        )
+    ).all()
+    for job_id, seq, attempts in stale:
+        base = update(AnnotationChunk).where(
+            AnnotationChunk.job_id == job_id,
+            AnnotationChunk.seq == seq,
+            AnnotationChunk.state == RUNNING,
+            AnnotationChunk.heartbeat_at < cutoff,
+        )
+        if attempts >= max_attempts:
+            reason = f"worker lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts}"
+            won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
+            if won.rowcount == 1:  # type: ignore[attr-defined]
+                out.failed.append(f"{job_id}#{seq}")
+                session.commit()
+                complete_if_done(session, job_id)
+        else:
+            won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
+            if won.rowcount == 1:  # type: ignore[attr-defined]
+                out.chunks.append((job_id, seq))
+    planning = session.execute(
+        select(AnnotationJob.id, AnnotationJob.attempts).where(
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.planned_at.is_(None),
+            AnnotationJob.heartbeat_at < cutoff,
+        )
+    ).all()
+    for job_id, attempts in planning:
+        base = update(AnnotationJob).where(
+            AnnotationJob.id == job_id,
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.planned_at.is_(None),
+            AnnotationJob.heartbeat_at < cutoff,
+        )
+        if attempts >= max_attempts:
+            reason = f"planner lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts}"
+            won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
+            if won.rowcount == 1:  # type: ignore[attr-defined]
+                out.failed.append(job_id)
+        else:
+            won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
+            if won.rowcount == 1:  # type: ignore[attr-defined]
+                out.plans.append(job_id)
+    session.commit()
+    return out
+
+
+def unpublished(session: Session, older_than_s: float) -> tuple[list[str], list[tuple[str, int]]]:
+    """Queued jobs and chunks published more than ``older_than_s`` ago (their message may be
+    lost with a broker that kept nothing)."""
+    cutoff = utcnow() - dt.timedelta(seconds=older_than_s)
+    jobs = list(
+        session.scalars(
+            select(AnnotationJob.id).where(
+                AnnotationJob.state == QUEUED, AnnotationJob.published_at < cutoff
+            )
+        )
+    )
+    chunks = [
+        (j, s)
+        for j, s in session.execute(
+            select(AnnotationChunk.job_id, AnnotationChunk.seq).where(
+                AnnotationChunk.state == QUEUED, AnnotationChunk.published_at < cutoff
+            )
+        ).all()
+    ]
+    return jobs, chunks
+
+
+def mark_published(
+    session: Session, jobs: Iterable[str], chunks: Iterable[tuple[str, int]]
+) -> None:
+    now = utcnow()
+    jobs = list(jobs)
+    if jobs:
+        session.execute(
+            update(AnnotationJob).where(AnnotationJob.id.in_(jobs)).values(published_at=now)
+        )
+    for job_id, seq in chunks:
+        session.execute(
+            update(AnnotationChunk)
+            .where(AnnotationChunk.job_id == job_id, AnnotationChunk.seq == seq)
+            .values(published_at=now)
+        )
+    session.commit()
+
+
+# -- progress and reports ----------------------------------------------------------------------
+def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
+    """Notes done / total, chunks by state, entities, failed notes, notes per second since the
+    job started and the time left at that rate."""
+    c = AnnotationChunk
+    by_state = dict(
+        session.execute(
+            select(c.state, func.count()).where(c.job_id == job.id).group_by(c.state)
+        ).all()
+    )
+    done, entities = session.execute(
+        select(func.coalesce(func.sum(c.done), 0), func.coalesce(func.sum(c.entities), 0)).where(
+            c.job_id == job.id, c.state.in_((SUCCEEDED, RUNNING))
+        )
+    ).one()
+    committed = session.scalar(
+        select(func.coalesce(func.sum(c.notes), 0)).where(c.job_id == job.id, c.state == SUCCEEDED)
+    )
+    errors = sum(
+        len(e or [])
+        for e in session.scalars(select(c.errors).where(c.job_id == job.id, c.state == SUCCEEDED))
+    )
+    end = job.finished_at or utcnow()
+    elapsed = (end - job.started_at).total_seconds() if job.started_at else 0.0
+    rate = (int(committed or 0) / elapsed) if elapsed > 0 else 0.0
+    remaining = (job.total or 0) - int(committed or 0)
+    eta = None
+    if job.state == RUNNING and rate > 0 and job.total is not None:
+        eta = round(remaining / rate, 1)
+    return {
+        "total": job.total,
+        "done": int(done or 0),
+        "committed": int(committed or 0),
+        "failed_notes": errors,
+        "entities": int(entities or 0),
+        "chunks": {s: int(by_state.get(s, 0)) for s in (QUEUED, RUNNING, *FINAL_STATES)},
+        "notes_per_second": round(rate, 2),
+        "elapsed_seconds": round(elapsed, 1),
+        "eta_seconds": eta,
+    }
+
+
+def error_report(session: Session, settings: Settings, job: AnnotationJob) -> list[dict[str, Any]]:
+    """Every note that was not annotated, with its id and why (the input's unreadable notes
+    first), then every chunk that failed as a whole."""
+    out: list[dict[str, Any]] = []
+    if job.source.get("kind") == "file":
+        row = session.get(NoteInput, job.source["input"])
+        if row is not None:
+            out += [
+                {"note_id": p.get("id"), "where": p["where"], "reason": p["reason"]}
+                for p in row.problems
+            ]
+    out += list(job.problems or [])
+    chunks = session.execute(
+        select(AnnotationChunk.seq, AnnotationChunk.errors, AnnotationChunk.error)
+        .where(AnnotationChunk.job_id == job.id)
+        .order_by(AnnotationChunk.seq)
+    ).all()
+    for seq, errors, error in chunks:
+        out += [{**e, "chunk": seq} for e in errors or []]
+        if error:
+            out.append({"note_id": None, "chunk": seq, "reason": error})
+    return out
+
+
+def input_of(session: Session, input_id: str, owner: str | None) -> NoteInput:
+    try:
+        row: NoteInput = get_owned(session, NoteInput, input_id, owner, "notes file")
+    except NotFound:
+        raise NotFound(f"notes file {input_id}") from None
+    return row

@@ -1,0 +1,487 @@
+"""Annotation jobs (issue 34): note files read with what cannot be read reported, the OMOP
+NOTE_NLP mapping, and the job path — plan, chunks, progress, cancel, error report, output —
+in-process over SQLite and, on this machine's PostgreSQL, into the official OMOP CDM v5.4
+tables with a chunk run twice and a worker's claim lost mid-way."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings, upload_toy
+
+from api.main import create_app
+from mslm_core import omop
+from mslm_core.notes import Note, NoteProblem, detect_note_format, read_notes
+from mslm_core.types import Assertion, Cue, Entity, LinkedConcept
+from store import bulk
+from store.db import session_factory
+from store.models import AnnotationChunk
+from worker import bulk as runner
+from worker.runner import run_training_job
+
+
+# -- reading notes ---------------------------------------------------------------------------
+def test_jsonl_notes_keep_going_past_bad_lines(tmp_path):
+    path = tmp_path / "notes.jsonl"
+    path.write_bytes(
+        b'{"id": 7, "text": "no fever"}\n'
+        b"not json\n"
+        b'{"note_id": "a", "note_text": "cough"}\n'
+        b'{"id": 9, "text": null}\n'
+        b"\xff\xfe\n"
+        b"\n"
+        b'{"text": "id from the line"}\n'
+    )
+    got = list(read_notes(path, detect_note_format(path)))
+    assert [g for g in got if isinstance(g, Note)] == [
+        Note("7", "no fever"),
+        Note("a", "cough"),
+        Note("7", "id from the line"),  # the line number (7) as id
+    ]
+    problems = [g for g in got if isinstance(g, NoteProblem)]
+    assert [(p.where, p.id) for p in problems] == [("line 2", None), ("line 4", "9"), ("line 5", None)]
+    assert "not JSON" in problems[0].reason and "'text'" in problems[1].reason
+
+
+def test_text_pubtator_and_bioc_notes(tmp_path):
+    text = tmp_path / "n.txt"
+    text.write_text("first note\n\nthird line\n")
+    assert list(read_notes(text, "text")) == [Note("1", "first note"), Note("3", "third line")]
+    pub = tmp_path / "n.pubtator"
+    pub.write_text("11|t|Title here\n11|a|Abstract .\n11\t0\t5\tTitle\tX\n\n12|t|Only title\n")
+    assert list(read_notes(pub, detect_note_format(pub))) == [
+        Note("11", "Title here Abstract ."),
+        Note("12", "Only title"),
+    ]
+    bioc = tmp_path / "n.json"
+    bioc.write_text(
+        json.dumps(
+            {
+                "source": "s", "date": "", "key": "", "infons": {},
+                "documents": [
+                    {
+                        "id": "d1", "infons": {}, "relations": [],
+                        "passages": [
+                            {"offset": 0, "text": "Title", "infons": {}, "sentences": [],
+                             "annotations": [], "relations": []},
+                            {"offset": 8, "text": "Body", "infons": {}, "sentences": [],
+                             "annotations": [], "relations": []},
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    assert detect_note_format(bioc) == "bioc"
+    assert list(read_notes(bioc, "bioc")) == [Note("d1", "Title   Body")]  # offsets kept
+
+
+# -- the OMOP mapping ------------------------------------------------------------------------
+def _entity(**assertion) -> Entity:
+    cues = (Cue("negated", "Denies", 0, 6),) if assertion.get("negated") else ()
+    return Entity(
+        7, 12, "fever", "Problem", 0.91234, 0.95, 0.96,
+        assertion=Assertion(**assertion, cues=cues),
+        section="history_of_present_illness",
+        concept=LinkedConcept("D005334", "Fever", 1.0, "MeSH"),
+        candidates=(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("assertion", "exists", "temporal"),
+    [
+        ({}, "Y", "present"),
+        ({"negated": True}, "N", "present"),
+        ({"hypothetical": True}, "N", "present"),
+        ({"family": True}, "N", "present"),
+        ({"possible": True}, "Y", "present"),  # moderate uncertainty: a modifier (the CDM)
+        ({"historical": True}, "Y", "past"),
+    ],
+)
+def test_term_exists_and_temporal(assertion, exists, temporal):
+    e = _entity(**assertion)
+    assert omop.term_exists(e) == exists and omop.term_temporal(e) == temporal
+    modifiers = omop.parse_modifiers(omop.term_modifiers(e))
+    assert modifiers["type"] == "Problem" and modifiers["concept"] == "MeSH:D005334"
+    for name in ("negated", "possible", "hypothetical", "historical", "family", "allergy"):
+        assert modifiers[name] == str(assertion.get(name, False)).lower()
+    assert ("cues" in modifiers) == bool(assertion.get("negated"))
+
+
+def test_note_nlp_row_follows_the_cdm():
+    text = "Denies fever. " + "x" * 400
+    when = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
+    row = omop.note_nlp_row(
+        42, text, _entity(negated=True), system="mslm 0.1.0 model=m job=j", when=when,
+        concepts=lambda v, c: (2000001, 437663) if (v, c) == ("MeSH", "D005334") else (0, 0),
+        section_ids={"history_of_present_illness": 3000001},
+    )
+    assert row["offset"] == "7" and row["lexical_variant"] == "fever"
+    assert row["note_nlp_source_concept_id"] == 2000001 and row["note_nlp_concept_id"] == 437663
+    assert row["section_concept_id"] == 3000001 and row["term_exists"] == "N"
+    assert len(row["snippet"]) == 250 and "Denies fever." in row["snippet"]
+    assert row["nlp_date"] == dt.date(2026, 11, 25)
+    assert omop.parse_modifiers(row["term_modifiers"])["cues"] == "negated@0-6"
+    no_context = Entity(0, 3, "abc", "Drug", 0.5, 0.5, 0.5)
+    bare = omop.note_nlp_row(
+        1, "abc", no_context, system="s", when=when, concepts=lambda v, c: (9, 9), section_ids={}
+    )
+    assert bare["term_exists"] is None and bare["term_temporal"] is None
+    assert bare["note_nlp_concept_id"] == 0 and bare["section_concept_id"] == 0  # not linked
+
+
+# -- the job path, in-process ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tiny_encoder):
+    """An install with one trained, exported, active model."""
+    tmp = tmp_path_factory.mktemp("bulk")
+    settings = make_settings(tmp, tiny_encoder, max_text_chars=300, bulk_chunk_notes=3)
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp / "corpus")
+        job = c.post(
+            "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB}
+        ).json()
+        assert run_training_job(job["id"], settings) == "succeeded"
+    return settings
+
+
+class Published(list):
+    def __call__(self, job_id: str, seq: int) -> None:
+        self.append((job_id, seq))
+
+
+NOTES = [
+    "Cisplatin caused renal failure in the patient .",
+    "No renal failure after cisplatin .",
+    "",
+    "x" * 301,  # over MSLM_MAX_TEXT_CHARS (300 here)
+    "Aspirin was given .",
+    "Renal failure , history of cisplatin .",
+    "The patient is well .",
+]
+
+
+def _upload(c, tmp_path: Path) -> dict:
+    path = tmp_path / "notes.jsonl"
+    lines = [json.dumps({"id": 100 + i, "text": t}) for i, t in enumerate(NOTES)]
+    lines.insert(2, "{broken")
+    path.write_text("\n".join(lines) + "\n")
+    r = c.post(
+        "/v1/annotation-jobs/inputs",
+        headers=auth(ANNOTATE),
+        files={"file": ("notes.jsonl", path.read_bytes())},
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_file_job_plans_runs_reports_and_serves_its_output(served, tmp_path):
+    settings = served
+    with TestClient(create_app(settings)) as c:
+        notes = _upload(c, tmp_path)
+        assert notes["notes"] == len(NOTES) and notes["format"] == "jsonl"
+        assert notes["problems"][0]["where"] == "line 3"
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": notes["id"]}, "output": {"kind": "file"}},
+        )
+        assert r.status_code == 202, r.text
+        job = r.json()
+        assert job["state"] == "queued" and job["chunk_size"] == 3
+        assert r.headers["location"] == f"/v1/annotation-jobs/{job['id']}"
+        early = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+        assert early.status_code == 409
+        published = Published()
+        assert runner.run_plan(job["id"], settings, published) == "planned"
+        assert runner.run_plan(job["id"], settings, published) == "skipped"  # claimed once
+        assert published == [(job["id"], 0), (job["id"], 1), (job["id"], 2)]
+        mid = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
+        assert mid["state"] == "running" and mid["progress"]["total"] == len(NOTES)
+        assert mid["progress"]["chunks"]["queued"] == 3
+        for _, seq in published:
+            assert runner.run_chunk(job["id"], seq, settings) == "done"
+        assert runner.run_chunk(job["id"], 0, settings) == "skipped"  # done already
+        done = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
+        assert done["state"] == "succeeded", done
+        p = done["progress"]
+        assert p["committed"] == len(NOTES) and p["failed_notes"] == 1 and p["eta_seconds"] is None
+        assert p["entities"] > 0 and p["chunks"]["succeeded"] == 3
+        errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE)).json()
+        reasons = {e["note_id"]: e["reason"] for e in errors["data"]}
+        assert errors["count"] == 2 and "103" in reasons and "the limit is 300" in reasons["103"]
+        assert any(e["where"] == "line 3" for e in errors["data"])
+        out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+        assert out.status_code == 200 and "attachment" in out.headers["content-disposition"]
+        rows = [json.loads(line) for line in out.text.splitlines()]
+        kept = [i for i in range(len(NOTES)) if i != 3]
+        assert [r["id"] for r in rows] == [str(100 + i) for i in kept]  # input order
+        direct = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [NOTES[i] for i in kept]}
+        ).json()["results"]
+        assert [r["entities"] for r in rows] == [d["entities"] for d in direct]
+        # a chunk run again (a redelivered message after a crash) leaves one part, unchanged
+        factory = session_factory(settings.sqlalchemy_url)
+        with factory() as session:
+            session.query(AnnotationChunk).filter_by(job_id=job["id"], seq=1).update(
+                {"state": "queued"}
+            )
+            session.commit()
+        assert runner.run_chunk(job["id"], 1, settings) == "skipped"  # the job has ended
+        again = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+        assert again.text == out.text
+        listed = c.get("/v1/annotation-jobs", headers=auth(ANNOTATE)).json()
+        assert job["id"] in [j["id"] for j in listed["data"]]
+        assert c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(TRAIN)).status_code == 403
+
+
+def test_bioc_and_pubtator_outputs_name_the_notes(served, tmp_path):
+    settings = served
+    with TestClient(create_app(settings)) as c:
+        notes = _upload(c, tmp_path)
+        for fmt in ("bioc", "pubtator"):
+            job = c.post(
+                "/v1/annotation-jobs",
+                headers=auth(ANNOTATE),
+                json={
+                    "source": {"kind": "file", "input": notes["id"]},
+                    "output": {"kind": "file", "format": fmt},
+                    "chunk_size": 4,
+                },
+            ).json()
+            published = Published()
+            runner.run_plan(job["id"], settings, published)
+            for _, seq in published:
+                runner.run_chunk(job["id"], seq, settings)
+            out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+            if fmt == "bioc":
+                ids = [d["id"] for d in out.json()["documents"]]
+            else:
+                ids = [line.split("|")[0] for line in out.text.splitlines() if "|t|" in line]
+            assert ids == [str(100 + i) for i in range(len(NOTES)) if i != 3]
+
+
+def test_cancel_drops_queued_chunks_and_keeps_what_was_committed(served, tmp_path):
+    settings = served
+    with TestClient(create_app(settings)) as c:
+        notes = _upload(c, tmp_path)
+        job = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": notes["id"]}, "chunk_size": 2},
+        ).json()
+        published = Published()
+        runner.run_plan(job["id"], settings, published)
+        assert runner.run_chunk(job["id"], 0, settings) == "done"
+        r = c.post(f"/v1/annotation-jobs/{job['id']}/cancel", headers=auth(ANNOTATE))
+        assert r.status_code == 200 and r.json()["state"] == "cancelled"
+        assert r.json()["progress"]["chunks"] == {
+            "queued": 0, "running": 0, "succeeded": 1, "failed": 0, "cancelled": 3
+        }
+        assert runner.run_chunk(job["id"], 1, settings) == "skipped"
+        out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+        assert [json.loads(x)["id"] for x in out.text.splitlines()] == ["100", "101"]
+        again = c.post(f"/v1/annotation-jobs/{job['id']}/cancel", headers=auth(ANNOTATE))
+        assert again.status_code == 200  # cancelling a cancelled job: no change
+
+
+def test_a_dead_workers_chunk_is_queued_again_and_fails_after_max_attempts(served, tmp_path):
+    settings = served
+    with TestClient(create_app(settings)) as c:
+        notes = _upload(c, tmp_path)
+        job = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": notes["id"]}, "chunk_size": 100},
+        ).json()
+        runner.run_plan(job["id"], settings, Published())
+        factory = session_factory(settings.sqlalchemy_url)
+        old = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+        for attempt in range(1, settings.max_attempts + 1):
+            with factory() as session:  # a worker claims the chunk and dies
+                assert bulk.claim_chunk(session, job["id"], 0, f"dead:{attempt}")
+                session.query(AnnotationChunk).filter_by(job_id=job["id"]).update(
+                    {"heartbeat_at": old}
+                )
+                session.commit()
+                reaped = bulk.reap(session, 60, settings.max_attempts)
+            if attempt < settings.max_attempts:
+                assert reaped.chunks == [(job["id"], 0)]
+            else:
+                assert reaped.failed == [f"{job['id']}#0"]
+        final = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
+        assert final["state"] == "failed" and "a chunk failed" in final["error"]
+        errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE)).json()
+        assert any("worker lost" in e["reason"] for e in errors["data"])
+
+
+def test_bad_requests_say_what_and_where(served, tmp_path):
+    settings = served
+    with TestClient(create_app(settings)) as c:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("nothing here\n")
+        r = c.post(
+            "/v1/annotation-jobs/inputs",
+            headers=auth(ANNOTATE),
+            files={"file": ("bad.jsonl", bad.read_bytes())},
+        )
+        assert r.status_code == 422 and "line 1" in r.json()["detail"]
+        sql = {"kind": "sql", "warehouse": "omop", "query": "SELECT note_id, note_text FROM note"}
+        r = c.post("/v1/annotation-jobs", headers=auth(ANNOTATE), json={"source": sql})
+        assert r.status_code == 403  # the deployment's credentials: admin only
+        r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json={"source": sql})
+        assert r.status_code == 422 and "MSLM_WAREHOUSES" in r.json()["detail"]
+        drop = {**sql, "query": "DROP TABLE note"}
+        r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json={"source": drop})
+        assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.source.sql.query"
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": "notes-nope"}},
+        )
+        assert r.status_code == 404
+
+
+# -- into the OMOP CDM v5.4 tables on PostgreSQL ------------------------------------------------
+OMOP_NOTES = [
+    "Cisplatin caused renal failure in the patient .",
+    "No renal failure after cisplatin .",
+    "History of renal failure .",
+    "Aspirin was given .",
+    "The patient is well .",
+    "Renal failure , cisplatin and aspirin .",
+    "Mother had renal failure .",
+]
+
+
+@pytest.fixture()
+def warehouse():
+    import os
+
+    import omop_warehouse as w
+    import psycopg
+
+    admin = os.environ.get("MSLM_TEST_PG", w.ADMIN)
+    try:
+        url = w.create_database(admin)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("MSLM_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"PostgreSQL is required (MSLM_REQUIRE_SERVICES=1): {exc}")
+        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    try:
+        w.build_cdm(url)
+        with psycopg.connect(url) as conn:
+            for k, text in enumerate(OMOP_NOTES * 3):  # 21 notes, ids 10, 20, …
+                conn.execute(
+                    "INSERT INTO cdm.note (note_id, person_id, note_date, note_type_concept_id, "
+                    "note_class_concept_id, note_text, encoding_concept_id, language_concept_id) "
+                    "VALUES (%s, 1, '2026-01-01', 0, 0, %s, 0, 0)",
+                    (10 * (k + 1), text),
+                )
+        yield url.replace("postgresql://", "postgresql+psycopg://")
+    finally:
+        w.drop_database(url, admin)
+
+
+def test_the_ddl_is_the_pinned_official_one():
+    import omop_warehouse as w
+
+    w.verify_ddl()  # raises on any change to the vendored files
+
+
+def test_concepts_and_sections_come_from_the_warehouse(warehouse):
+    from sqlalchemy import create_engine
+
+    sink = runner.OmopSink(create_engine(warehouse), "cdm.note_nlp", "s")
+    assert sink.section_ids["history_of_present_illness"] == 3000001
+    with sink.engine.connect() as conn:
+        sink._lookup(conn, {("MeSH", "D005334"), ("MeSH", "D000000")})
+    assert sink._concepts[("MeSH", "D005334")] == (2000001, 437663)  # source, standard
+    assert sink._concepts[("MeSH", "D000000")] == (0, 0)  # not in the vocabulary: 0
+
+
+def test_sql_source_into_note_nlp_exactly_once(served, warehouse):
+    import sqlalchemy as sa
+
+    from pydantic import SecretStr
+
+    settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}")})
+    query = (
+        "SELECT note_id, note_text FROM cdm.note "
+        "UNION ALL SELECT 999, NULL UNION ALL SELECT NULL, 'no id'"
+    )
+    with TestClient(create_app(settings)) as c:
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ADMIN),
+            json={
+                "source": {"kind": "sql", "warehouse": "omop", "query": query},
+                "output": {"kind": "omop", "warehouse": "omop", "table": "cdm.note_nlp"},
+                "chunk_size": 5,
+            },
+        )
+        assert r.status_code == 202, r.text
+        job = r.json()
+        published = Published()
+        assert runner.run_plan(job["id"], settings, published) == "planned"
+        assert len(published) == 5  # 22 ids with a note_id, 5 per chunk
+        assert runner.run_chunk(job["id"], 0, settings) == "done"
+        engine = sa.create_engine(warehouse)
+
+        def rows() -> list[tuple]:
+            with engine.connect() as conn:
+                return conn.execute(
+                    sa.text(
+                        'SELECT note_nlp_id, note_id, "offset", lexical_variant, term_exists, '
+                        "term_temporal, term_modifiers, nlp_system FROM cdm.note_nlp "
+                        "ORDER BY note_id, note_nlp_id"
+                    )
+                ).all()
+
+        first = rows()
+        assert first and {r[1] for r in first} <= {10, 20, 30, 40, 50}
+        # the worker wrote chunk 0 and died before recording it: the reaper queues it again
+        factory = session_factory(settings.sqlalchemy_url)
+        with factory() as session:
+            session.query(AnnotationChunk).filter_by(job_id=job["id"], seq=0).update(
+                {
+                    "state": "running",
+                    "worker": "dead:1",
+                    "heartbeat_at": dt.datetime.now(dt.UTC) - dt.timedelta(hours=1),
+                }
+            )
+            session.commit()
+            assert bulk.reap(session, 60, 3).chunks == [(job["id"], 0)]
+        for _, seq in published:
+            assert runner.run_chunk(job["id"], seq, settings) == "done"
+        done = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ADMIN)).json()
+        assert done["state"] == "succeeded" and done["progress"]["committed"] == 22
+        written = rows()
+        keys = [(r[1], r[2], r[3]) for r in written]
+        assert len(keys) == len(set(keys))  # nothing twice
+        assert len({r[0] for r in written}) == len(written)  # note_nlp_id unique (the PK)
+        assert [r[1:4] for r in written if r[1] <= 50] == [r[1:4] for r in first]
+        direct = c.post(
+            "/v1/annotate", headers=auth(ADMIN), json={"texts": OMOP_NOTES * 3}
+        ).json()["results"]
+        expected = sorted(
+            (10 * (k + 1), str(e["start"]), e["text"])
+            for k, result in enumerate(direct)
+            for e in result["entities"]
+        )
+        assert sorted(keys) == expected  # every entity of every note, once
+        assert {r[7] for r in written} == {omop.nlp_system("0.1.0", done["model_id"], job["id"])}
+        by_note = {(r[1], r[3]): r for r in written}
+        negated = by_note[(20, "failure")]  # "No renal failure after cisplatin ."
+        assert negated[4] == "N" and "negated=true" in negated[6] and "cues=negated@" in negated[6]
+        assert by_note[(30, "renal failure")][4:6] == ("Y", "past")  # "History of …"
+        assert by_note[(70, "renal failure")][4] == "N"  # "Mother had …": not the patient
+        assert by_note[(10, "renal failure")][4:6] == ("Y", "present")
+        errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ADMIN)).json()
+        reasons = {e["note_id"]: e["reason"] for e in errors["data"]}
+        assert reasons == {"999": "note_text is NULL", None: "a row with no note_id"}

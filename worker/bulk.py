@@ -1,0 +1,554 @@
+"""Annotation jobs on the workers (Celery-free, so tests call these directly).
+
+``run_plan``: claim the job, list its notes' ids (a warehouse query, paged by id) or the
+byte ranges of its uploaded file, cut them into chunks, record them with the plan in one
+transaction, publish a message per chunk. ``run_chunk``: claim one chunk, read its notes,
+annotate them with the job's model (loaded once per worker process), write the chunk's
+output in one transaction of the target (OMOP ``NOTE_NLP``: this job's rows for these notes
+replaced, so a chunk run twice leaves its rows once) or as one part file renamed into place,
+then mark the chunk done. A note that cannot be read or annotated is recorded with its id
+and reason, and the chunk goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from mslm_core import __version__, omop
+from mslm_core.errors import MSLMError
+from mslm_core.inference import EntityExtractor
+from mslm_core.types import Entity
+from mslm_settings import Settings
+from store import bulk
+from store.db import session_factory
+from store.models import (
+    FAILED,
+    SUCCEEDED,
+    AnnotationChunk,
+    AnnotationJob,
+    Model,
+    NoteInput,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+#: Notes annotated per engine call inside a chunk; the heartbeat and the cancel check run
+#: between calls.
+BATCH_NOTES = 32
+
+Publish = Callable[[str, int], None]
+
+
+def worker_name() -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# -- sources -----------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """A note as read: ``text`` None with ``problem`` when it cannot be annotated."""
+
+    note_id: str
+    text: str | None
+    problem: str | None = None
+
+
+class FileSource:
+    """An uploaded notes file: chunks are byte ranges of its ``notes.jsonl``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def plan(self, chunk_size: int) -> tuple[list[tuple[int, int, int]], list[dict[str, Any]]]:
+        ranges: list[tuple[int, int, int]] = []
+        with open(self.path, "rb") as handle:
+            start = pos = 0
+            n = 0
+            for line in handle:
+                pos += len(line)
+                n += 1
+                if n == chunk_size:
+                    ranges.append((start, pos, n))
+                    start, n = pos, 0
+            if n:
+                ranges.append((start, pos, n))
+        return ranges, []
+
+    def read(self, first: int, last: int) -> Iterator[Row]:
+        with open(self.path, "rb") as handle:
+            handle.seek(first)
+            data = handle.read(last - first)
+        for line in data.decode("utf-8").splitlines():
+            note = json.loads(line)  # written by the store: one valid object per line
+            yield Row(str(note["id"]), note["text"])
+
+
+def _read_only(conn: Any) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SET TRANSACTION READ ONLY"))
+
+
+class SqlSource:
+    """A warehouse query returning ``note_id, note_text``; chunks are ranges of note ids, read
+    in read-only transactions."""
+
+    def __init__(self, engine: Engine, query: str):
+        self.engine, self.query = engine, query.strip().rstrip(";")
+
+    def plan(self, chunk_size: int) -> tuple[list[tuple[int, int, int]], list[dict[str, Any]]]:
+        ranges: list[tuple[int, int, int]] = []
+        problems: list[dict[str, Any]] = []
+        sql = text(f"SELECT q.note_id FROM ({self.query}) AS q ORDER BY q.note_id")
+        with self.engine.connect() as conn:
+            _read_only(conn)
+            result = conn.execution_options(stream_results=True, yield_per=10_000).execute(sql)
+            first = last = None
+            n = 0
+            previous = None
+            for (note_id,) in result:
+                if note_id is None:
+                    if len(problems) < bulk.ERRORS_PER_CHUNK:
+                        problems.append({"note_id": None, "reason": "a row with no note_id"})
+                    continue
+                if isinstance(note_id, bool) or not isinstance(note_id, int):
+                    raise MSLMError(
+                        f"the query's note_id is {type(note_id).__name__}, not an integer "
+                        "(NOTE.note_id): cast it in the query"
+                    )
+                if note_id == previous:
+                    if len(problems) < bulk.ERRORS_PER_CHUNK:
+                        problems.append(
+                            {"note_id": str(note_id), "reason": "note_id repeated: annotated once"}
+                        )
+                    continue
+                previous = note_id
+                if first is None:
+                    first = note_id
+                last = note_id
+                n += 1
+                if n == chunk_size:
+                    ranges.append((first, last, n))
+                    first, n = None, 0
+            if n and first is not None and last is not None:
+                ranges.append((first, last, n))
+        return ranges, problems
+
+    def read(self, first: int, last: int) -> Iterator[Row]:
+        sql = text(
+            f"SELECT q.note_id, q.note_text FROM ({self.query}) AS q "
+            "WHERE q.note_id BETWEEN :first AND :last ORDER BY q.note_id"
+        )
+        with self.engine.connect() as conn:
+            _read_only(conn)
+            rows = conn.execute(sql, {"first": first, "last": last}).all()
+        previous = None
+        for note_id, note_text in rows:
+            if note_id == previous:
+                continue
+            previous = note_id
+            if note_text is None:
+                yield Row(str(note_id), None, "note_text is NULL")
+            elif isinstance(note_text, bytes | memoryview):
+                try:
+                    yield Row(str(note_id), bytes(note_text).decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    yield Row(str(note_id), None, f"note_text is not UTF-8 (byte {exc.start})")
+            elif not isinstance(note_text, str):
+                yield Row(str(note_id), None, f"note_text is {type(note_text).__name__}")
+            else:
+                yield Row(str(note_id), note_text)
+
+
+# -- sinks -------------------------------------------------------------------------------------
+class FileSink:
+    """One part file per chunk (written aside, renamed into place: a chunk run twice leaves
+    one part)."""
+
+    def __init__(self, settings: Settings, job: AnnotationJob):
+        self.settings, self.job = settings, job
+        self.format = job.output.get("format", "jsonl")
+
+    def write(self, seq: int, notes: list[tuple[str, str, list[Entity]]]) -> None:
+        from mslm_core.render import render_predictions
+
+        path = bulk.part_path(self.settings, self.job.id, seq, self.format)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ids = [n for n, _, _ in notes]
+        texts = [t for _, t, _ in notes]
+        entities = [e for _, _, e in notes]
+        if self.format == "jsonl":
+            body = "".join(
+                json.dumps({"id": i, "entities": [e.to_dict() for e in ents]}, ensure_ascii=False)
+                + "\n"
+                for i, ents in zip(ids, entities, strict=True)
+            )
+        elif self.format == "bioc":
+            collection = render_predictions("bioc", texts, entities, self.job.model_id, ids=ids)
+            assert isinstance(collection, dict)
+            body = "".join(
+                json.dumps(d, ensure_ascii=False) + "\n" for d in collection["documents"]
+            )
+        else:
+            rendered = render_predictions("pubtator", texts, entities, self.job.model_id, ids=ids)
+            assert isinstance(rendered, str)
+            body = rendered
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(body, encoding="utf-8")
+        os.replace(tmp, path)
+
+
+class OmopSink:
+    """Rows of an OMOP CDM v5.4 ``NOTE_NLP`` table (PostgreSQL). Per chunk, one transaction:
+    an advisory lock on the table (writers take turns for ``note_nlp_id``), this job's rows
+    for the chunk's notes deleted, the new rows inserted with ids after the table's largest."""
+
+    def __init__(self, engine: Engine, table: str, system: str):
+        if engine.dialect.name != "postgresql":
+            raise MSLMError(
+                f"an OMOP target must be PostgreSQL (this warehouse is {engine.dialect.name})"
+            )
+        self.engine, self.table, self.system = engine, _qualified(table), system
+        schema = self.table.rpartition(".")[0]
+        self.vocab = f"{schema}." if schema else ""
+        self._concepts: dict[tuple[str, str], tuple[int, int]] = {}
+        self.section_ids = self._section_ids()
+
+    def _has_table(self, conn: Any, name: str) -> bool:
+        return conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None
+
+    def _section_ids(self) -> dict[str, int]:
+        codes = omop.SECTION_LOINC
+        with self.engine.connect() as conn:
+            if not self._has_table(conn, f"{self.vocab}concept"):
+                return {}
+            rows = conn.execute(
+                text(
+                    f"SELECT concept_code, concept_id FROM {self.vocab}concept "
+                    "WHERE vocabulary_id = 'LOINC' AND concept_code = ANY(:codes)"
+                ),
+                {"codes": list(codes.values())},
+            ).all()
+        by_code = {code: int(cid) for code, cid in rows}
+        return {section: by_code[code] for section, code in codes.items() if code in by_code}
+
+    def _lookup(self, conn: Any, pairs: set[tuple[str, str]]) -> None:
+        wanted = sorted(pairs - self._concepts.keys())
+        if not wanted:
+            return
+        for pair in wanted:
+            self._concepts[pair] = (0, 0)
+        if not self._has_table(conn, f"{self.vocab}concept"):
+            return
+        relationship = self._has_table(conn, f"{self.vocab}concept_relationship")
+        maps_to = (
+            f"(SELECT r.concept_id_2 FROM {self.vocab}concept_relationship r "
+            "WHERE r.concept_id_1 = c.concept_id AND r.relationship_id = 'Maps to' "
+            "AND r.invalid_reason IS NULL ORDER BY r.concept_id_2 LIMIT 1)"
+            if relationship
+            else "NULL"
+        )
+        rows = conn.execute(
+            text(
+                f"SELECT c.vocabulary_id, c.concept_code, c.concept_id, c.standard_concept, "
+                f"{maps_to} FROM {self.vocab}concept c "
+                "WHERE c.vocabulary_id = ANY(:vocabularies) AND c.concept_code = ANY(:codes)"
+            ),
+            {
+                "vocabularies": sorted({v for v, _ in wanted}),
+                "codes": sorted({c for _, c in wanted}),
+            },
+        ).all()
+        for vocabulary, code, concept_id, standard, mapped in rows:
+            if (vocabulary, code) in self._concepts:
+                standard_id = concept_id if standard == "S" else (mapped or 0)
+                self._concepts[(vocabulary, code)] = (int(concept_id), int(standard_id))
+
+    def write(self, seq: int, notes: list[tuple[str, str, list[Entity]]]) -> None:
+        del seq
+        when = utcnow()
+        ids = [int(n) for n, _, _ in notes]
+        pairs = {
+            (e.concept.vocabulary, e.concept.id) for _, _, ents in notes for e in ents if e.concept
+        }
+        with self.engine.begin() as conn:
+            self._lookup(conn, pairs)
+            rows = [
+                omop.note_nlp_row(
+                    int(note_id),
+                    note_text,
+                    e,
+                    system=self.system,
+                    when=when,
+                    concepts=lambda v, c: self._concepts.get((v, c), (0, 0)),
+                    section_ids=self.section_ids,
+                )
+                for note_id, note_text, ents in notes
+                for e in ents
+            ]
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": self.table})
+            conn.execute(
+                text(
+                    f"DELETE FROM {self.table} WHERE nlp_system = :system AND note_id = ANY(:ids)"
+                ),
+                {"system": self.system, "ids": ids},
+            )
+            if not rows:
+                return
+            start = conn.execute(
+                text(f"SELECT COALESCE(MAX(note_nlp_id), 0) FROM {self.table}")
+            ).scalar_one()
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            columns = ", ".join(f'"{c}"' for c in omop.NOTE_NLP_COLUMNS)
+            copy_sql = f"COPY {self.table} ({columns}) FROM STDIN"
+            with raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
+                for k, row in enumerate(rows, 1):
+                    copy.write_row([start + k, *(row[c] for c in omop.NOTE_NLP_COLUMNS[1:])])
+
+
+def _qualified(table: str) -> str:
+    """``schema.table`` checked to be plain identifiers (it is put into SQL)."""
+    import re
+
+    if not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}", table):
+        raise MSLMError(f"table {table!r}: give schema.table, letters, digits and _ only")
+    return table
+
+
+# -- the model ---------------------------------------------------------------------------------
+_EXTRACTORS: dict[tuple[str, bool, bool], EntityExtractor] = {}
+
+
+def extractor_for(
+    settings: Settings, factory: sessionmaker[Session], job: AnnotationJob
+) -> EntityExtractor:
+    """The job's model with its context and linking, loaded once per worker process."""
+    context = bool(job.params.get("context", True))
+    linking = bool(job.params.get("linking", True))
+    key = (job.model_id, context, linking)
+    if key in _EXTRACTORS:
+        return _EXTRACTORS[key]
+    with factory() as session:
+        row = session.get(Model, job.model_id)
+        if row is None:
+            raise MSLMError(f"model {job.model_id} is not in the store (deleted?)")
+        path = settings.artifacts / row.path
+    engine = None
+    if context:
+        from mslm_core.context import ContextEngine, rules_for
+
+        engine = ContextEngine(rules_for(settings.context_rules, settings.context_rules_mode))
+    linker = None
+    if linking:
+        from store.linking import build_linker
+        from store.service import active_vocabulary_id
+
+        with factory() as session:
+            vocabulary_id = active_vocabulary_id(session)
+        linker, _ = build_linker(settings, factory, vocabulary_id)
+    extractor = EntityExtractor.from_bundle(
+        path,
+        precision=settings.precision,
+        device=settings.device,
+        intra_op_threads=settings.intra_op_threads,
+        inter_op_threads=settings.inter_op_threads,
+        context=engine,
+        linker=linker,
+    )
+    _EXTRACTORS.clear()  # one model at a time in a worker's memory
+    _EXTRACTORS[key] = extractor
+    return extractor
+
+
+# -- the runners -------------------------------------------------------------------------------
+def _engine(settings: Settings, name: str) -> Engine:
+    urls = settings.warehouse_map()
+    if name not in urls:
+        raise MSLMError(f"warehouse {name!r} is not in MSLM_WAREHOUSES")
+    return _ENGINES.setdefault(urls[name], create_engine(urls[name], pool_pre_ping=True))
+
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def source_of(settings: Settings, session: Session, job: AnnotationJob) -> FileSource | SqlSource:
+    if job.source["kind"] == "file":
+        row = session.get(NoteInput, job.source["input"])
+        if row is None:
+            raise MSLMError(f"notes file {job.source['input']} is gone")
+        return FileSource(bulk.notes_file(settings, row))
+    return SqlSource(_engine(settings, job.source["warehouse"]), job.source["query"])
+
+
+def sink_of(settings: Settings, job: AnnotationJob) -> FileSink | OmopSink:
+    if job.output["kind"] == "file":
+        return FileSink(settings, job)
+    system = omop.nlp_system(__version__, job.model_id, job.id)
+    return OmopSink(_engine(settings, job.output["warehouse"]), job.output["table"], system)
+
+
+def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
+    factory = session_factory(settings.sqlalchemy_url)
+    worker = worker_name()
+    with factory() as session:
+        if not bulk.claim_plan(session, job_id, worker):
+            return "skipped"
+        job = session.get(AnnotationJob, job_id)
+        assert job is not None
+        try:
+            ranges, problems = source_of(settings, session, job).plan(job.chunk_size)
+        except Exception as exc:  # the source cannot be read at all: the job cannot run
+            reason = _reason(exc)
+            log.error("annotation job %s: planning failed: %s", job_id, reason)
+            bulk.fail_job(session, job_id, f"reading the notes failed: {reason}")
+            return "failed"
+        if not bulk.save_plan(session, job_id, worker, ranges, problems):
+            return "lost"
+    log.info("annotation job %s: %d chunks", job_id, len(ranges))
+    for seq in range(len(ranges)):
+        publish(job_id, seq)
+    return "planned"
+
+
+def _reason(exc: BaseException) -> str:
+    """What failed, without the data: the exception's type and first line (a driver's message
+    names the table or column, never a note's text)."""
+    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _annotate(
+    extractor: EntityExtractor, rows: list[Row]
+) -> tuple[list[tuple[str, str, list[Entity]]], list[dict[str, Any]]]:
+    """The rows' entities; a batch that fails is retried note by note so that only the note
+    that fails is lost (recorded with its reason)."""
+    texts = [r.text or "" for r in rows]
+    try:
+        found = extractor.annotate(texts)
+        return [(r.note_id, t, e) for r, t, e in zip(rows, texts, found, strict=True)], []
+    except Exception:
+        if len(rows) == 1:
+            raise
+    done: list[tuple[str, str, list[Entity]]] = []
+    errors: list[dict[str, Any]] = []
+    for row, t in zip(rows, texts, strict=True):
+        try:
+            done.append((row.note_id, t, extractor.annotate([t])[0]))
+        except Exception as exc:
+            errors.append({"note_id": row.note_id, "reason": f"annotation failed: {_reason(exc)}"})
+    return done, errors
+
+
+def _kept(job: AnnotationJob, entities: list[Entity]) -> list[Entity]:
+    floor = float(job.params.get("min_confidence", 0.0))
+    per_type = job.params.get("min_confidence_per_type") or {}
+    return [e for e in entities if e.confidence >= max(floor, float(per_type.get(e.type, 0.0)))]
+
+
+def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
+    factory = session_factory(settings.sqlalchemy_url)
+    worker = worker_name()
+    started = time.perf_counter()
+    with factory() as session:
+        if not bulk.claim_chunk(session, job_id, seq, worker):
+            return "skipped"
+        job = session.get(AnnotationJob, job_id)
+        chunk = session.get(AnnotationChunk, (job_id, seq))
+        assert job is not None and chunk is not None
+        try:
+            source = source_of(settings, session, job)
+            sink = sink_of(settings, job)
+            extractor = extractor_for(settings, factory, job)
+            rows = list(source.read(chunk.first, chunk.last))
+        except Exception as exc:
+            reason = _reason(exc)
+            log.error("annotation job %s chunk %d failed: %s", job_id, seq, reason)
+            bulk.finish_chunk(
+                session,
+                job_id,
+                seq,
+                worker,
+                state=FAILED,
+                done=0,
+                entities=0,
+                seconds=time.perf_counter() - started,
+                errors=[],
+                error=reason,
+            )
+            return "failed"
+        errors = _check(job, settings, rows)
+        annotated: list[tuple[str, str, list[Entity]]] = []
+        todo = [r for r in rows if r.problem is None]
+        for i in range(0, len(todo), BATCH_NOTES):
+            done, failed = _annotate(extractor, todo[i : i + BATCH_NOTES])
+            annotated += [(n, t, _kept(job, e)) for n, t, e in done]
+            errors += failed
+            if not bulk.chunk_beat(session, job_id, seq, worker, len(annotated)):
+                log.warning("annotation job %s chunk %d: claim lost; stopping", job_id, seq)
+                return "lost"
+        if job.output["kind"] == "omop":
+            annotated, bad = _integer_ids(annotated)
+            errors += bad
+        try:
+            sink.write(seq, annotated)
+        except Exception as exc:
+            reason = f"writing failed: {_reason(exc)}"
+            log.error("annotation job %s chunk %d: %s", job_id, seq, reason)
+            # not final: the reaper gives the chunk another attempt (the write is idempotent)
+            raise ChunkRetry(reason) from exc
+        bulk.finish_chunk(
+            session,
+            job_id,
+            seq,
+            worker,
+            state=SUCCEEDED,
+            done=len(annotated),
+            entities=sum(len(e) for _, _, e in annotated),
+            seconds=time.perf_counter() - started,
+            errors=errors,
+        )
+    return "done"
+
+
+class ChunkRetry(Exception):
+    """A chunk's write failed in a way another attempt may get past (the target database
+    restarting); the task retries it."""
+
+
+def _check(job: AnnotationJob, settings: Settings, rows: list[Row]) -> list[dict[str, Any]]:
+    """Mark the notes that cannot be annotated (NULL, over-long) and list them."""
+    limit = int(job.params.get("max_text_chars") or settings.max_text_chars)
+    errors: list[dict[str, Any]] = []
+    for row in rows:
+        if row.problem is None and row.text is not None and len(row.text) > limit:
+            row.problem = f"note_text has {len(row.text)} characters; the limit is {limit}"
+        if row.problem is not None:
+            errors.append({"note_id": row.note_id, "reason": row.problem})
+    return errors
+
+
+def _integer_ids(
+    notes: list[tuple[str, str, list[Entity]]],
+) -> tuple[list[tuple[str, str, list[Entity]]], list[dict[str, Any]]]:
+    ok, bad = [], []
+    for note in notes:
+        try:
+            int(note[0])
+            ok.append(note)
+        except ValueError:
+            bad.append({"note_id": note[0], "reason": "NOTE_NLP.note_id is an integer"})
+    return ok, bad
