@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._async import AsyncClient
 from ._core import FileInput, RetryPolicy
-from ._endpoints import AnnotateOptions, JobParams
+from ._endpoints import AnnotateOptions, AnnotationJobOptions, JobParams
 from ._sync import Client
 from ._version import __version__
 from .errors import (
@@ -36,6 +36,8 @@ from .errors import (
 )
 from .schema import (
     AnnotateResponse,
+    AnnotationJob,
+    AnnotationProgress,
     Assertion,
     Concept,
     Cue,
@@ -47,6 +49,7 @@ from .schema import (
     JobProgress,
     Linking,
     Model,
+    NoteFile,
     Page,
     Readiness,
     ServedModel,
@@ -60,6 +63,9 @@ __all__ = [
     "APIError",
     "AnnotateOptions",
     "AnnotateResponse",
+    "AnnotationJob",
+    "AnnotationJobOptions",
+    "AnnotationProgress",
     "Assertion",
     "AsyncClient",
     "AuthenticationError",
@@ -80,6 +86,7 @@ __all__ = [
     "MSLMError",
     "Model",
     "NotFoundError",
+    "NoteFile",
     "Page",
     "PermissionDeniedError",
     "RateLimitError",

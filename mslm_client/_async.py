@@ -18,10 +18,11 @@ import httpx
 
 from . import _endpoints as ep
 from ._core import Call, FileInput, Protocol, RetryPolicy, Send
-from ._endpoints import AnnotateOptions, JobParams
+from ._endpoints import AnnotateOptions, AnnotationJobOptions, JobParams
 from ._helpers import RunT, Watch, abatches, check_batching, series_result, series_texts
 from .schema import (
     AnnotateResponse,
+    AnnotationJob,
     Dataset,
     Entity,
     Evaluation,
@@ -29,6 +30,7 @@ from .schema import (
     JobDataset,
     Linking,
     Model,
+    NoteFile,
     Page,
     Readiness,
     Vocabulary,
@@ -328,6 +330,60 @@ class AsyncClient:
 
     async def evaluation_calibration_png(self, evaluation_id: str) -> bytes:
         return await self._request(ep.evaluation_calibration_png(evaluation_id))
+
+    # -- annotation jobs (bulk) ---------------------------------------------------------------
+    async def upload_notes(self, file: FileInput, *, format: str | None = None) -> NoteFile:
+        """Upload a file of notes (JSONL ``{"id", "text"}``, text one per line, BioC or
+        PubTator); the notes it could not read are in ``problems``, the others are kept."""
+        return await self._request(ep.upload_notes(file, format))
+
+    async def create_annotation_job(
+        self,
+        source: str | dict[str, Any],
+        *,
+        output: dict[str, Any] | None = None,
+        **options: Unpack[AnnotationJobOptions],
+    ) -> AnnotationJob:
+        """Queue an annotation job. ``source``: a notes file's id, or ``{"kind": "sql",
+        "warehouse": NAME, "query": "SELECT note_id, note_text FROM …"}``; ``output``:
+        ``{"kind": "file", "format": "jsonl" | "bioc" | "pubtator"}`` (default JSONL) or
+        ``{"kind": "omop", "warehouse": NAME, "table": "cdm.note_nlp"}``."""
+        body = {"kind": "file", "input": source} if isinstance(source, str) else source
+        return await self._request(
+            ep.create_annotation_job(body, output or {"kind": "file"}, options)
+        )
+
+    async def list_annotation_jobs(
+        self, *, state: str | None = None, limit: int = 100, offset: int = 0
+    ) -> Page[AnnotationJob]:
+        return await self._request(ep.list_annotation_jobs(state, limit, offset))
+
+    async def get_annotation_job(self, job_id: str) -> AnnotationJob:
+        return await self._request(ep.get_annotation_job(job_id))
+
+    async def cancel_annotation_job(self, job_id: str) -> AnnotationJob:
+        return await self._request(ep.cancel_annotation_job(job_id))
+
+    async def annotation_job_errors(self, job_id: str) -> list[dict[str, Any]]:
+        """Every note not annotated (``note_id``, ``reason``) and every chunk that failed."""
+        return await self._request(ep.annotation_job_errors(job_id))
+
+    async def annotation_job_output(self, job_id: str) -> bytes:
+        """The annotations of a finished file-output job, in its format."""
+        return await self._request(ep.annotation_job_output(job_id))
+
+    async def wait_for_annotation_job(
+        self,
+        job_id: str,
+        *,
+        progress: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> AnnotationJob:
+        """Poll until the job succeeds (returned), with a progress bar over its notes; a job
+        that failed or was cancelled raises :class:`JobError`."""
+        fetch = self.get_annotation_job
+        return await self._wait(job_id, fetch, progress, poll_interval, timeout)
 
     # -- health -------------------------------------------------------------------------------
     async def healthz(self) -> dict[str, Any]:

@@ -13,12 +13,14 @@ import httpx
 from ._core import Call, FileInput
 from .schema import (
     AnnotateResponse,
+    AnnotationJob,
     Dataset,
     Evaluation,
     Job,
     JobDataset,
     Linking,
     Model,
+    NoteFile,
     Page,
     Readiness,
     Vocabulary,
@@ -276,6 +278,65 @@ def get_evaluation(evaluation_id: str) -> Call[Evaluation]:
 def evaluation_calibration_png(evaluation_id: str) -> Call[bytes]:
     path = f"/v1/evaluations/{_segment(evaluation_id)}/calibration.png"
     return Call("GET", path, _content, headers={"Accept": "image/png"})
+
+
+# -- annotation jobs (bulk) -------------------------------------------------------------------
+class AnnotationJobOptions(TypedDict, total=False):
+    """What an annotation job takes besides its source and output."""
+
+    model: str | None  # a model id; default: the active model
+    min_confidence: float
+    min_confidence_per_type: Mapping[str, float]
+    context: bool  # ConText assertions and sections (default True)
+    linking: bool  # concepts from the served vocabulary (default True)
+    chunk_size: int | None  # notes per chunk (default MSLM_BULK_CHUNK_NOTES)
+
+
+def upload_notes(file: FileInput, format: str | None) -> Call[NoteFile]:
+    """``POST /v1/annotation-jobs/inputs``: stores a file per call, so it is not sent twice."""
+    data = {"format": format} if format else None
+    path = "/v1/annotation-jobs/inputs"
+    return Call("POST", path, _json(NoteFile.from_dict), data=data, files={"file": file})
+
+
+def create_annotation_job(
+    source: Mapping[str, Any], output: Mapping[str, Any], options: AnnotationJobOptions
+) -> Call[AnnotationJob]:
+    """``POST /v1/annotation-jobs`` queues a new job per call: not sent twice."""
+    unknown = set(options) - set(AnnotationJobOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"unknown annotation job option(s): {', '.join(sorted(unknown))}")
+    body: dict[str, Any] = {"source": dict(source), "output": dict(output)}
+    for name, value in options.items():
+        if value is not None:
+            body[name] = dict(value) if isinstance(value, Mapping) else value
+    return Call("POST", "/v1/annotation-jobs", _json(AnnotationJob.from_dict), json=body)
+
+
+def list_annotation_jobs(state: str | None, limit: int, offset: int) -> Call[Page[AnnotationJob]]:
+    params = _paging(limit, offset, state=state)
+    return Call("GET", "/v1/annotation-jobs", _page(AnnotationJob.from_dict), params=params)
+
+
+def get_annotation_job(job_id: str) -> Call[AnnotationJob]:
+    path = f"/v1/annotation-jobs/{_segment(job_id)}"
+    return Call("GET", path, _json(AnnotationJob.from_dict))
+
+
+def cancel_annotation_job(job_id: str) -> Call[AnnotationJob]:
+    """Cancelling twice is cancelling once: retried."""
+    path = f"/v1/annotation-jobs/{_segment(job_id)}/cancel"
+    return Call("POST", path, _json(AnnotationJob.from_dict), idempotent=True)
+
+
+def annotation_job_errors(job_id: str) -> Call[list[dict[str, Any]]]:
+    path = f"/v1/annotation-jobs/{_segment(job_id)}/errors"
+    return Call("GET", path, lambda response: list(response.json()["data"]))
+
+
+def annotation_job_output(job_id: str) -> Call[bytes]:
+    path = f"/v1/annotation-jobs/{_segment(job_id)}/output"
+    return Call("GET", path, _content, headers={"Accept": "*/*"})
 
 
 # -- health -----------------------------------------------------------------------------------

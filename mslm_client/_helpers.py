@@ -10,13 +10,13 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import JobError, WaitTimeout
-from .schema import Entity, Evaluation, Job
+from .schema import AnnotationJob, Entity, Evaluation, Job
 
 if TYPE_CHECKING:
     import pandas as pd
 
 #: what ``wait_for_*`` follows
-RunT = TypeVar("RunT", Job, Evaluation)
+RunT = TypeVar("RunT", Job, Evaluation, AnnotationJob)
 
 
 def check_batching(batch_size: int, concurrency: int = 1) -> None:
@@ -60,9 +60,9 @@ def _check_texts(batch: list[str]) -> None:
 
 
 class Watch:
-    """Follows a job (or evaluation) from its polled states: a tqdm bar over training steps
-    (epoch, loss and dev F1 beside it), a deadline, and :class:`JobError` when it ends
-    failed or cancelled."""
+    """Follows a job (or evaluation, or annotation job) from its polled states: a tqdm bar
+    over training steps (epoch, loss and dev F1 beside it) or over notes (notes per second),
+    a deadline, and :class:`JobError` when it ends failed or cancelled."""
 
     def __init__(self, run_id: str, progress: bool, timeout: float | None):
         from tqdm.auto import tqdm
@@ -73,10 +73,12 @@ class Watch:
             total=None, desc=run_id, unit="step", disable=not progress, dynamic_ncols=True
         )
 
-    def done(self, run: Job | Evaluation) -> bool:
+    def done(self, run: Job | Evaluation | AnnotationJob) -> bool:
         """True once ``run`` succeeded; raises when it failed or was cancelled."""
         if isinstance(run, Job):
             self._show(run)
+        elif isinstance(run, AnnotationJob):
+            self._show_notes(run)
         self.bar.set_postfix_str(self._postfix(run), refresh=True)
         if run.state == "succeeded":
             if self.bar.total:
@@ -101,9 +103,22 @@ class Watch:
         if p.step is not None and p.step != self.bar.n:
             self.bar.update(p.step - self.bar.n)
 
+    def _show_notes(self, job: AnnotationJob) -> None:
+        p = job.progress
+        self.bar.unit = "note"
+        if p.total is not None and self.bar.total != p.total:
+            self.bar.total = p.total
+        if p.committed != self.bar.n:
+            self.bar.update(p.committed - self.bar.n)
+
     @staticmethod
-    def _postfix(run: Job | Evaluation) -> str:
+    def _postfix(run: Job | Evaluation | AnnotationJob) -> str:
         parts = [run.state]
+        if isinstance(run, AnnotationJob):
+            notes = run.progress
+            parts.append(f"{notes.notes_per_second:.1f} notes/s")
+            if notes.failed_notes:
+                parts.append(f"{notes.failed_notes} not annotated")
         if isinstance(run, Job):
             p = run.progress
             if p.epoch is not None and p.epochs:

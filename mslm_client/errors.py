@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from .schema import Evaluation, Job
+    from .schema import AnnotationJob, Evaluation, Job
 
 
 class MSLMError(Exception):
@@ -117,9 +117,10 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 class JobError(MSLMError):
-    """A job (or evaluation) the client waited for ended ``failed`` or ``cancelled``."""
+    """A job (or evaluation, or annotation job) the client waited for ended ``failed`` or
+    ``cancelled``."""
 
-    def __init__(self, run: Job | Evaluation):
+    def __init__(self, run: Job | Evaluation | AnnotationJob):
         self.job = run
         self.state, self.error = run.state, run.error
         kind = type(run).__name__.lower()

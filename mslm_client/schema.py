@@ -457,6 +457,105 @@ class Evaluation:
         )
 
 
+# -- annotation jobs (bulk) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoteFile:
+    """A notes file uploaded for annotation jobs; ``problems``: the notes it could not read."""
+
+    id: str
+    filename: str
+    format: str
+    bytes: int
+    sha256: str
+    notes: int
+    problems: list[dict[str, Any]]
+    created_at: dt.datetime
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NoteFile:
+        return cls(
+            id=d["id"],
+            filename=d["filename"],
+            format=d["format"],
+            bytes=int(d["bytes"]),
+            sha256=d["sha256"],
+            notes=int(d["notes"]),
+            problems=list(d.get("problems") or []),
+            created_at=_required_time(d["created_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class AnnotationProgress:
+    """Notes ``committed`` (written for good) of ``total``, the rate since the job started,
+    the time left at that rate, and the chunks by state."""
+
+    total: int | None = None
+    done: int = 0
+    committed: int = 0
+    failed_notes: int = 0
+    entities: int = 0
+    notes_per_second: float = 0.0
+    elapsed_seconds: float = 0.0
+    eta_seconds: float | None = None
+    chunks: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AnnotationProgress:
+        return cls(
+            total=d.get("total"),
+            done=int(d.get("done", 0)),
+            committed=int(d.get("committed", 0)),
+            failed_notes=int(d.get("failed_notes", 0)),
+            entities=int(d.get("entities", 0)),
+            notes_per_second=float(d.get("notes_per_second", 0.0)),
+            elapsed_seconds=float(d.get("elapsed_seconds", 0.0)),
+            eta_seconds=d.get("eta_seconds"),
+            chunks=dict(d.get("chunks") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class AnnotationJob:
+    id: str
+    state: str  # queued → running → succeeded | failed | cancelled
+    model_id: str
+    source: dict[str, Any]  # {"kind": "file", "input"} | {"kind": "sql", "warehouse", "query"}
+    output: dict[str, Any]  # {"kind": "file", "format"} | {"kind": "omop", "warehouse", "table"}
+    params: dict[str, Any]
+    chunk_size: int
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    cancel_requested: bool
+    progress: AnnotationProgress
+    error: str | None
+    created_by: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AnnotationJob:
+        return cls(
+            id=d["id"],
+            state=d["state"],
+            model_id=d["model_id"],
+            source=dict(d.get("source") or {}),
+            output=dict(d.get("output") or {}),
+            params=dict(d.get("params") or {}),
+            chunk_size=int(d["chunk_size"]),
+            created_at=_required_time(d["created_at"]),
+            started_at=_time(d.get("started_at")),
+            finished_at=_time(d.get("finished_at")),
+            cancel_requested=bool(d.get("cancel_requested", False)),
+            progress=AnnotationProgress.from_dict(d.get("progress") or {}),
+            error=d.get("error"),
+            created_by=d.get("created_by"),
+        )
+
+
 # -- lists and health -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Page(Generic[T]):

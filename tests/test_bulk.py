@@ -43,7 +43,8 @@ def test_jsonl_notes_keep_going_past_bad_lines(tmp_path):
         Note("7", "id from the line"),  # the line number (7) as id
     ]
     problems = [g for g in got if isinstance(g, NoteProblem)]
-    assert [(p.where, p.id) for p in problems] == [("line 2", None), ("line 4", "9"), ("line 5", None)]
+    where = [(p.where, p.id) for p in problems]
+    assert where == [("line 2", None), ("line 4", "9"), ("line 5", None)]
     assert "not JSON" in problems[0].reason and "'text'" in problems[1].reason
 
 
@@ -61,15 +62,32 @@ def test_text_pubtator_and_bioc_notes(tmp_path):
     bioc.write_text(
         json.dumps(
             {
-                "source": "s", "date": "", "key": "", "infons": {},
+                "source": "s",
+                "date": "",
+                "key": "",
+                "infons": {},
                 "documents": [
                     {
-                        "id": "d1", "infons": {}, "relations": [],
+                        "id": "d1",
+                        "infons": {},
+                        "relations": [],
                         "passages": [
-                            {"offset": 0, "text": "Title", "infons": {}, "sentences": [],
-                             "annotations": [], "relations": []},
-                            {"offset": 8, "text": "Body", "infons": {}, "sentences": [],
-                             "annotations": [], "relations": []},
+                            {
+                                "offset": 0,
+                                "text": "Title",
+                                "infons": {},
+                                "sentences": [],
+                                "annotations": [],
+                                "relations": [],
+                            },
+                            {
+                                "offset": 8,
+                                "text": "Body",
+                                "infons": {},
+                                "sentences": [],
+                                "annotations": [],
+                                "relations": [],
+                            },
                         ],
                     }
                 ],
@@ -84,7 +102,13 @@ def test_text_pubtator_and_bioc_notes(tmp_path):
 def _entity(**assertion) -> Entity:
     cues = (Cue("negated", "Denies", 0, 6),) if assertion.get("negated") else ()
     return Entity(
-        7, 12, "fever", "Problem", 0.91234, 0.95, 0.96,
+        7,
+        12,
+        "fever",
+        "Problem",
+        0.91234,
+        0.95,
+        0.96,
         assertion=Assertion(**assertion, cues=cues),
         section="history_of_present_illness",
         concept=LinkedConcept("D005334", "Fever", 1.0, "MeSH"),
@@ -117,7 +141,11 @@ def test_note_nlp_row_follows_the_cdm():
     text = "Denies fever. " + "x" * 400
     when = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
     row = omop.note_nlp_row(
-        42, text, _entity(negated=True), system="mslm 0.1.0 model=m job=j", when=when,
+        42,
+        text,
+        _entity(negated=True),
+        system="mslm 0.1.0 model=m job=j",
+        when=when,
         concepts=lambda v, c: (2000001, 437663) if (v, c) == ("MeSH", "D005334") else (0, 0),
         section_ids={"history_of_present_illness": 3000001},
     )
@@ -281,7 +309,11 @@ def test_cancel_drops_queued_chunks_and_keeps_what_was_committed(served, tmp_pat
         r = c.post(f"/v1/annotation-jobs/{job['id']}/cancel", headers=auth(ANNOTATE))
         assert r.status_code == 200 and r.json()["state"] == "cancelled"
         assert r.json()["progress"]["chunks"] == {
-            "queued": 0, "running": 0, "succeeded": 1, "failed": 0, "cancelled": 3
+            "queued": 0,
+            "running": 0,
+            "succeeded": 1,
+            "failed": 0,
+            "cancelled": 3,
         }
         assert runner.run_chunk(job["id"], 1, settings) == "skipped"
         out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
@@ -407,7 +439,6 @@ def test_concepts_and_sections_come_from_the_warehouse(warehouse):
 
 def test_sql_source_into_note_nlp_exactly_once(served, warehouse):
     import sqlalchemy as sa
-
     from pydantic import SecretStr
 
     settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}")})
@@ -466,9 +497,9 @@ def test_sql_source_into_note_nlp_exactly_once(served, warehouse):
         assert len(keys) == len(set(keys))  # nothing twice
         assert len({r[0] for r in written}) == len(written)  # note_nlp_id unique (the PK)
         assert [r[1:4] for r in written if r[1] <= 50] == [r[1:4] for r in first]
-        direct = c.post(
-            "/v1/annotate", headers=auth(ADMIN), json={"texts": OMOP_NOTES * 3}
-        ).json()["results"]
+        direct = c.post("/v1/annotate", headers=auth(ADMIN), json={"texts": OMOP_NOTES * 3}).json()[
+            "results"
+        ]
         expected = sorted(
             (10 * (k + 1), str(e["start"]), e["text"])
             for k, result in enumerate(direct)
@@ -485,3 +516,51 @@ def test_sql_source_into_note_nlp_exactly_once(served, warehouse):
         errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ADMIN)).json()
         reasons = {e["note_id"]: e["reason"] for e in errors["data"]}
         assert reasons == {"999": "note_text is NULL", None: "a row with no note_id"}
+
+
+# -- the client and `mslm bulk` ----------------------------------------------------------------
+def test_client_and_cli_run_an_annotation_job(served, tmp_path, capsys, monkeypatch):
+    import threading
+
+    from service_helpers import serving
+
+    from mslm_client import Client, JobError
+    from mslm_core.cli import main
+
+    settings = served
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Cisplatin caused renal failure .\nNo renal failure .\n")
+    with serving(create_app(settings)) as base:
+        monkeypatch.setenv("MSLM_URL", base)
+        monkeypatch.setenv("MSLM_API_KEY", ANNOTATE)
+        assert main(["bulk", "submit", "--file", str(notes), "--output-format", "pubtator"]) == 0
+        job_id = capsys.readouterr().out.strip()
+        published = Published()
+        runner.run_plan(job_id, settings, published)
+        with Client(base, ANNOTATE) as client:
+            waiting = threading.Thread(
+                target=lambda: client.wait_for_annotation_job(job_id, poll_interval=0.1)
+            )
+            waiting.start()  # the client follows the job while the worker runs it
+            for _, seq in published:
+                runner.run_chunk(job_id, seq, settings)
+            waiting.join(30)
+            job = client.get_annotation_job(job_id)
+            assert job.state == "succeeded" and job.progress.committed == 2
+            assert job.output == {"kind": "file", "format": "pubtator"}
+            assert client.annotation_job_errors(job_id) == []
+        out = tmp_path / "out.pubtator"
+        assert main(["bulk", "download", job_id, "-o", str(out)]) == 0
+        assert out.read_text().startswith("1|t|Cisplatin caused renal failure .")
+        assert main(["bulk", "status", job_id]) == 0
+        assert json.loads(capsys.readouterr().out)["progress"]["committed"] == 2
+        # refusals are one line, not a traceback
+        assert main(["bulk", "cancel", job_id]) == 2
+        assert "already succeeded" in capsys.readouterr().err
+        assert main(["bulk", "submit", "--warehouse", "omop", "--query", "SELECT 1"]) == 2
+        assert "admin key" in capsys.readouterr().err
+        with Client(base, ANNOTATE) as client:
+            job = client.create_annotation_job(client.upload_notes(notes).id)
+            client.cancel_annotation_job(job.id)
+            with pytest.raises(JobError, match="cancelled"):
+                client.wait_for_annotation_job(job.id, progress=False, poll_interval=0.1)

@@ -544,7 +544,7 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
             "attempts, metrics) VALUES ('ev-old', 'succeeded', 'm', 'ds-1', 'test', "
             "'2026-01-01 00:00:00', 1, '{}')"
         )
-    upgrade(url)
+    upgrade(url, "0004")
     assert current_revision(url) == "0004"
     with engine.begin() as conn:
         rows = conn.execute(select(JobDataset)).all()

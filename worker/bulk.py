@@ -311,7 +311,7 @@ class OmopSink:
             start = conn.execute(
                 text(f"SELECT COALESCE(MAX(note_nlp_id), 0) FROM {self.table}")
             ).scalar_one()
-            raw = conn.connection.dbapi_connection
+            raw: Any = conn.connection.dbapi_connection  # psycopg's: COPY, in this transaction
             assert raw is not None
             columns = ", ".join(f'"{c}"' for c in omop.NOTE_NLP_COLUMNS)
             copy_sql = f"COPY {self.table} ({columns}) FROM STDIN"
