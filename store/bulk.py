@@ -514,8 +514,9 @@ def mark_published(
 
 # -- progress and reports ----------------------------------------------------------------------
 def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
-    """Notes done / total, chunks by state, entities, failed notes, notes per second since the
-    job started and the time left at that rate."""
+    """Notes done / total, chunks by state, entities, notes not annotated (unreadable, NULL,
+    over-long, failed: the error report's notes), notes per second since the job started and
+    the time left at that rate."""
     c = AnnotationChunk
     by_state = dict(
         session.execute(
@@ -534,6 +535,10 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
         len(e or [])
         for e in session.scalars(select(c.errors).where(c.job_id == job.id, c.state == SUCCEEDED))
     )
+    errors += len(job.problems or [])  # rows the plan could not use
+    if job.source.get("kind") == "file":
+        notes = session.get(NoteInput, job.source.get("input"))
+        errors += len(notes.problems) if notes is not None else 0  # unreadable in the file
     end = job.finished_at or utcnow()
     elapsed = (end - job.started_at).total_seconds() if job.started_at else 0.0
     rate = (int(committed or 0) / elapsed) if elapsed > 0 else 0.0

@@ -238,7 +238,7 @@ def test_file_job_plans_runs_reports_and_serves_its_output(served, tmp_path):
         done = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
         assert done["state"] == "succeeded", done
         p = done["progress"]
-        assert p["committed"] == len(NOTES) and p["failed_notes"] == 1 and p["eta_seconds"] is None
+        assert p["committed"] == len(NOTES) and p["failed_notes"] == 2 and p["eta_seconds"] is None
         assert p["entities"] > 0 and p["chunks"]["succeeded"] == 3
         errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE)).json()
         reasons = {e["note_id"]: e["reason"] for e in errors["data"]}

@@ -5,6 +5,7 @@ by calling the worker's runner, as in test_service.py. Screenshots land in test-
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -323,7 +324,9 @@ def test_tabs_work_from_the_keyboard(page):
     assert page.evaluate("document.activeElement.id") == "tab-jobs"
     assert page.is_visible("#panel-jobs") and page.is_hidden("#panel-annotate")
     page.keyboard.press("End")
-    assert page.evaluate("document.activeElement.id") == "tab-models"
+    assert page.evaluate("document.activeElement.id") == "tab-bulk"
+    assert page.get_attribute("#tab-bulk", "aria-selected") == "true"
+    page.keyboard.press("ArrowLeft")
     assert page.get_attribute("#tab-models", "aria-selected") == "true"
 
 
@@ -332,3 +335,44 @@ def test_api_docs_render_offline(page, site):
     page.wait_for_selector(".swagger-ui .info .title")
     assert "mslm" in page.text_content(".swagger-ui .info .title")
     assert page.locator(".opblock-summary-path[data-path='/v1/annotate']").count() == 1
+
+
+def test_bulk_view_runs_a_file_job_and_downloads_its_annotations(page, site, tmp_path):
+    from worker import bulk as bulk_runner
+
+    base, settings, _, _ = site
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(
+        '{"id": "n1", "text": "Cisplatin caused renal failure ."}\n'
+        "not json\n"
+        '{"id": "n2", "text": "No cancer was found ."}\n'
+    )
+    connect(page, ANNOTATE)
+    page.click("#tab-bulk")
+    page.set_input_files("#bulk-file", str(notes))
+    page.select_option("#bulk-format", "jsonl")
+    page.click("#bulk-form button[type=submit]")
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent.includes('queued: 2 notes, 1 could')"
+    )
+    job_id = page.text_content("#status").split()[1]
+    published: list[tuple[str, int]] = []
+    bulk_runner.run_plan(job_id, settings, lambda j, s: published.append((j, s)))
+    for _, seq in published:
+        bulk_runner.run_chunk(job_id, seq, settings)
+    # the page polls on its own
+    page.wait_for_function(
+        "() => document.getElementById('bulk-state').textContent.startsWith('state succeeded')",
+        timeout=60_000,
+    )
+    assert page.text_content(f"tr[data-bulk='{job_id}'] td.state") == "succeeded"
+    assert page.eval_on_selector("#bulk-progress", "p => p.value") == 1
+    assert page.text_content("#bulk-errors tbody td:nth-child(2)") == "line 2"
+    assert page.is_hidden("#bulk-cancel")
+    with page.expect_download() as download:
+        page.click("#bulk-download")
+    saved = tmp_path / "out.jsonl"
+    download.value.save_as(saved)
+    assert download.value.suggested_filename == f"{job_id}.jsonl"
+    assert [json.loads(line)["id"] for line in saved.read_text().splitlines()] == ["n1", "n2"]
+    shot(page, "web-bulk.png")

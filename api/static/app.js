@@ -11,6 +11,8 @@
     types: new Map(), // entity type → colour
     lastResult: null, // {text, entities}
     jobTimer: null,
+    bulkTimer: null,
+    selectedBulk: null,
     selectedJob: null,
     diagramUrl: null,
   };
@@ -73,7 +75,7 @@
   const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1));
 
   // -- tabs (WAI-ARIA tabs pattern: arrows move, Enter/Space or click selects) ------------
-  const tabs = ["annotate", "jobs", "models"].map((name) => $(`tab-${name}`));
+  const tabs = ["annotate", "jobs", "models", "bulk"].map((name) => $(`tab-${name}`));
   function selectTab(tab) {
     for (const t of tabs) {
       const selected = t === tab;
@@ -86,6 +88,7 @@
     if (!state.key) return;
     if (tab.id === "tab-jobs") refreshJobs();
     if (tab.id === "tab-models") refreshModels();
+    if (tab.id === "tab-bulk") refreshBulk();
   }
   tabs.forEach((tab, i) => {
     tab.addEventListener("click", () => selectTab(tab));
@@ -307,6 +310,8 @@
   function stopJobPolling() {
     clearTimeout(state.jobTimer);
     state.jobTimer = null;
+    clearTimeout(state.bulkTimer);
+    state.bulkTimer = null;
   }
 
   function scheduleJobPolling(active) {
@@ -458,6 +463,135 @@
     $("job-curve-caption").textContent =
       "Dev F1 per epoch: " + points.map((h) => `epoch ${h.epoch} ${h.dev_f1.toFixed(3)}`).join(", ");
   }
+
+  // -- bulk annotation jobs ----------------------------------------------------------------
+  const BULK_OPEN = new Set(["queued", "running"]);
+  const seconds = (s) => (s === null || s === undefined ? "–"
+    : s < 90 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${(s / 3600).toFixed(1)} h`);
+
+  async function refreshBulk() {
+    try {
+      const jobs = await api("GET", "/v1/annotation-jobs?limit=50");
+      const body = $("bulk-jobs").querySelector("tbody");
+      body.replaceChildren();
+      for (const job of jobs.data) {
+        const p = job.progress || {};
+        body.append(
+          el("tr", { dataset: { bulk: job.id } },
+            el("td", {}, el("button", { type: "button", class: "link", onclick: () => showBulk(job.id) }, job.id)),
+            el("td", { class: `state ${job.state}` }, job.state),
+            el("td", {}, `${p.committed ?? 0} / ${p.total ?? "…"}`),
+            el("td", {}, (p.notes_per_second ?? 0).toFixed(1)),
+            el("td", {}, seconds(p.eta_seconds)),
+            el("td", {}, String(p.failed_notes ?? 0)),
+            el("td", {}, new Date(job.created_at).toLocaleString())),
+        );
+      }
+      if (state.selectedBulk) await showBulk(state.selectedBulk, false);
+      clearTimeout(state.bulkTimer);
+      if (jobs.data.some((j) => BULK_OPEN.has(j.state)) && !$("panel-bulk").hidden) {
+        state.bulkTimer = setTimeout(refreshBulk, 2000);
+      }
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  async function showBulk(id, focus = true) {
+    state.selectedBulk = id;
+    const job = await api("GET", `/v1/annotation-jobs/${encodeURIComponent(id)}`);
+    const p = job.progress || {};
+    $("bulk-detail").hidden = false;
+    $("bulk-title").textContent = `Annotation job ${job.id}`;
+    const parts = [`state ${job.state}`, `${p.committed ?? 0} of ${p.total ?? "…"} notes`,
+      `${p.entities ?? 0} entities`, `${(p.notes_per_second ?? 0).toFixed(1)} notes/s`];
+    if (BULK_OPEN.has(job.state) && p.eta_seconds !== null && p.eta_seconds !== undefined) {
+      parts.push(`about ${seconds(p.eta_seconds)} left`);
+    }
+    parts.push(`model ${job.model_id}`);
+    const out = job.output || {};
+    parts.push(out.kind === "omop" ? `NOTE_NLP rows in ${out.table}` : `output ${out.format}`);
+    if (job.error) parts.push(`error: ${job.error}`);
+    $("bulk-state").textContent = parts.join(" · ");
+    $("bulk-progress").value = p.total ? (p.committed ?? 0) / p.total : job.state === "succeeded" ? 1 : 0;
+    $("bulk-cancel").hidden = !BULK_OPEN.has(job.state);
+    $("bulk-download").hidden = BULK_OPEN.has(job.state) || out.kind !== "file";
+    const errors = await api("GET", `/v1/annotation-jobs/${encodeURIComponent(id)}/errors`);
+    const table = $("bulk-errors");
+    table.hidden = errors.count === 0;
+    const rows = table.querySelector("tbody");
+    rows.replaceChildren();
+    for (const e of errors.data.slice(0, 200)) {
+      rows.append(el("tr", {}, el("td", {}, e.note_id ?? "–"),
+        el("td", {}, e.where ?? (e.chunk !== null && e.chunk !== undefined ? `chunk ${e.chunk}` : "–")),
+        el("td", {}, e.reason)));
+    }
+    if (focus) $("bulk-title").focus();
+  }
+
+  $("bulk-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const file = $("bulk-file").files[0];
+    if (!file) {
+      say("Choose a file of notes first.", true);
+      return;
+    }
+    try {
+      const form = new FormData();
+      form.append("file", file, file.name);
+      const response = await fetch("/v1/annotation-jobs/inputs", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${state.key}`, Accept: "application/json" },
+        body: form,
+        cache: "no-store",
+        credentials: "omit",
+      });
+      const notes = await response.json();
+      if (!response.ok) throw new ApiError(response.status, notes);
+      const job = await api("POST", "/v1/annotation-jobs", {
+        source: { kind: "file", input: notes.id },
+        output: { kind: "file", format: $("bulk-format").value },
+        min_confidence: Number($("bulk-threshold").value) || 0,
+      });
+      const unread = notes.problems.length ? `, ${notes.problems.length} could not be read` : "";
+      say(`Job ${job.id} queued: ${notes.notes} notes${unread}.`);
+      state.selectedBulk = job.id;
+      await refreshBulk();
+    } catch (error) {
+      fail(error);
+    }
+  });
+
+  $("bulk-cancel").addEventListener("click", async () => {
+    try {
+      await api("POST", `/v1/annotation-jobs/${encodeURIComponent(state.selectedBulk)}/cancel`);
+      await refreshBulk();
+    } catch (error) {
+      fail(error);
+    }
+  });
+
+  // the key goes in a header, so the file is fetched here and handed to the browser as a blob
+  $("bulk-download").addEventListener("click", async () => {
+    try {
+      const id = state.selectedBulk;
+      const response = await fetch(`/v1/annotation-jobs/${encodeURIComponent(id)}/output`, {
+        headers: { Authorization: `Bearer ${state.key}` },
+        cache: "no-store",
+        credentials: "omit",
+      });
+      if (!response.ok) throw new ApiError(response.status, await response.json());
+      const name = (response.headers.get("content-disposition") || "").match(/filename="([^"]+)"/);
+      const url = URL.createObjectURL(await response.blob());
+      const link = el("a", { href: url, download: name ? name[1] : id });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (error) {
+      fail(error);
+    }
+  });
 
   // -- models ------------------------------------------------------------------------------
   async function refreshModels() {
