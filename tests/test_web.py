@@ -340,7 +340,7 @@ def test_api_docs_render_offline(page, site):
 def test_bulk_view_runs_a_file_job_and_downloads_its_annotations(page, site, tmp_path):
     from worker import bulk as bulk_runner
 
-    base, settings, _, _ = site
+    _, settings, _, _ = site
     notes = tmp_path / "notes.jsonl"
     notes.write_text(
         '{"id": "n1", "text": "Cisplatin caused renal failure ."}\n'
