@@ -289,6 +289,13 @@ class Smoke:
             self.engine = "docker"
         elif wanted != "docker" and shutil.which("podman"):
             self.engine = "podman"
+            if not (shutil.which("catatonit") or Path("/usr/libexec/podman/catatonit").exists()):
+                # the compose file's `init: true` (a PID 1 that forwards SIGTERM); Debian's
+                # podman only recommends it, so a --no-install-recommends host lacks it
+                raise Failed(
+                    "Podman needs catatonit for the compose file's `init: true`: "
+                    "apt-get install catatonit"
+                )
             if shutil.which("runc") and not self.env.get("CONTAINERS_CONF"):
                 # crun and the default limits fail on some machines (ours among them); runc and
                 # explicit limits work everywhere Podman does
