@@ -1,4 +1,5 @@
-"""``mslm serve`` (the API) and ``mslm up`` (API + one worker, no Redis, no PostgreSQL:
+"""``mslm serve`` (the API) and ``mslm up`` (API + a fine-tuning and a bulk annotation
+worker, no Redis, no PostgreSQL:
 SQLite in MSLM_HOME and kombu's filesystem transport), registered through the
 ``mslm.commands`` entry points."""
 
@@ -49,7 +50,7 @@ def _bootstrap_flags(p: argparse.ArgumentParser) -> None:
 
 
 def up(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("up", help="API + one worker in one command (embedded store/broker)")
+    p = sub.add_parser("up", help="API + workers in one command (embedded store/broker)")
     _server_flags(p)
     _bootstrap_flags(p)
     p.set_defaults(handler=run_up)

@@ -11,13 +11,14 @@ the per-chunk overhead (a chunk's seconds beyond the engine's time for its notes
 worker's peak RSS; and the kill test: a worker SIGKILLed mid-job, a new one started, the
 job run to its end, the rows compared with a clean run's — duplicated and missing rows.
 
-    python benchmarks/bulk.py --model BUNDLE [--notes 100000] [--job-notes 2000]
+    python benchmarks/bulk.py --model BUNDLE [--notes 100000] [--job-notes 20000]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -160,8 +161,9 @@ def rows_of(url: str, job: dict) -> Counter:
     return Counter(rows)
 
 
-def offline(bundle: Path, url: str, first: int, last: int) -> dict:
-    """The engine alone on the job's notes: one ONNX Runtime thread, the same steps."""
+def offline(bundle: Path, url: str, first: int, last: int, start_at: float | None = None) -> dict:
+    """The engine alone on the job's notes: one ONNX Runtime thread, the same steps. With
+    ``start_at`` (a wall-clock time), timed once from then (processes started together)."""
     from mslm_core.context import ContextEngine
     from mslm_core.inference import EntityExtractor
     from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
@@ -185,7 +187,9 @@ def offline(bundle: Path, url: str, first: int, last: int) -> dict:
     )
     extractor.annotate(texts[:32])  # warm
     seconds = []
-    for _ in range(2):
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    for _ in range(1 if start_at is not None else 2):
         start = time.perf_counter()
         for i in range(0, len(texts), 32):
             extractor.annotate(texts[i : i + 32])
@@ -194,11 +198,39 @@ def offline(bundle: Path, url: str, first: int, last: int) -> dict:
     return {"notes": len(texts), "seconds": round(best, 2), "notes_per_s": len(texts) / best}
 
 
+def offline_together(bundle: Path, url: str, first: int, last: int, k: int) -> dict:
+    """``k`` engine processes at once, each on the same notes: what the machine gives k
+    single-threaded workers when nothing else runs (its ceiling for k workers)."""
+    start_at = time.time() + 25  # after every process has loaded the model
+    args = [str(bundle), url, str(first), str(last), str(start_at)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--offline-child", *args],
+            stdout=subprocess.PIPE,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        for _ in range(k)
+    ]
+    results = [json.loads(p.communicate()[0].decode().strip().splitlines()[-1]) for p in procs]
+    wall = max(r["seconds"] for r in results)
+    return {"processes": k, "notes_per_s": round(sum(r["notes"] for r in results) / wall, 2)}
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--offline-child":
+        bundle, url, first, last, start_at = sys.argv[2:7]
+        result = offline(Path(bundle), url, int(first), int(last), float(start_at))
+        print(json.dumps(result))
+        return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="a model bundle (exported to int8 if needed)")
     p.add_argument("--notes", type=int, default=100_000, help="notes in the NOTE table")
-    p.add_argument("--job-notes", type=int, default=2000, help="notes each measured job annotates")
+    p.add_argument(
+        "--job-notes", type=int, default=20_000, help="notes each measured job annotates"
+    )
+    p.add_argument(
+        "--offline-notes", type=int, default=5000, help="notes the engine alone is timed on"
+    )
     p.add_argument("--chunk", type=int, default=200, help="notes per chunk")
     p.add_argument("--admin", default=wh.ADMIN, help="PostgreSQL superuser URL")
     args = p.parse_args()
@@ -245,7 +277,13 @@ def main() -> None:
         client.post(f"/v1/models/{model_id}/activate").raise_for_status()
 
         n = args.job_notes
-        engine = offline(bundle, warehouse, 1, n)
+        engine = offline(bundle, warehouse, 1, min(n, args.offline_notes))
+        ceiling = {
+            str(k): offline_together(bundle, warehouse, 1, min(n, args.offline_notes), k)[
+                "notes_per_s"
+            ]
+            for k in (1, 2)
+        }
         per_note_s = engine["seconds"] / engine["notes"]
         runs: dict[str, dict] = {}
         clean: dict | None = None
@@ -253,7 +291,7 @@ def main() -> None:
             names = [f"w{workers}-{k}" for k in range(workers)]
             for name in names:
                 stack.worker(name)
-            warm = wait_job(client, submit(client, n + 1, n + 20 * workers, 10)["id"])
+            warm = wait_job(client, submit(client, 1, 20 * workers, 10)["id"])
             assert warm["state"] == "succeeded", warm
             job = wait_job(client, submit(client, 1, n, args.chunk)["id"])
             assert job["state"] == "succeeded", job
@@ -314,6 +352,12 @@ def main() -> None:
                 k: v["ratio_to_offline_per_worker"] for k, v in runs.items()
             },
             "scaling_1_to_2": round(two["notes_per_s"] / one["notes_per_s"], 3),
+            # the same for the engine alone, 1 and 2 processes at once: the machine's ceiling
+            "offline_processes_notes_per_s": ceiling,
+            "offline_scaling_1_to_2": round(ceiling["2"] / ceiling["1"], 3),
+            "job_scaling_vs_offline_scaling": round(
+                (two["notes_per_s"] / one["notes_per_s"]) / (ceiling["2"] / ceiling["1"]), 3
+            ),
             "ms_per_note_per_core": round(1000 / one["notes_per_s"], 2),
             "chunk_overhead_ms_median": {k: v["chunk_overhead_ms_median"] for k, v in runs.items()},
             "worker_peak_rss_mb": {k: v["worker_peak_rss_mb"] for k, v in runs.items()},

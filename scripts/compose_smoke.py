@@ -562,7 +562,8 @@ class Smoke:
                 "bash",
                 "-c",
                 "mkdir -p secrets && openssl rand -base64 32 | tr -d '\\n' > "
-                "secrets/mslm_database_password && touch secrets/mslm_api_keys",
+                "secrets/mslm_database_password && touch secrets/mslm_api_keys "
+                "secrets/mslm_warehouses",
             ]
         )
 
@@ -709,6 +710,54 @@ class Smoke:
                 ],
                 test_f1_strict=done["metrics"]["strict"]["f1"],
             )
+
+        with self.step("a bulk annotation job on the annotator") as r:
+            notes = "".join(
+                json.dumps({"id": f"note-{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)
+            )
+            status, body = self.http(
+                "POST",
+                "/v1/annotation-jobs/inputs",
+                key=self.admin,
+                raw=multipart({}, {"file": ("notes.jsonl", notes.encode())}),
+            )
+            upload = self.expect(status, 201, body, "POST /v1/annotation-jobs/inputs")
+            status, body = self.http(
+                "POST",
+                "/v1/annotation-jobs",
+                key=self.admin,
+                body={"source": {"kind": "file", "input": upload["id"]}, "chunk_size": 1},
+            )
+            bulk_job = self.expect(status, 202, body, "POST /v1/annotation-jobs")
+            done = self.wait(
+                "the annotation job",
+                lambda: (
+                    (
+                        j := self.http(
+                            "GET", f"/v1/annotation-jobs/{bulk_job['id']}", key=self.admin
+                        )[1]
+                    )["state"]
+                    in ("succeeded", "failed", "cancelled")
+                    and j
+                ),
+                300,
+                2,
+            )
+            if done["state"] != "succeeded":
+                raise Failed(f"the annotation job ended {done['state']}: {done.get('error')}")
+            status, body = self.http(
+                "GET", f"/v1/annotation-jobs/{bulk_job['id']}/output", key=self.admin
+            )
+            text = self.expect(status, 200, body, "GET /v1/annotation-jobs/{id}/output")
+            rows = (
+                [json.loads(line) for line in str(text).splitlines()]
+                if isinstance(text, str)
+                else [text]
+            )
+            want = [res["entities"] for res in self.answer["results"]]
+            if [row["entities"] for row in rows] != want:
+                raise Failed("the annotation job's entities differ from /v1/annotate's")
+            r.update(job=bulk_job["id"], notes=done["progress"]["committed"], same_as_annotate=True)
 
         with self.step("down + up: keys, datasets, jobs and the served model survive") as r:
             self.compose("down", timeout=300)

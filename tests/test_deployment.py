@@ -167,15 +167,15 @@ def test_dockerignore_keeps_secrets_and_state_out():
 def test_compose_file_check_list():
     c = compose()
     s = c["services"]
-    assert {"redis", "postgres", "migrate", "api", "worker"} <= set(s)
-    for name in ("redis", "postgres", "api", "worker"):
+    assert {"redis", "postgres", "migrate", "api", "worker", "annotator"} <= set(s)
+    for name in ("redis", "postgres", "api", "worker", "annotator"):
         test = s[name]["healthcheck"]["test"]
         # Podman's Docker-compatible API splits exec-form arguments at spaces: an argument
         # with a space must be a CMD-SHELL string (found running the stack, issue 30)
         assert (test[0] == "CMD-SHELL" and len(test) == 2) or not any(" " in a for a in test), name
         assert s[name]["restart"] == "unless-stopped", name
         assert s[name]["deploy"]["resources"]["limits"], name
-    for name in ("api", "worker"):
+    for name in ("api", "worker", "annotator"):
         deps = s[name]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully"
         assert deps["postgres"]["condition"] == deps["redis"]["condition"] == "service_healthy"
@@ -183,6 +183,18 @@ def test_compose_file_check_list():
     # a stop during start-up was ignored by Python as PID 1 for the whole grace period (60 s
     # for a worker) before SIGKILL: found running the stack, issue 30
     assert s["api"]["init"] is True and s["worker"]["init"] is True
+    # bulk annotation: its own queue and worker, on the API's image (no PyTorch), in every
+    # profile; the API and it read the warehouses from a secret
+    bulk = s["annotator"]
+    assert "profiles" not in bulk and bulk["init"] is True
+    assert bulk["image"] == s["api"]["image"] and bulk["command"][:4] == [
+        "mslm",
+        "worker",
+        "--queues",
+        "annotate",
+    ]
+    assert "mslm_warehouses" in bulk["secrets"] and "mslm_warehouses" in s["api"]["secrets"]
+    assert bulk["environment"]["MSLM_DATABASE_URL"] == s["api"]["environment"]["MSLM_DATABASE_URL"]
     gpu = s["worker"]["deploy"]["resources"]["reservations"]["devices"][0]
     assert gpu["capabilities"] == ["gpu"]
     # one worker definition, two variants: COMPOSE_PROFILES picks gpu or cpu

@@ -394,11 +394,23 @@ def source_of(settings: Settings, session: Session, job: AnnotationJob) -> FileS
     return SqlSource(_engine(settings, job.source["warehouse"]), job.source["query"])
 
 
+_SINKS: dict[str, FileSink | OmopSink] = {}
+
+
 def sink_of(settings: Settings, job: AnnotationJob) -> FileSink | OmopSink:
+    """The job's output, kept for the job's next chunks in this process (an OMOP sink's
+    section and concept ids are looked up once)."""
+    if job.id in _SINKS:
+        return _SINKS[job.id]
+    sink: FileSink | OmopSink
     if job.output["kind"] == "file":
-        return FileSink(settings, job)
-    system = omop.nlp_system(__version__, job.model_id, job.id)
-    return OmopSink(_engine(settings, job.output["warehouse"]), job.output["table"], system)
+        sink = FileSink(settings, job)
+    else:
+        system = omop.nlp_system(__version__, job.model_id, job.id)
+        sink = OmopSink(_engine(settings, job.output["warehouse"]), job.output["table"], system)
+    _SINKS.clear()  # one job's at a time
+    _SINKS[job.id] = sink
+    return sink
 
 
 def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
@@ -474,6 +486,7 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
             sink = sink_of(settings, job)
             extractor = extractor_for(settings, factory, job)
             rows = list(source.read(chunk.first, chunk.last))
+            read_s = time.perf_counter() - started
         except Exception as exc:
             reason = _reason(exc)
             log.error("annotation job %s chunk %d failed: %s", job_id, seq, reason)
@@ -493,16 +506,21 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
         errors = _check(job, settings, rows)
         annotated: list[tuple[str, str, list[Entity]]] = []
         todo = [r for r in rows if r.problem is None]
+        beat = time.monotonic()
         for i in range(0, len(todo), BATCH_NOTES):
             done, failed = _annotate(extractor, todo[i : i + BATCH_NOTES])
             annotated += [(n, t, _kept(job, e)) for n, t, e in done]
             errors += failed
+            if time.monotonic() - beat < settings.heartbeat_seconds:
+                continue  # a store commit per batch cost a fifth of a chunk's time
+            beat = time.monotonic()
             if not bulk.chunk_beat(session, job_id, seq, worker, len(annotated)):
                 log.warning("annotation job %s chunk %d: claim lost; stopping", job_id, seq)
                 return "lost"
         if job.output["kind"] == "omop":
             annotated, bad = _integer_ids(annotated)
             errors += bad
+        annotate_s = time.perf_counter() - started - read_s
         try:
             sink.write(seq, annotated)
         except Exception as exc:
@@ -510,6 +528,7 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
             log.error("annotation job %s chunk %d: %s", job_id, seq, reason)
             # not final: the reaper gives the chunk another attempt (the write is idempotent)
             raise ChunkRetry(reason) from exc
+        write_s = time.perf_counter() - started - read_s - annotate_s
         bulk.finish_chunk(
             session,
             job_id,
@@ -521,6 +540,17 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
             seconds=time.perf_counter() - started,
             errors=errors,
         )
+    log.info(
+        "annotation job %s chunk %d: %d notes; read %.3f s, annotate %.3f s, write %.3f s, "
+        "store %.3f s",
+        job_id,
+        seq,
+        len(rows),
+        read_s,
+        annotate_s,
+        write_s,
+        time.perf_counter() - started - read_s - annotate_s - write_s,
+    )
     return "done"
 
 
