@@ -497,6 +497,11 @@ class NoteInputOut(BaseModel):
     created_at: dt.datetime
 
 
+class NoteInputList(BaseModel):
+    data: list[NoteInputOut]
+    count: int
+
+
 class FileSource(Strict):
     kind: Literal["file"]
     input: Identifier = Field(description="a notes file (POST /v1/annotation-jobs/inputs)")

@@ -364,6 +364,14 @@ class AsyncClient:
     async def cancel_annotation_job(self, job_id: str) -> AnnotationJob:
         return await self._request(ep.cancel_annotation_job(job_id))
 
+    async def delete_annotation_job(self, job_id: str) -> None:
+        """Delete a finished job and its output files (NOTE_NLP rows it wrote stay)."""
+        await self._request(ep.delete_annotation_job(job_id))
+
+    async def delete_notes(self, input_id: str) -> None:
+        """Delete an uploaded notes file (patient data) no open job reads."""
+        await self._request(ep.delete_notes(input_id))
+
     async def annotation_job_errors(self, job_id: str) -> list[dict[str, Any]]:
         """Every note not annotated (``note_id``, ``reason``) and every chunk that failed."""
         return await self._request(ep.annotation_job_errors(job_id))

@@ -329,6 +329,14 @@ def cancel_annotation_job(job_id: str) -> Call[AnnotationJob]:
     return Call("POST", path, _json(AnnotationJob.from_dict), idempotent=True)
 
 
+def delete_annotation_job(job_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/annotation-jobs/{_segment(job_id)}", _nothing)
+
+
+def delete_notes(input_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/annotation-jobs/inputs/{_segment(input_id)}", _nothing)
+
+
 def annotation_job_errors(job_id: str) -> Call[list[dict[str, Any]]]:
     path = f"/v1/annotation-jobs/{_segment(job_id)}/errors"
     return Call("GET", path, lambda response: list(response.json()["data"]))

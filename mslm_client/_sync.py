@@ -341,6 +341,14 @@ class Client:
     def cancel_annotation_job(self, job_id: str) -> AnnotationJob:
         return self._request(ep.cancel_annotation_job(job_id))
 
+    def delete_annotation_job(self, job_id: str) -> None:
+        """Delete a finished job and its output files (NOTE_NLP rows it wrote stay)."""
+        self._request(ep.delete_annotation_job(job_id))
+
+    def delete_notes(self, input_id: str) -> None:
+        """Delete an uploaded notes file (patient data) no open job reads."""
+        self._request(ep.delete_notes(input_id))
+
     def annotation_job_errors(self, job_id: str) -> list[dict[str, Any]]:
         """Every note not annotated (``note_id``, ``reason``) and every chunk that failed."""
         return self._request(ep.annotation_job_errors(job_id))

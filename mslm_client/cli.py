@@ -50,6 +50,12 @@ def bulk(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--chunk-size", type=int, help="notes per chunk (default: the service's)")
     s.add_argument("--wait", action="store_true", help="follow the job to its end")
     s.add_argument("--download", type=Path, help="with --wait: write the annotations here")
+    s.add_argument(
+        "--keep-notes",
+        action="store_true",
+        help="with --file and --wait: keep the uploaded notes on the service (default: deleted "
+        "once the job has succeeded — they are patient data)",
+    )
     s.set_defaults(handler=_submit)
 
     for name, help_text in (
@@ -57,6 +63,7 @@ def bulk(sub: argparse._SubParsersAction) -> None:
         ("cancel", "cancel a job (committed chunks stay)"),
         ("errors", "the notes a job could not annotate, with their ids and reasons (JSON)"),
         ("wait", "follow a job to its end"),
+        ("delete", "delete a finished job and its output files (NOTE_NLP rows stay)"),
     ):
         c = commands.add_parser(name, help=help_text)
         c.add_argument("job_id")
@@ -150,6 +157,8 @@ def _submit(args: argparse.Namespace) -> int:
         )
         if args.download:
             args.download.write_bytes(client.annotation_job_output(job.id))
+        if args.file is not None and not args.keep_notes:
+            client.delete_notes(source)
     return 0
 
 
@@ -162,6 +171,8 @@ def _simple(args: argparse.Namespace) -> int:
             _print(_job_dict(client.cancel_annotation_job(args.job_id)))
         elif args.bulk_command == "errors":
             _print(client.annotation_job_errors(args.job_id))
+        elif args.bulk_command == "delete":
+            client.delete_annotation_job(args.job_id)
         else:
             job = client.wait_for_annotation_job(args.job_id)
             _print(_job_dict(job))

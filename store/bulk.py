@@ -44,7 +44,7 @@ from .models import (
     new_id,
     utcnow,
 )
-from .service import NotFound, get_owned, shown_name, staged
+from .service import Conflict, NotFound, get_owned, owned, shown_name, staged
 
 #: Errors kept per chunk in the job's report (the count is always exact).
 ERRORS_PER_CHUNK = 1000
@@ -132,6 +132,48 @@ def notes_file(settings: Settings, row: NoteInput) -> Path:
     return settings.artifacts / row.path / "notes.jsonl"
 
 
+def _open_jobs_on(session: Session, input_id: str) -> list[str]:
+    rows = session.execute(
+        select(AnnotationJob.id, AnnotationJob.source).where(
+            AnnotationJob.state.in_((QUEUED, RUNNING))
+        )
+    ).all()
+    return [
+        j for j, source in rows if source.get("kind") == "file" and source.get("input") == input_id
+    ]
+
+
+def delete_note_input(
+    settings: Settings, session: Session, input_id: str, owner: str | None
+) -> None:
+    """Delete a notes file (patient data: keep it no longer than its jobs need it) that no
+    queued or running job reads; finished jobs keep their records and outputs."""
+    row = session.get(NoteInput, input_id, with_for_update=True)  # see create_annotation_job
+    if not owned(row, owner):
+        raise NotFound(f"notes file {input_id}")
+    busy = _open_jobs_on(session, input_id)
+    if busy:
+        raise Conflict(f"notes file {input_id} is read by annotation job {busy[0]}, still open")
+    folder = settings.artifacts / row.path
+    session.delete(row)
+    session.commit()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def delete_annotation_job(
+    settings: Settings, session: Session, job_id: str, owner: str | None
+) -> None:
+    """Delete a finished annotation job, its chunks and its output files (rows it wrote to a
+    warehouse stay: they are the warehouse's)."""
+    job = get_job(session, job_id, owner)
+    if job.state not in FINAL_STATES:
+        raise Conflict(f"annotation job {job_id} is {job.state}: cancel it first")
+    session.execute(AnnotationChunk.__table__.delete().where(AnnotationChunk.job_id == job_id))
+    session.delete(job)
+    session.commit()
+    shutil.rmtree(job_dir(settings, job_id), ignore_errors=True)
+
+
 # -- jobs --------------------------------------------------------------------------------------
 def create_annotation_job(
     session: Session,
@@ -144,6 +186,12 @@ def create_annotation_job(
     owner: str | None,
 ) -> AnnotationJob:
     now = utcnow()
+    # a file's row is locked until the job is recorded: a delete of it waits, then sees the job
+    if (
+        source.get("kind") == "file"
+        and session.get(NoteInput, source["input"], with_for_update=True) is None
+    ):
+        raise NotFound(f"notes file {source['input']}")
     job = AnnotationJob(
         id=new_id("ann"),
         state=QUEUED,
@@ -535,10 +583,7 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
         len(e or [])
         for e in session.scalars(select(c.errors).where(c.job_id == job.id, c.state == SUCCEEDED))
     )
-    errors += len(job.problems or [])  # rows the plan could not use
-    if job.source.get("kind") == "file":
-        notes = session.get(NoteInput, job.source.get("input"))
-        errors += len(notes.problems) if notes is not None else 0  # unreadable in the file
+    errors += len(job.problems or [])  # what the plan could not read
     end = job.finished_at or utcnow()
     elapsed = (end - job.started_at).total_seconds() if job.started_at else 0.0
     rate = (int(committed or 0) / elapsed) if elapsed > 0 else 0.0
@@ -560,16 +605,10 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
 
 
 def error_report(session: Session, settings: Settings, job: AnnotationJob) -> list[dict[str, Any]]:
-    """Every note that was not annotated, with its id and why (the input's unreadable notes
-    first), then every chunk that failed as a whole."""
+    """Every note that was not annotated, with its id and why (what the plan could not read
+    first: a file's unreadable notes, a query's rows without an id), then every chunk that
+    failed as a whole."""
     out: list[dict[str, Any]] = []
-    if job.source.get("kind") == "file":
-        row = session.get(NoteInput, job.source["input"])
-        if row is not None:
-            out += [
-                {"note_id": p.get("id"), "where": p["where"], "reason": p["reason"]}
-                for p in row.problems
-            ]
     out += list(job.problems or [])
     chunks = session.execute(
         select(AnnotationChunk.seq, AnnotationChunk.errors, AnnotationChunk.error)

@@ -564,3 +564,45 @@ def test_client_and_cli_run_an_annotation_job(served, tmp_path, capsys, monkeypa
             client.cancel_annotation_job(job.id)
             with pytest.raises(JobError, match="cancelled"):
                 client.wait_for_annotation_job(job.id, progress=False, poll_interval=0.1)
+
+
+def test_notes_and_finished_jobs_can_be_deleted_and_open_ones_cannot(served, tmp_path):
+    settings = served
+    with TestClient(create_app(settings)) as c:
+        notes = _upload(c, tmp_path)
+        listed = c.get("/v1/annotation-jobs/inputs", headers=auth(ANNOTATE)).json()
+        assert notes["id"] in [n["id"] for n in listed["data"]]
+        job = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": notes["id"]}},
+        ).json()
+        path = f"/v1/annotation-jobs/inputs/{notes['id']}"
+        busy = c.delete(path, headers=auth(ANNOTATE))
+        assert busy.status_code == 409 and job["id"] in busy.json()["detail"]
+        assert (
+            c.delete(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).status_code == 409
+        )
+        published = Published()
+        runner.run_plan(job["id"], settings, published)
+        for _, seq in published:
+            runner.run_chunk(job["id"], seq, settings)
+        folder = settings.artifacts / "bulk" / "inputs" / notes["id"]
+        assert folder.is_dir()
+        assert c.delete(path, headers=auth(TRAIN)).status_code == 403
+        assert c.delete(path, headers=auth(ANNOTATE)).status_code == 204
+        assert not folder.exists() and c.delete(path, headers=auth(ANNOTATE)).status_code == 404
+        # the job's report keeps what the file could not give
+        errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE)).json()
+        assert any(e["where"] == "line 3" for e in errors["data"])
+        output = settings.artifacts / "bulk" / "jobs" / job["id"]
+        assert output.is_dir()
+        gone = c.delete(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE))
+        assert gone.status_code == 204 and not output.exists()
+        assert c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).status_code == 404
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": notes["id"]}},
+        )
+        assert r.status_code == 404  # the file is gone

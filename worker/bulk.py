@@ -68,10 +68,15 @@ class Row:
 
 
 class FileSource:
-    """An uploaded notes file: chunks are byte ranges of its ``notes.jsonl``."""
+    """An uploaded notes file: chunks are byte ranges of its ``notes.jsonl``; the notes it
+    could not read when it was uploaded go to the job's error report."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, problems: list[dict[str, Any]] | None = None):
         self.path = path
+        self.problems = [
+            {"note_id": p.get("id"), "where": p["where"], "reason": p["reason"]}
+            for p in problems or []
+        ]
 
     def plan(self, chunk_size: int) -> tuple[list[tuple[int, int, int]], list[dict[str, Any]]]:
         ranges: list[tuple[int, int, int]] = []
@@ -86,7 +91,7 @@ class FileSource:
                     start, n = pos, 0
             if n:
                 ranges.append((start, pos, n))
-        return ranges, []
+        return ranges, self.problems
 
     def read(self, first: int, last: int) -> Iterator[Row]:
         with open(self.path, "rb") as handle:
@@ -390,7 +395,7 @@ def source_of(settings: Settings, session: Session, job: AnnotationJob) -> FileS
         row = session.get(NoteInput, job.source["input"])
         if row is None:
             raise MSLMError(f"notes file {job.source['input']} is gone")
-        return FileSource(bulk.notes_file(settings, row))
+        return FileSource(bulk.notes_file(settings, row), row.problems)
     return SqlSource(_engine(settings, job.source["warehouse"]), job.source["query"])
 
 

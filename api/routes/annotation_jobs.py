@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 
 from mslm_core.notes import NOTE_FORMATS
 from store import bulk
-from store.models import FINAL_STATES, AnnotationJob, Model
+from store.models import FINAL_STATES, AnnotationJob, Model, NoteInput
 from store.service import Conflict, NotFound, active_model_id, check_upload_quota, visible_to
 from worker.celery_app import CeleryQueue
 
@@ -30,6 +30,7 @@ from ..schemas import (
     JobState,
     NoteError,
     NoteErrorList,
+    NoteInputList,
     NoteInputOut,
 )
 
@@ -75,6 +76,32 @@ def upload_notes(
             state.settings, session, path, file.filename or "notes", key.key_id, format
         )
     return NoteInputOut.model_validate(row)
+
+
+@router.get("/inputs", response_model=NoteInputList)
+def list_notes(
+    session: SessionDep,
+    key: AnnotateKey,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> NoteInputList:
+    """The notes files this key uploaded (an admin key: all), newest first."""
+    query = visible_to(select(NoteInput), NoteInput, key.owner)
+    count = visible_to(select(func.count()).select_from(NoteInput), NoteInput, key.owner)
+    rows = session.scalars(query.order_by(NoteInput.created_at.desc()).limit(limit).offset(offset))
+    return NoteInputList(
+        data=[NoteInputOut.model_validate(r) for r in rows], count=session.scalar(count) or 0
+    )
+
+
+@router.delete(
+    "/inputs/{input_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409),
+)
+def delete_notes(input_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey) -> None:
+    """Delete a notes file (it is patient data) that no queued or running job reads."""
+    bulk.delete_note_input(state.settings, session, input_id, key.owner)
 
 
 @router.post(
@@ -174,6 +201,16 @@ def cancel(job_id: IdPath, session: SessionDep, key: AnnotateKey) -> AnnotationJ
     bulk.request_cancel(session, job_id)
     session.refresh(job)
     return _out(session, job)
+
+
+@router.delete(
+    "/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404, 409)
+)
+def delete_annotation_job(
+    job_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
+) -> None:
+    """Delete a finished job with its output files (NOTE_NLP rows it wrote stay)."""
+    bulk.delete_annotation_job(state.settings, session, job_id, key.owner)
 
 
 @router.get("/{job_id}/errors", response_model=NoteErrorList, responses=problem_responses(404))
