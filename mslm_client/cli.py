@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._endpoints import NOTE_FORMATS, OUTPUT_FORMATS
+
 
 def bulk(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bulk", help="annotation jobs on a running service (bulk, OMOP NOTE_NLP)")
@@ -33,12 +35,12 @@ def bulk(sub: argparse._SubParsersAction) -> None:
         "--file", type=Path, help="notes: JSONL, text (one per line), BioC, PubTator"
     )
     source.add_argument("--warehouse", help="a name in the service's MSLM_WAREHOUSES")
-    s.add_argument("--notes-format", choices=["jsonl", "text", "bioc", "pubtator"])
+    s.add_argument("--notes-format", choices=NOTE_FORMATS)
     s.add_argument("--query", help="with --warehouse: SELECT note_id, note_text FROM …")
     s.add_argument(
         "--output-format",
-        default="jsonl",
-        choices=["jsonl", "bioc", "pubtator"],
+        default=OUTPUT_FORMATS[0],
+        choices=OUTPUT_FORMATS,
         help="a file of annotations to download (default: jsonl)",
     )
     s.add_argument("--omop-table", help="write OMOP NOTE_NLP rows to this schema.table instead")

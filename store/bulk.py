@@ -194,7 +194,6 @@ def create_annotation_job(
         raise NotFound(f"notes file {source['input']}")
     job = AnnotationJob(
         id=new_id("ann"),
-        state=QUEUED,
         model_id=model_id,
         source=source,
         output=output,
@@ -203,9 +202,6 @@ def create_annotation_job(
         created_by=owner,
         created_at=now,
         published_at=now,
-        attempts=0,
-        cancel_requested=False,
-        problems=[],
     )
     session.add(job)
     session.commit()
@@ -289,13 +285,7 @@ def save_plan(
             first=first,
             last=last,
             notes=n,
-            state=QUEUED,
-            attempts=0,
             published_at=now,
-            done=0,
-            entities=0,
-            seconds=0.0,
-            errors=[],
         )
         for seq, (first, last, n) in enumerate(ranges)
     )

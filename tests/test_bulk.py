@@ -208,6 +208,19 @@ def _upload(c, tmp_path: Path) -> dict:
     return r.json()
 
 
+def _file_job(c, notes: dict, settings, **body) -> tuple[dict, Published]:
+    """A job on an uploaded file, submitted and planned (its chunks published)."""
+    r = c.post(
+        "/v1/annotation-jobs",
+        headers=auth(ANNOTATE),
+        json={"source": {"kind": "file", "input": notes["id"]}, **body},
+    )
+    assert r.status_code == 202, r.text
+    published = Published()
+    assert runner.run_plan(r.json()["id"], settings, published) == "planned"
+    return r.json(), published
+
+
 def test_file_job_plans_runs_reports_and_serves_its_output(served, tmp_path):
     settings = served
     with TestClient(create_app(settings)) as c:
@@ -273,17 +286,8 @@ def test_bioc_and_pubtator_outputs_name_the_notes(served, tmp_path):
     with TestClient(create_app(settings)) as c:
         notes = _upload(c, tmp_path)
         for fmt in ("bioc", "pubtator"):
-            job = c.post(
-                "/v1/annotation-jobs",
-                headers=auth(ANNOTATE),
-                json={
-                    "source": {"kind": "file", "input": notes["id"]},
-                    "output": {"kind": "file", "format": fmt},
-                    "chunk_size": 4,
-                },
-            ).json()
-            published = Published()
-            runner.run_plan(job["id"], settings, published)
+            output = {"kind": "file", "format": fmt}
+            job, published = _file_job(c, notes, settings, output=output, chunk_size=4)
             for _, seq in published:
                 runner.run_chunk(job["id"], seq, settings)
             out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
@@ -297,14 +301,7 @@ def test_bioc_and_pubtator_outputs_name_the_notes(served, tmp_path):
 def test_cancel_drops_queued_chunks_and_keeps_what_was_committed(served, tmp_path):
     settings = served
     with TestClient(create_app(settings)) as c:
-        notes = _upload(c, tmp_path)
-        job = c.post(
-            "/v1/annotation-jobs",
-            headers=auth(ANNOTATE),
-            json={"source": {"kind": "file", "input": notes["id"]}, "chunk_size": 2},
-        ).json()
-        published = Published()
-        runner.run_plan(job["id"], settings, published)
+        job, _ = _file_job(c, _upload(c, tmp_path), settings, chunk_size=2)
         assert runner.run_chunk(job["id"], 0, settings) == "done"
         r = c.post(f"/v1/annotation-jobs/{job['id']}/cancel", headers=auth(ANNOTATE))
         assert r.status_code == 200 and r.json()["state"] == "cancelled"
@@ -325,13 +322,7 @@ def test_cancel_drops_queued_chunks_and_keeps_what_was_committed(served, tmp_pat
 def test_a_dead_workers_chunk_is_queued_again_and_fails_after_max_attempts(served, tmp_path):
     settings = served
     with TestClient(create_app(settings)) as c:
-        notes = _upload(c, tmp_path)
-        job = c.post(
-            "/v1/annotation-jobs",
-            headers=auth(ANNOTATE),
-            json={"source": {"kind": "file", "input": notes["id"]}, "chunk_size": 100},
-        ).json()
-        runner.run_plan(job["id"], settings, Published())
+        job, _ = _file_job(c, _upload(c, tmp_path), settings, chunk_size=100)
         factory = session_factory(settings.sqlalchemy_url)
         old = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
         for attempt in range(1, settings.max_attempts + 1):
@@ -606,3 +597,17 @@ def test_notes_and_finished_jobs_can_be_deleted_and_open_ones_cannot(served, tmp
             json={"source": {"kind": "file", "input": notes["id"]}},
         )
         assert r.status_code == 404  # the file is gone
+
+
+def test_the_format_lists_are_one_fact():
+    """The output and notes formats are declared by the library and the store; the API's
+    schema and the client (which imports neither) must say the same."""
+    import typing
+
+    from api.schemas import FileOutput
+    from mslm_client import _endpoints as client
+    from mslm_core.notes import NOTE_FORMATS
+
+    assert typing.get_args(FileOutput.model_fields["format"].annotation) == bulk.OUTPUT_FORMATS
+    assert tuple(bulk.SUFFIX) == bulk.OUTPUT_FORMATS == client.OUTPUT_FORMATS
+    assert client.NOTE_FORMATS == NOTE_FORMATS
