@@ -358,7 +358,7 @@ def test_bad_requests_say_what_and_where(served, tmp_path):
         r = c.post("/v1/annotation-jobs", headers=auth(ANNOTATE), json={"source": sql})
         assert r.status_code == 403  # the deployment's credentials: admin only
         r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json={"source": sql})
-        assert r.status_code == 422 and "MSLM_WAREHOUSES" in r.json()["detail"]
+        assert r.status_code == 404 and "MSLM_WAREHOUSES" in r.json()["detail"]
         drop = {**sql, "query": "DROP TABLE note"}
         r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json={"source": drop})
         assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.source.sql.query"

@@ -112,8 +112,12 @@ def _served(tmp_path_factory, tiny_encoder, database_url: str, broker_url: str):
 
 
 # -- schemathesis ------------------------------------------------------------------------------
-#: Operations that take a file (a corpus, a vocabulary).
-UPLOADS = {("POST", "/v1/datasets"), ("POST", "/v1/vocabularies")}
+#: Operations that take a file (a corpus, a vocabulary, notes).
+UPLOADS = {
+    ("POST", "/v1/datasets"),
+    ("POST", "/v1/vocabularies"),
+    ("POST", "/v1/annotation-jobs/inputs"),
+}
 
 
 def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):

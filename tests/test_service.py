@@ -336,7 +336,8 @@ def test_every_protected_route_refuses_missing_bad_and_wrong_scope_keys(client, 
                 "admin"
                 if admin
                 else "annotate"
-                if path.startswith(("/v1/annotate", "/v1/models", "/v1/vocabularies"))
+                # /v1/annotate and /v1/annotation-jobs
+                if path.startswith(("/v1/annotat", "/v1/models", "/v1/vocabularies"))
                 else "train"
             )
             wrong = {"admin": TRAIN, "annotate": TRAIN, "train": ANNOTATE}[scope]

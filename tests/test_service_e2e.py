@@ -8,6 +8,7 @@ tests are skipped, unless ``MSLM_REQUIRE_SERVICES=1`` (set by CI) makes that a f
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -196,6 +197,36 @@ def fine_tune_then_annotate(client: httpx.Client, tmp: Path) -> dict:
     return job
 
 
+def bulk_round_trip(client: httpx.Client) -> dict:
+    """An annotation job through a real annotate worker: its output equals /v1/annotate's."""
+    texts = ["Cisplatin caused renal failure in the patient .", "No renal failure ."]
+    notes = "".join(json.dumps({"id": f"n{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    r = client.post(
+        "/v1/annotation-jobs/inputs",
+        headers=auth(ANNOTATE),
+        files={"file": ("notes.jsonl", notes.encode())},
+    )
+    assert r.status_code == 201, r.text
+    r = client.post(
+        "/v1/annotation-jobs",
+        headers=auth(ANNOTATE),
+        json={"source": {"kind": "file", "input": r.json()["id"]}, "chunk_size": 1},
+    )
+    assert r.status_code == 202, r.text
+    job = wait_for(
+        lambda: client.get(f"/v1/annotation-jobs/{r.json()['id']}", headers=auth(ANNOTATE)).json(),
+        lambda j: j["state"] in ("succeeded", "failed", "cancelled"),
+        timeout=120,
+    )
+    assert job["state"] == "succeeded", job
+    assert job["progress"]["committed"] == 2 and job["progress"]["chunks"]["succeeded"] == 2
+    out = client.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+    rows = [json.loads(line) for line in out.text.splitlines()]
+    direct = client.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": texts}).json()
+    assert [r["entities"] for r in rows] == [d["entities"] for d in direct["results"]]
+    return job
+
+
 def test_redis_and_postgresql(tmp_path, tiny_encoder, postgres_url, redis_url):
     env = service_env(
         tmp_path / "home",
@@ -207,12 +238,18 @@ def test_redis_and_postgresql(tmp_path, tiny_encoder, postgres_url, redis_url):
     )
     port = free_port()
     log = tmp_path / "service.log"
-    with process(["serve", "--port", str(port)], env, log), process(["worker"], env, log):
+    with (
+        process(["serve", "--port", str(port)], env, log),
+        process(["worker"], env, log),
+        process(["worker", "--queues", "annotate"], env, log),
+    ):
         client = api_client(port, log)
         job = fine_tune_then_annotate(client, tmp_path)
         assert job["attempts"] == 1
+        bulk_round_trip(client)  # on its own queue and worker
         metrics = client.get("/metrics").text
         assert 'mslm_jobs{state="succeeded"} 1.0' in metrics
+        assert 'mslm_annotation_jobs{state="succeeded"} 1.0' in metrics
     # the schema in PostgreSQL is exactly the models' (the migration is complete)
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
@@ -234,6 +271,7 @@ def test_embedded_default_mslm_up(tmp_path, tiny_encoder):
     with process(["up", "--port", str(port)], env, log):
         client = api_client(port, log)
         fine_tune_then_annotate(client, tmp_path)
+        bulk_round_trip(client)  # mslm up runs an annotate worker too
     assert (tmp_path / "home" / "mslm.db").exists()
     assert (tmp_path / "home" / "broker" / "queue").is_dir()
     assert (tmp_path / "home" / "broker" / "control").is_dir()  # kombu's exchange table here,

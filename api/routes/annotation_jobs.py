@@ -126,13 +126,8 @@ def submit(
         raise Problem(403, "a warehouse source or target needs an admin key", slug="forbidden")
     known = state.settings.warehouse_map()
     for name in warehouses:
-        if name not in known:
-            raise Problem(
-                422,
-                f"warehouse {name!r} is not in MSLM_WAREHOUSES",
-                slug="unknown-warehouse",
-                errors=[{"field": "body.source.warehouse", "message": f"known: {sorted(known)}"}],
-            )
+        if name not in known:  # a named resource that is not there
+            raise NotFound(f"warehouse {name!r} (MSLM_WAREHOUSES names {sorted(known)})")
     source = body.source.model_dump()
     if body.source.kind == "file":
         bulk.input_of(session, body.source.input, key.owner)
