@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy import and_, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from mslm_core.bundle import sha256_file
@@ -149,7 +149,7 @@ def delete_note_input(
     """Delete a notes file (patient data: keep it no longer than its jobs need it) that no
     queued or running job reads; finished jobs keep their records and outputs."""
     row = session.get(NoteInput, input_id, with_for_update=True)  # see create_annotation_job
-    if not owned(row, owner):
+    if row is None or not owned(row, owner):
         raise NotFound(f"notes file {input_id}")
     busy = _open_jobs_on(session, input_id)
     if busy:
@@ -168,7 +168,7 @@ def delete_annotation_job(
     job = get_job(session, job_id, owner)
     if job.state not in FINAL_STATES:
         raise Conflict(f"annotation job {job_id} is {job.state}: cancel it first")
-    session.execute(AnnotationChunk.__table__.delete().where(AnnotationChunk.job_id == job_id))
+    session.execute(delete(AnnotationChunk).where(AnnotationChunk.job_id == job_id))
     session.delete(job)
     session.commit()
     shutil.rmtree(job_dir(settings, job_id), ignore_errors=True)
