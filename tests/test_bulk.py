@@ -611,3 +611,44 @@ def test_the_format_lists_are_one_fact():
     assert typing.get_args(FileOutput.model_fields["format"].annotation) == bulk.OUTPUT_FORMATS
     assert tuple(bulk.SUFFIX) == bulk.OUTPUT_FORMATS == client.OUTPUT_FORMATS
     assert client.NOTE_FORMATS == NOTE_FORMATS
+
+
+@pytest.mark.parametrize(
+    ("query", "refusal"),
+    [
+        # wrapped as a subquery, a data-modifying WITH cannot run at all
+        (
+            "WITH gone AS (DELETE FROM cdm.note RETURNING note_id, note_text) "
+            "SELECT note_id, note_text FROM gone",
+            "data-modifying statement must be at the top level",
+        ),
+        # a SELECT that writes through a function meets the READ ONLY transaction
+        (
+            "SELECT note_id, note_text FROM cdm.note WHERE nextval('cdm.probe') > 0",
+            "read-only transaction",
+        ),
+    ],
+)
+def test_a_warehouse_query_cannot_write(served, warehouse, query, refusal):
+    """A warehouse query cannot change the warehouse: the job fails with the database's
+    reason and the NOTE table is untouched."""
+    import psycopg
+    from pydantic import SecretStr
+
+    plain = warehouse.replace("+psycopg", "")
+    with psycopg.connect(plain) as conn:
+        conn.execute("CREATE SEQUENCE cdm.probe")
+    settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}")})
+    with TestClient(create_app(settings)) as c:
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ADMIN),
+            json={"source": {"kind": "sql", "warehouse": "omop", "query": query}},
+        )
+        assert r.status_code == 202, r.text
+        assert runner.run_plan(r.json()["id"], settings, Published()) == "failed"
+        job = c.get(f"/v1/annotation-jobs/{r.json()['id']}", headers=auth(ADMIN)).json()
+        assert job["state"] == "failed" and refusal in job["error"]
+    with psycopg.connect(plain) as conn:
+        assert conn.execute("SELECT count(*) FROM cdm.note").fetchone()[0] == 21
+        assert conn.execute("SELECT is_called FROM cdm.probe").fetchone()[0] is False
