@@ -107,13 +107,13 @@ async def reaper(state: AppState) -> None:
             log.warning("reaper pass failed: %s", type(exc).__name__)
 
 
+#: What the store counts by state for /metrics: ``mslm_<name>{state}``.
+COUNTED = (("jobs", Job), ("evaluations", Evaluation), ("annotation_jobs", AnnotationJob))
+
+
 def counts(state: AppState) -> dict[str, dict[str, int]]:
     with state.factory() as session:
         return {
             name: dict(session.execute(select(cls.state, func.count()).group_by(cls.state)).all())
-            for name, cls in (
-                ("jobs", Job),
-                ("evaluations", Evaluation),
-                ("annotation_jobs", AnnotationJob),
-            )
+            for name, cls in COUNTED
         }
