@@ -1,4 +1,4 @@
-"""Honest vs reference-leaky test scores of trained bundles (MSLM.md §3b).
+"""Honest vs reference-leaky test scores of trained bundles (docs/method.md §3b).
 
 Honest: the product's prediction path, unmasked input. reference-leaky: the research code's
 protocol, test sentences masked with their gold mentions first (MLM strategies only).

@@ -1,4 +1,4 @@
-"""Model bundles (DESIGN.md): a directory written under a temporary name and renamed into
+"""Model bundles (docs/design.md): a directory written under a temporary name and renamed into
 place, with a manifest that records the sha256 of every file. Loading verifies every
 checksum first and never unpickles (weights are safetensors)."""
 

@@ -3,7 +3,7 @@ end of training, for the detection head (B/I/O per word) and the classification 
 mention); expected calibration error of entity confidences before and after; a reliability
 diagram.
 
-An entity's confidence is ``detection_score × type_score`` (MSLM.md §4); it is *correct* when
+An entity's confidence is ``detection_score × type_score`` (docs/method.md §4); it is *correct* when
 the entity matches a gold mention exactly (boundaries and type). ECE bins entities by
 confidence (10 equal-width bins) and averages |accuracy − mean confidence| weighted by bin size.
 Temperatures apply to probabilities as ``p^(1/T)`` renormalised — the same as dividing logits

@@ -1,4 +1,4 @@
-"""The ``mslm`` command line: train, evaluate, annotate, convert (DESIGN.md)."""
+"""The ``mslm`` command line: train, evaluate, annotate, convert (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .errors import ConfigError, MSLMError
 
 log = logging.getLogger("mslm")
 
-# DESIGN.md's short spellings of some config fields
+# docs/design.md's short spellings of some config fields
 _ALIASES = {"learning_rate": ["--lr"]}
 
 

@@ -34,7 +34,7 @@ def score_predictions(
     total_nll: float | None = None,
     n_masked: int = 0,
 ) -> dict:
-    """DESIGN.md's metrics.json of ``predicted`` against the gold mentions of ``corpus``
+    """docs/design.md's metrics.json of ``predicted`` against the gold mentions of ``corpus``
     (each sentence judged on the types its corpus annotates: ``Sentence.annotated``)."""
     annotated = [s.annotated for s in corpus.sentences]
     return evaluation_report(
@@ -92,7 +92,7 @@ def evaluate_bundle(
     label: str = "",
 ) -> dict[str, Any]:
     """A bundle scored on an annotated corpus as it is served (the engine, unmasked words):
-    DESIGN.md's metrics, ``calibration``, the masked-token ``perplexity`` of bundles trained
+    docs/design.md's metrics, ``calibration``, the masked-token ``perplexity`` of bundles trained
     with masking, the ``engine`` that scored and ``predictions_sha256``. ``diagram``: where to
     draw the reliability diagram (``label`` names the corpus on it). The one evaluation of
     ``mslm evaluate``, ``POST /v1/evaluations`` and the benchmarks."""
@@ -148,7 +148,7 @@ def _calibrated(
 def evaluate_corpus(
     predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
 ) -> dict:
-    """DESIGN.md's metrics.json for ``corpus``. The predictor is given the words only."""
+    """docs/design.md's metrics.json for ``corpus``. The predictor is given the words only."""
     return score_predictions(corpus, predict_mentions(predictor, corpus), total_nll, n_masked)
 
 
@@ -162,8 +162,8 @@ def masked_nll(
 ) -> tuple[float, int]:
     """Summed cross-entropy of the MLM head over masked positions, and their number.
 
-    A diagnostic of the masked-LM objective (MSLM.md §6: same masking as training, fixed seed);
-    it is never used to predict entities.
+    A diagnostic of the masked-LM objective (docs/method.md §6: same masking as training, fixed
+    seed); it is never used to predict entities.
     """
     import torch
 
@@ -194,7 +194,7 @@ def bundle_perplexity(
 ) -> tuple[float | None, int]:
     """Masked-token NLL of a bundle's MLM head on ``corpus`` with the bundle's own training
     masking (fixed seed), and the number of masked tokens; ``(None, 0)`` for bundles trained
-    without masking. A diagnostic (MSLM.md §6), never used to predict."""
+    without masking. A diagnostic (docs/method.md §6), never used to predict."""
     from .bundle import load_bundle
     from .collate import MaskingCollator
     from .config import TrainConfig

@@ -14,7 +14,7 @@ def mask_specific_loss(
     mask_type: torch.Tensor,
     weights: tuple[float, float],
 ) -> torch.Tensor:
-    """Weighted masked-LM loss (MSLM.md eq. 6).
+    """Weighted masked-LM loss (docs/method.md eq. 6).
 
     ``logits``: [M, V] vocabulary logits at the M masked positions only; ``labels``: [M]
     original token ids; ``mask_type``: [M] integers (1 = BLM, 2 = ELM); ``weights``:

@@ -1,4 +1,4 @@
-"""Masking strategies (MSLM.md §1 and §5): choose positions, then corrupt them.
+"""Masking strategies (docs/method.md §1 and §5): choose positions, then corrupt them.
 
 A strategy only *chooses*: given a window and a seeded generator it returns the per-subword
 ``mask_type`` (0 = not masked, 1 = BLM, 2 = ELM). :func:`corrupt` then replaces the chosen
@@ -32,7 +32,7 @@ NOT_MASKED, BLM, ELM = 0, 1, 2
 @dataclass(frozen=True)
 class MaskCounts:
     """One MSLM masking pass over the training windows with the training seed: the ELM- and
-    BLM-masked tokens (``N_ELM``, ``N_BLM`` of MSLM.md §2) and the maskable tokens."""
+    BLM-masked tokens (``N_ELM``, ``N_BLM`` of docs/method.md §2) and the maskable tokens."""
 
     n_elm: int
     n_blm: int
@@ -97,7 +97,7 @@ def _candidates(window: Window) -> np.ndarray:
 @register("mslm")
 @dataclass
 class JointElmBlm(MaskingStrategy):
-    """Joint ELM-BLM (MSLM.md §1).
+    """Joint ELM-BLM (docs/method.md §1).
 
     ELM: mask ``ceil(elm_rate * n)`` of the window's ``n`` mentions, every subword of each.
     BLM: every other non-special token outside an ELM-masked mention, with prob. ``blm_rate``.
@@ -131,7 +131,7 @@ def _budget(window: Window, rate: float) -> int:
 
 
 class _Budgeted(MaskingStrategy):
-    """A comparison strategy (MSLM.md §5): the same masking budget as MSLM's unless the
+    """A comparison strategy (docs/method.md §5): the same masking budget as MSLM's unless the
     configuration sets ``mask_rate``."""
 
     mask_rate: float
@@ -309,7 +309,8 @@ def corrupt(
     special_ids: Iterable[int] = (),
 ) -> np.ndarray:
     """Masked copy of ``input_ids``. ``replace="mask"`` puts the mask token at every chosen
-    position (MSLM.md default); ``"bert"`` does 80 % mask / 10 % random token / 10 % unchanged."""
+    position (docs/method.md §1, our default); ``"bert"`` does 80 % mask / 10 % random token /
+    10 % unchanged."""
     out = input_ids.copy()
     chosen = np.nonzero(mask_type != NOT_MASKED)[0]
     if replace == "mask":
@@ -345,7 +346,7 @@ class MaskingPlan:
 
 
 def count_masks(config: TrainConfig, windows: Sequence[Window]) -> MaskCounts:
-    """One ELM-BLM pass over the training windows with the training seed (MSLM.md §2)."""
+    """One ELM-BLM pass over the training windows with the training seed (docs/method.md §2)."""
     counter = JointElmBlm(elm_rate=config.elm_rate, blm_rate=config.blm_rate)
     n_elm = n_blm = n_tokens = 0
     for i, w in enumerate(windows):

@@ -1,5 +1,5 @@
 """The MSLM model: a Hugging Face encoder, its MLM head, a detection head and a
-classification head (MSLM.md §3).
+classification head (docs/method.md §3).
 
 Shapes: B batch, T subwords, H hidden size, V vocabulary, M masked positions, N mentions,
 C entity types.
@@ -30,7 +30,7 @@ HEADS = {
     # transformers' AutoModelForTokenClassification: one linear layer over the B- and I- tag of
     # every type and O, at each word's first subword (the textbook fine-tune; the default)
     "linear": "one linear layer over B-TYPE / I-TYPE / O tags",
-    # MSLM.md §3: untyped BIO from [h ; task embedding of the unmasked id] through a
+    # docs/method.md §3: untyped BIO from [h ; task embedding of the unmasked id] through a
     # non-linear layer, and a pooled mention classifier with its own task embedding
     "paper": "the paper's detection head (BIO) and pooled type classifier",
 }
@@ -48,7 +48,7 @@ DEFAULT_ENCODER = "minilm"
 
 @dataclass(frozen=True)
 class LossSpec:
-    """How one training batch is scored (the joint loss of MSLM.md §2, and its ablations).
+    """How one training batch is scored (the joint loss of docs/method.md §2, and its ablations).
 
     ``mask_weights``: the mask-specific weights of masked entity and generic tokens;
     ``detect_on``: whether the heads read the masked pass or a second, clean one;

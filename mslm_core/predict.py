@@ -1,4 +1,4 @@
-"""Prediction: words or raw text → typed mentions with confidences (MSLM.md §4).
+"""Prediction: words or raw text → typed mentions with confidences (docs/method.md §4).
 
 One code path serves dev evaluation during training, ``mslm evaluate`` and annotation, so
 they cannot disagree. It never masks its input and never sees gold labels: it receives

@@ -1,4 +1,4 @@
-"""Mask-specific weights (MSLM.md §2, paper eq. 2–5)."""
+"""Mask-specific weights (docs/method.md §2, paper eq. 2–5)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from .paths import dataset_dir, model_dir, vocabulary_dir
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "dev", "test")
-# Job parameters a client may set (DESIGN.md), beyond which TrainConfig's defaults apply.
+# Job parameters a client may set (docs/design.md), beyond which TrainConfig's defaults apply.
 JOB_FIELDS = (
     "base_model",
     "strategy",

@@ -377,7 +377,7 @@ def test_words_without_subwords_do_not_crash(tiny12, blank):
     # the blank-only mention has no subword to point at; the other keeps its real part
     assert win.mentions == [(3, 4, TYPES["Disease"])]
     # the blank words get no label; the mention's first real word is I here (its B sat on
-    # the blank word), which decoding reads as the start of a mention (MSLM.md §4)
+    # the blank word), which decoding reads as the start of a mention (docs/method.md §4)
     labels = win.labels.tolist()
     assert labels[:3] == [IGNORE, O, O] and labels[4] == IGNORE
     assert labels[3] in (B, I)

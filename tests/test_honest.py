@@ -1,4 +1,4 @@
-"""Honest by construction (MSLM.md §3b): with a model trained the way that leaks (MSLM, ELM
+"""Honest by construction (docs/method.md §3b): with a model trained the way that leaks (MSLM, ELM
 1.0, detection on the masked pass), ``mslm evaluate``, the inference engine (PyTorch and
 ONNX) and the benchmark harness give identical predictions on the same text, and nothing that
 predicts reads a gold label or masks its input."""

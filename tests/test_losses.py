@@ -1,4 +1,4 @@
-"""The weighted masked-LM loss (MSLM.md §3, eq. 6) against hand computations."""
+"""The weighted masked-LM loss (docs/method.md §3, eq. 6) against hand computations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Masking strategies (MSLM.md §1 and §5) on hand-built windows, and ``corrupt``."""
+"""Masking strategies (docs/method.md §1 and §5) on hand-built windows, and ``corrupt``."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def test_overfit_then_reload_predicts_the_same(
     strategy, head, pack, toy_corpus, tiny_encoder, tmp_path
 ):
     # MSLM with ELM 1.0 never shows an entity token unmasked to the detection head of the
-    # masked pass (MSLM.md §3b), so the overfit check reads detection from a clean pass. (The
+    # masked pass (docs/method.md §3b), so the overfit check reads detection from a clean pass. (The
     # joint masking strategies train the paper's head here: on a tiny random encoder its
     # token-id embedding overfits in 30 epochs, the linear head needs more.)
     extra = {"detect_on": "clean"} if strategy == "mslm" else {}

@@ -1,4 +1,4 @@
-"""Mask-specific weights (MSLM.md §2): the worked examples, both rules, and the refusals."""
+"""Mask-specific weights (docs/method.md §2): the worked examples, both rules, and the refusals."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _softmax_pair(a: float, b: float) -> tuple[float, float]:
 
 # (n_elm, n_blm, expected w_blm, expected w_elm), computed by hand from eq. 2–5.
 PAPER_CASES = [
-    # MSLM.md §2 worked example 1: raw 0.25 / 0.75, clamp keeps them, softmax.
+    # docs/method.md §2 worked example 1: raw 0.25 / 0.75, clamp keeps them, softmax.
     pytest.param(1000, 3000, 0.3775, 0.6225, id="elm1000-blm3000"),
     # worked example 2: raw 0.75 / 0.25 -> clamp 0.5 / 0.5.
     pytest.param(3000, 1000, 0.5, 0.5, id="elm3000-blm1000"),

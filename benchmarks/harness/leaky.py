@@ -2,7 +2,7 @@
 
 The public MSLM research code masks the dev and test sentences with their *gold* mentions
 (ELM at the training rate, plus BLM) before predicting them, so a detection head that learned
-"``[MASK]`` → entity" reads the answer from its input (MSLM.md §3b). No user ever gets this
+"``[MASK]`` → entity" reads the answer from its input (docs/method.md §3b). No user ever gets this
 accuracy: a served model has no gold labels. This module exists so that benchmarks can show
 both columns side by side; nothing that predicts for users or scores the product imports it.
 """

@@ -1,6 +1,6 @@
-"""The paper's numbers (Abaho et al., NAACL 2024; MSLM.md §8), as reported.
+"""The paper's numbers (Abaho et al., NAACL 2024; docs/method.md §8), as reported.
 
-By MSLM.md §3b they were most likely measured with gold-masked test inputs, so they sit
+By docs/method.md §3b they were most likely measured with gold-masked test inputs, so they sit
 beside our ``reference-leaky`` column, never beside the honest one as a like-for-like claim.
 Scores are percentages as printed in the paper.
 """
@@ -60,5 +60,7 @@ def paper_numbers(dataset: str) -> dict[str, object] | None:
     return {
         "em_vanilla_to_mslm": {enc: list(v) for enc, v in em.items()},
         "f1_biobert_vanilla_to_mslm": None if f1 is None else list(f1),
-        "note": "as reported; most likely measured with gold-masked test inputs (MSLM.md §3b)",
+        "note": (
+            "as reported; most likely measured with gold-masked test inputs (docs/method.md §3b)"
+        ),
     }

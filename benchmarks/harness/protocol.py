@@ -4,7 +4,7 @@ A protocol names its datasets (directories under a data root, each with train/de
 splits), its seeds, the training settings shared by every run (``[train]``, any
 :class:`~mslm_core.config.TrainConfig` field) and its *variants* (``[variants.NAME]``, the
 fields that differ). Runs are the product dataset × variant × seed. An optional ``[grid]``
-adds the ELM × BLM grid of MSLM.md §1 for one variant (or for the variant with the best
+adds the ELM × BLM grid of docs/method.md §1 for one variant (or for the variant with the best
 mean dev F1, ``variant = "best"``) and, with ``confirm = true``, re-runs the grid cell with
 the best mean dev F1 on every seed. An optional ``[screen]`` makes a long study affordable by
 successive halving: every variant runs on the screen seeds first, then only the baseline and
