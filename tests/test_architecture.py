@@ -210,3 +210,15 @@ def test_an_assertion_attribute_is_declared_once():
     assert all(getattr(client, a) for a in names) and not client.present
     assert client.to_dict() == {**as_json, "cues": []}
     assert {a for a in names if _prediction_infons(entity)[a] == "true"} == set(names)
+
+
+def test_the_libraries_are_typed_packages():
+    """mslm_core and mslm_client are meant to be imported: each ships the PEP 561 marker, and
+    the package data takes it into the wheel."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package in ("mslm_core", "mslm_client"):
+        assert (root / package / "py.typed").is_file(), package
+        assert "py.typed" in data["package-data"][package], package
