@@ -345,15 +345,13 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     extractor = _extractor(args)
     extractor.context = context
     extractor.linker = linker
-    kept = [
-        [e for e in ents if e.confidence >= args.min_confidence]
-        for ents in extractor.annotate(texts)
-    ]
-    from .render import annotation_json, render_predictions
+    from .render import annotation_json, kept, render_predictions
+
+    found = [kept(ents, args.min_confidence) for ents in extractor.annotate(texts)]
 
     if args.format != "json":
         rendered = render_predictions(
-            args.format, texts, kept, extractor.id, args.from_name, args.to_name
+            args.format, texts, found, extractor.id, args.from_name, args.to_name
         )
         if isinstance(rendered, str):
             sys.stdout.write(rendered)
@@ -362,7 +360,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         return 0
     info = extractor.info
     model = {"id": extractor.id, "backend": info.backend, "precision": info.precision}
-    print(json.dumps(annotation_json(model, kept), ensure_ascii=False, indent=2))
+    print(json.dumps(annotation_json(model, found), ensure_ascii=False, indent=2))
     return 0
 
 

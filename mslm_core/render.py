@@ -1,10 +1,12 @@
 """Predictions rendered for the people and tools that read them — the one place for every output
 shape: this service's annotate JSON (``POST /v1/annotate`` and ``mslm annotate``), BioC JSON,
-Label Studio pre-annotations and PubTator (each built with its format's writer helpers)."""
+Label Studio pre-annotations and PubTator (each built with its format's writer helpers) — and
+the confidence thresholds applied before any of them (:func:`kept`: the API, the command line
+and annotation jobs all call it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .corpus import PREDICTION_FORMATS
@@ -13,7 +15,18 @@ from .corpus.labelstudio import predictions_to_labelstudio
 from .corpus.pubtator import predictions_to_pubtator
 from .types import Entity
 
-__all__ = ["PREDICTION_FORMATS", "annotation_json", "render_predictions"]
+__all__ = ["PREDICTION_FORMATS", "annotation_json", "kept", "render_predictions"]
+
+
+def kept(
+    entities: Sequence[Entity],
+    min_confidence: float = 0.0,
+    per_type: Mapping[str, float] | None = None,
+) -> list[Entity]:
+    """The entities at or above ``min_confidence`` and their type's own threshold (a
+    threshold above 1 drops the type), in order."""
+    per_type = per_type or {}
+    return [e for e in entities if e.confidence >= max(min_confidence, per_type.get(e.type, 0.0))]
 
 
 def annotation_json(model: dict[str, Any], entities: Sequence[Sequence[Entity]]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core import __version__, omop
 from mslm_core.errors import MSLMError
 from mslm_core.inference import EntityExtractor
+from mslm_core.render import kept
 from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import bulk
@@ -471,9 +472,11 @@ def _annotate(
 
 
 def _kept(job: AnnotationJob, entities: list[Entity]) -> list[Entity]:
-    floor = float(job.params.get("min_confidence", 0.0))
-    per_type = job.params.get("min_confidence_per_type") or {}
-    return [e for e in entities if e.confidence >= max(floor, float(per_type.get(e.type, 0.0)))]
+    return kept(
+        entities,
+        float(job.params.get("min_confidence", 0.0)),
+        job.params.get("min_confidence_per_type") or {},
+    )
 
 
 def run_chunk(job_id: str, seq: int, settings: Settings) -> str:

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from mslm_core.predict import Entity
 from mslm_core.render import annotation_json, render_predictions
+from mslm_core.render import kept as keep
 
 from ..deps import AnnotateKey, AppState, StateDep
 from ..problems import V1_PROBLEMS, Problem, problem_responses
@@ -137,14 +138,8 @@ async def _annotate(
         loaded, results = work.result()
     except KeyError:
         raise Problem(404, f"model {body.model} not found", slug="not-found") from None
-    thresholds = body.min_confidence_per_type
     kept = [
-        [
-            e
-            for e in entities
-            if e.confidence >= max(body.min_confidence, thresholds.get(e.type, 0.0))
-        ]
-        for entities in results
+        keep(entities, body.min_confidence, body.min_confidence_per_type) for entities in results
     ]
     found = Counter(e.type for entities in kept for e in entities)
     m = state.metrics
