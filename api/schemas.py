@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
+from mslm_core.config import DEFAULT_STRATEGY
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_core.types import ASSERTION_ATTRIBUTES
 
@@ -309,7 +310,10 @@ class JobCreate(Strict):
         description="an encoder allowed by MSLM_BASE_MODELS (the document lists this deployment's)",
     )
     strategy: StrategyName | None = Field(
-        None, description="default: mslm_tapt (README, 'Does MSLM help?')"
+        None,
+        description=f"default: {DEFAULT_STRATEGY} (README, 'Does MSLM help?')",
+        # the web page's strategy list and its default are read from here
+        json_schema_extra={"x-default": DEFAULT_STRATEGY},
     )
     elm_rate: float | None = Field(None, ge=0.0, le=1.0)
     blm_rate: float | None = Field(None, ge=0.0, le=1.0)

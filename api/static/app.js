@@ -271,8 +271,21 @@
   }
 
   // -- jobs --------------------------------------------------------------------------------
+  // The strategies and the default, as the service declares them (its OpenAPI document), so
+  // that a new strategy needs no edit here.
+  async function loadStrategies() {
+    const picker = $("job-strategy");
+    if (picker.options.length > 1) return;
+    const spec = await api("GET", "/openapi.json");
+    const field = spec.components.schemas.JobCreate.properties.strategy;
+    const names = (field.anyOf || [field]).flatMap((s) => s.enum || []);
+    picker.replaceChildren(el("option", { value: "" }, `default (${field["x-default"]})`));
+    for (const name of names) picker.append(el("option", { value: name }, name));
+  }
+
   async function refreshJobs() {
     try {
+      await loadStrategies();
       const [jobs, datasets] = await Promise.all([
         api("GET", "/v1/jobs?limit=50"),
         api("GET", "/v1/datasets?limit=200"),
