@@ -222,3 +222,21 @@ def test_the_libraries_are_typed_packages():
     for package in ("mslm_core", "mslm_client"):
         assert (root / package / "py.typed").is_file(), package
         assert "py.typed" in data["package-data"][package], package
+
+
+def test_a_job_option_is_declared_alike_everywhere():
+    """Issue 32: a job option is allowed in three places (the store's allow-list, the API's
+    JobCreate, the client's JobParams) and must exist in TrainConfig (or be the encoder); a
+    test fails when one of them drifts."""
+    import dataclasses
+
+    from api.schemas import JobCreate
+    from mslm_client._endpoints import _EXPORT_KEYS, JobParams
+    from mslm_core.config import TrainConfig
+    from store.service import JOB_FIELDS
+
+    request_only = {"dataset_id", "datasets", "export", "idempotency_key"}
+    assert set(JobCreate.model_fields) - request_only == set(JOB_FIELDS)
+    assert set(JobParams.__annotations__) - set(_EXPORT_KEYS) == set(JOB_FIELDS)
+    config = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(JOB_FIELDS) - {"base_model"} <= config
