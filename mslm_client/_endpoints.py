@@ -281,12 +281,6 @@ def evaluation_calibration_png(evaluation_id: str) -> Call[bytes]:
 
 
 # -- annotation jobs (bulk) -------------------------------------------------------------------
-#: What annotation jobs read and write (the service's mslm_core.notes.NOTE_FORMATS and
-#: store.bulk.OUTPUT_FORMATS; a test keeps them equal).
-NOTE_FORMATS = ("jsonl", "text", "bioc", "pubtator")
-OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator")
-
-
 class AnnotationJobOptions(TypedDict, total=False):
     """What an annotation job takes besides its source and output."""
 

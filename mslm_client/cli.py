@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._endpoints import NOTE_FORMATS, OUTPUT_FORMATS
+from ._formats import NOTE_FORMATS, OUTPUT_FORMATS
 
 
 def bulk(sub: argparse._SubParsersAction) -> None:

@@ -242,11 +242,48 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_corpora(sub)
 
-    # the service's commands (serve, up, worker, migrate) come from the packages that provide
-    # them, through entry points: the library itself never imports the service
+    # the service's commands (serve, up, worker, migrate, bulk) come from the packages that
+    # provide them, through entry points: the library itself never imports the service
     for ep in entry_points(group="mslm.commands"):
-        ep.load()(sub)
+        add = _command(ep)
+        if add is not None:
+            add(sub)
     return parser
+
+
+#: The top-level packages of this project: a missing one of these inside a command's module is
+#: a packaging fault, never a choice.
+OURS = {"mslm_core", "mslm_settings", "api", "worker", "store", "mslm_client"}
+
+
+def _command(ep: Any) -> Any:
+    """An entry point's ``add_parser``; None when the package that provides it is left out of
+    this installation (the service's images carry no HTTP client); a stand-in that says what
+    to install when it needs a third-party package that is not there (``mslm bulk`` without
+    the ``client`` extra's httpx). A module of ours missing otherwise is raised."""
+    try:
+        return ep.load()
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if exc.name == ep.module.split(".")[0]:  # the providing package itself
+            log.debug("command %s unavailable: package %s is not installed", ep.name, missing)
+            return None
+        if missing in OURS or not missing:
+            raise
+        reason = (
+            f"mslm {ep.name} needs {missing}, which is not installed (pip install 'mslm[client]')"
+        )
+
+        def stand_in(sub: Any) -> None:
+            p = sub.add_parser(ep.name, help=f"(unavailable: needs {missing})")
+            p.set_defaults(handler=lambda args: _unavailable(reason))
+
+        return stand_in
+
+
+def _unavailable(reason: str) -> int:
+    log.error("%s", reason)
+    return 2
 
 
 def cmd_train(args: argparse.Namespace) -> int:

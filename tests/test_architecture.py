@@ -240,3 +240,36 @@ def test_a_job_option_is_declared_alike_everywhere():
     assert set(JobParams.__annotations__) - set(_EXPORT_KEYS) == set(JOB_FIELDS)
     config = {f.name for f in dataclasses.fields(TrainConfig)}
     assert set(JOB_FIELDS) - {"base_model"} <= config
+
+
+def test_a_command_whose_package_is_left_out_does_not_break_the_cli(monkeypatch):
+    """The service's images install the service but not the HTTP client: ``mslm`` there must
+    still build its parser (found by the compose smoke: every container failed to start), while
+    any other import error stays loud."""
+    from importlib.metadata import EntryPoint
+
+    from mslm_core import cli
+
+    absent = EntryPoint("bulk", "package_not_here.cli:bulk", "mslm.commands")
+    assert cli._command(absent) is None
+    broken = EntryPoint("x", "mslm_core.not_a_module:x", "mslm.commands")
+    with pytest.raises(ModuleNotFoundError):
+        cli._command(broken)
+    # without the client extra (httpx), `mslm bulk` says what to install; the rest works
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins; real = builtins.__import__\n"
+        "def guard(name, *a, **k):\n"
+        "    if name.split('.')[0] == 'httpx': raise ModuleNotFoundError(name=name)\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = guard\n"
+        "import sys; from mslm_core.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    run = [sys.executable, "-c", code]
+    out = subprocess.run([*run, "bulk"], capture_output=True, text=True)
+    assert out.returncode == 2 and "pip install 'mslm[client]'" in out.stderr, out.stderr
+    out = subprocess.run([*run, "convert", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

@@ -605,7 +605,7 @@ def test_the_format_lists_are_one_fact():
     import typing
 
     from api.schemas import FileOutput
-    from mslm_client import _endpoints as client
+    from mslm_client import _formats as client
     from mslm_core.notes import NOTE_FORMATS
 
     assert typing.get_args(FileOutput.model_fields["format"].annotation) == bulk.OUTPUT_FORMATS

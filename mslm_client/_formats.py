@@ -1,0 +1,6 @@
+"""What annotation jobs read and write: the service's ``mslm_core.notes.NOTE_FORMATS`` and
+``store.bulk.OUTPUT_FORMATS`` (a test keeps them equal). Plain constants, so that ``mslm
+bulk``'s parser is built without importing httpx."""
+
+NOTE_FORMATS = ("jsonl", "text", "bioc", "pubtator")
+OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator")
