@@ -40,11 +40,12 @@ from .models import (
     SUCCEEDED,
     AnnotationChunk,
     AnnotationJob,
+    Model,
     NoteInput,
     new_id,
     utcnow,
 )
-from .service import Conflict, NotFound, get_owned, owned, shown_name, staged
+from .service import Conflict, NotFound, get_owned, owned, shown_name, staged, visible_to
 
 #: Errors kept per chunk in the job's report (the count is always exact).
 ERRORS_PER_CHUNK = 1000
@@ -186,6 +187,8 @@ def create_annotation_job(
     owner: str | None,
 ) -> AnnotationJob:
     now = utcnow()
+    if session.get(Model, model_id) is None:
+        raise NotFound(f"model {model_id}")
     # a file's row is locked until the job is recorded: a delete of it waits, then sees the job
     if (
         source.get("kind") == "file"
@@ -206,6 +209,25 @@ def create_annotation_job(
     session.add(job)
     session.commit()
     return job
+
+
+def page(
+    session: Session,
+    cls: type[AnnotationJob] | type[NoteInput],
+    owner: str | None,
+    limit: int,
+    offset: int,
+    state: str | None = None,
+) -> tuple[list[Any], int]:
+    """One page of the annotation jobs or notes files ``owner`` sees (None: all), newest
+    first, and how many there are; ``state`` narrows jobs to one state."""
+    query = visible_to(select(cls), cls, owner)
+    count = visible_to(select(func.count()).select_from(cls), cls, owner)
+    if state is not None and cls is AnnotationJob:
+        query = query.where(AnnotationJob.state == state)
+        count = count.where(AnnotationJob.state == state)
+    rows = list(session.scalars(query.order_by(cls.created_at.desc()).limit(limit).offset(offset)))
+    return rows, session.scalar(count) or 0
 
 
 def get_job(session: Session, job_id: str, owner: str | None) -> AnnotationJob:

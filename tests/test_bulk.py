@@ -368,6 +368,13 @@ def test_bad_requests_say_what_and_where(served, tmp_path):
             json={"source": {"kind": "file", "input": "notes-nope"}},
         )
         assert r.status_code == 404
+        notes = _upload(c, tmp_path)
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ANNOTATE),
+            json={"source": {"kind": "file", "input": notes["id"]}, "model": "m-nope"},
+        )
+        assert r.status_code == 404 and "m-nope" in r.json()["detail"]
 
 
 # -- into the OMOP CDM v5.4 tables on PostgreSQL ------------------------------------------------

@@ -13,12 +13,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
-from sqlalchemy import func, select
 
 from mslm_core.notes import NOTE_FORMATS
 from store import bulk
-from store.models import FINAL_STATES, AnnotationJob, Model, NoteInput
-from store.service import Conflict, NotFound, active_model_id, check_upload_quota, visible_to
+from store.models import FINAL_STATES, AnnotationJob, NoteInput
+from store.service import Conflict, NotFound, active_model_id, check_upload_quota
 from worker.celery_app import CeleryQueue
 
 from ..deps import AnnotateKey, IdPath, SessionDep, StateDep
@@ -86,12 +85,8 @@ def list_notes(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> NoteInputList:
     """The notes files this key uploaded (an admin key: all), newest first."""
-    query = visible_to(select(NoteInput), NoteInput, key.owner)
-    count = visible_to(select(func.count()).select_from(NoteInput), NoteInput, key.owner)
-    rows = session.scalars(query.order_by(NoteInput.created_at.desc()).limit(limit).offset(offset))
-    return NoteInputList(
-        data=[NoteInputOut.model_validate(r) for r in rows], count=session.scalar(count) or 0
-    )
+    rows, count = bulk.page(session, NoteInput, key.owner, limit, offset)
+    return NoteInputList(data=[NoteInputOut.model_validate(r) for r in rows], count=count)
 
 
 @router.delete(
@@ -134,8 +129,6 @@ def submit(
     model_id = body.model or active_model_id(session)
     if model_id is None:
         raise Conflict("no model is served yet: name one (model) or activate one")
-    if session.get(Model, model_id) is None:
-        raise NotFound(f"model {model_id}")
     params = {
         "min_confidence": body.min_confidence,
         "min_confidence_per_type": body.min_confidence_per_type,
@@ -166,17 +159,8 @@ def list_annotation_jobs(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> AnnotationJobList:
     """The annotation jobs this key submitted (an admin key: all), newest first."""
-    query = visible_to(select(AnnotationJob), AnnotationJob, key.owner)
-    count = visible_to(select(func.count()).select_from(AnnotationJob), AnnotationJob, key.owner)
-    if state is not None:
-        query = query.where(AnnotationJob.state == state)
-        count = count.where(AnnotationJob.state == state)
-    rows = session.scalars(
-        query.order_by(AnnotationJob.created_at.desc()).limit(limit).offset(offset)
-    )
-    return AnnotationJobList(
-        data=[_out(session, j) for j in rows], count=session.scalar(count) or 0
-    )
+    rows, count = bulk.page(session, AnnotationJob, key.owner, limit, offset, state)
+    return AnnotationJobList(data=[_out(session, j) for j in rows], count=count)
 
 
 @router.get("/{job_id}", response_model=AnnotationJobOut, responses=problem_responses(404))
