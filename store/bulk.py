@@ -253,22 +253,6 @@ def claim_plan(session: Session, job_id: str, worker: str) -> bool:
     return result.rowcount == 1  # type: ignore[attr-defined]
 
 
-def plan_beat(session: Session, job_id: str, worker: str) -> bool:
-    """Keep a planning claim alive; False when it was lost (reaped, cancelled)."""
-    result = session.execute(
-        update(AnnotationJob)
-        .where(
-            AnnotationJob.id == job_id,
-            AnnotationJob.state == RUNNING,
-            AnnotationJob.worker == worker,
-            AnnotationJob.planned_at.is_(None),
-        )
-        .values(heartbeat_at=utcnow())
-    )
-    session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
-
-
 def save_plan(
     session: Session,
     job_id: str,

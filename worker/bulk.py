@@ -43,6 +43,8 @@ from store.models import (
     utcnow,
 )
 
+from .celery_app import worker_name
+
 log = logging.getLogger(__name__)
 
 #: Notes annotated per engine call inside a chunk; the heartbeat and the cancel check run
@@ -50,12 +52,6 @@ log = logging.getLogger(__name__)
 BATCH_NOTES = 32
 
 Publish = Callable[[str, int], None]
-
-
-def worker_name() -> str:
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 # -- sources -----------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ no server, several processes on one machine (``mslm up``).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from typing import Any
 
 from celery import Celery
@@ -26,6 +28,11 @@ TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE = "train", "eval", "annotate"
 QUEUES = (TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE)
 TRAIN_TASK, EVAL_TASK = "mslm.train", "mslm.evaluate"
 PLAN_TASK, CHUNK_TASK = "mslm.annotate_plan", "mslm.annotate_chunk"
+
+
+def worker_name() -> str:
+    """This process as a row's owner: host and pid (the claims and heartbeats of every task)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def broker_config(settings: Settings) -> tuple[str, dict[str, Any]]:

@@ -13,7 +13,6 @@ import errno
 import logging
 import os
 import shutil
-import socket
 import threading
 import time
 from pathlib import Path
@@ -44,11 +43,9 @@ from store.models import (
 from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
 from store.service import allowed_encoder, model_row_from_manifest
 
+from .celery_app import worker_name
+
 log = logging.getLogger(__name__)
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class LostClaim(Exception):
