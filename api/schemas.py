@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from mslm_core.config import DEFAULT_STRATEGY
+from mslm_core.corpus import PREDICTION_FORMATS
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_core.types import ASSERTION_ATTRIBUTES
 
@@ -57,7 +58,7 @@ class AnnotateRequest(Strict):
         default_factory=LabelStudioNames,
         description="for format labelstudio: the names in the project's labelling config",
     )
-    format: Literal["json", "bioc", "pubtator", "labelstudio"] = Field(
+    format: Literal[PREDICTION_FORMATS] = Field(  # type: ignore[valid-type]
         "json",
         description="json: AnnotateResponse; bioc: a BioC JSON collection; pubtator: PubTator "
         "text (text/plain); labelstudio: Label Studio tasks with pre-annotations",

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .corpus import PREDICTION_FORMATS
-from .corpus.bioc import predictions_to_bioc
-from .corpus.labelstudio import predictions_to_labelstudio
-from .corpus.pubtator import predictions_to_pubtator
+from .corpus import PREDICTION_FORMATS, registry
 from .types import Entity
 
-__all__ = ["PREDICTION_FORMATS", "annotation_json", "kept", "render_predictions"]
+__all__ = [
+    "PREDICTION_FORMATS",
+    "annotation_json",
+    "kept",
+    "media_type",
+    "render_predictions",
+]
 
 
 def kept(
@@ -47,18 +50,24 @@ def render_predictions(
     to_name: str = "text",
     ids: Sequence[str] | None = None,
 ) -> str | dict[str, Any] | list[dict[str, Any]]:
-    """Predictions (one list of entities per text) in ``format``: ``"bioc"`` (a BioC
-    collection), ``"labelstudio"`` (tasks with pre-annotations; ``from_name``/``to_name``:
-    the control and object names of the project's labelling config) or ``"pubtator"``
-    (text); ``model`` names the model that made them; ``ids`` name the texts (BioC document
-    ids, PubTator PMIDs; default: their indices). ``"json"``: :func:`annotation_json`."""
-    if format == "bioc":
-        return predictions_to_bioc(texts, entities, model, ids)
-    if format == "labelstudio":
-        return predictions_to_labelstudio(
-            texts, entities, model_version=model, from_name=from_name, to_name=to_name
+    """Predictions (one list of entities per text) in ``format``, one of the corpus formats
+    that render predictions (``corpus.registry``): ``"bioc"`` (a BioC collection),
+    ``"labelstudio"`` (tasks with pre-annotations; ``from_name``/``to_name``: the control and
+    object names of the project's labelling config) or ``"pubtator"`` (text); ``model`` names
+    the model that made them; ``ids`` name the texts (BioC document ids, PubTator PMIDs;
+    default: their indices). ``"json"``: :func:`annotation_json`."""
+    fmt = registry.formats().get(format)
+    if fmt is not None and fmt.predictions is not None:
+        return fmt.predictions.render(
+            texts, entities, model=model, ids=ids, from_name=from_name, to_name=to_name
         )
-    if format == "pubtator":
-        return predictions_to_pubtator(texts, entities, ids)
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
     raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
+
+
+def media_type(format: str) -> str:
+    """The media type of predictions rendered in ``format``."""
+    fmt = registry.formats().get(format)
+    return (
+        "application/json" if fmt is None or fmt.predictions is None else fmt.predictions.media_type
+    )

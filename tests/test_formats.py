@@ -1191,3 +1191,70 @@ def test_service_reads_uploads_in_every_format_and_annotates_in_each(formats_ser
         content = doc["responses"]["200"]["content"]
         assert {"application/json", "text/plain"} <= set(content)
         assert "BioC" in doc["responses"]["200"]["description"]
+
+
+# ------------------------------------------------------------------ one registration a format
+def test_the_format_tables_come_from_the_registry(tmp_path):
+    """Issue 32: a format is declared once, by its module (``corpus.registry``); the names, the
+    extensions, the stored suffixes, the sniffer, the prediction formats of the library, the CLI
+    and the API all follow it, and a corpus stored under a format's suffix reads back as it."""
+    from api.schemas import AnnotateRequest
+    from mslm_core.corpus import EXTENSIONS, PREDICTION_FORMATS, SUFFIXES, registry, write_corpus
+    from mslm_core.render import render_predictions
+
+    declared = registry.formats()
+    assert FORMATS == tuple(declared)
+    assert EXTENSIONS == {e: f.name for f in declared.values() for e in f.extensions}
+    assert SUFFIXES == {name: f.suffix for name, f in declared.items()}
+    corpus = read_corpus(_write(tmp_path, "c.tsv", CONLL))
+    for name, suffix in SUFFIXES.items():
+        stored = tmp_path / f"{name}{suffix}"
+        write_corpus(corpus, stored, name)
+        assert detect_format(stored) == name
+    rendering = [n for n, f in declared.items() if f.predictions is not None]
+    assert PREDICTION_FORMATS == ("json", *rendering)
+    enum = AnnotateRequest.model_json_schema()["properties"]["format"]["enum"]
+    assert enum == list(PREDICTION_FORMATS)
+    for name in rendering:
+        assert render_predictions(name, TEXTS, _entities(), "m")
+    with pytest.raises(ValueError, match="unknown prediction format 'brat'"):
+        render_predictions("brat", TEXTS, _entities(), "m")
+
+
+def test_a_new_format_is_one_registration(monkeypatch, tmp_path):
+    """Registering a format makes it sniffable and readable by name; a second registration of
+    a name or of an extension another format implies is refused."""
+    from mslm_core.corpus import registry
+    from mslm_core.corpus.conll import fill_conll, write_conll
+    from mslm_core.corpus.model import SentenceList
+
+    monkeypatch.setattr(registry, "_FORMATS", registry.formats())
+
+    def fill_marked(path: str, sink) -> None:
+        lines = Path(path).read_text().splitlines()
+        assert lines[0] == "#marked"
+        plain = tmp_path / "plain.tsv"
+        plain.write_text("\n".join(lines[1:]) + "\n")
+        fill_conll(str(plain), sink)
+
+    marked = registry.Format(
+        "marked",
+        fill_marked,
+        write_conll,
+        extensions=(".marked",),
+        suffix=".marked",
+        sniff=lambda head: head.startswith(b"#marked"),
+        sniff_rank=5,
+    )
+    registry.register(marked)
+    text = "#marked\n" + CONLL
+    assert registry.sniff(text.encode()) == "marked"
+    sink = SentenceList()
+    registry.fill("marked", str(_write(tmp_path, "x.marked", text)), sink)
+    assert sink.corpus("x").sentences == read_corpus(_write(tmp_path, "c.tsv", CONLL)).sentences
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register(marked)
+    with pytest.raises(ValueError, match=r"\.tsv already implies conll"):
+        registry.register(
+            registry.Format("other", fill_conll, write_conll, (".tsv",), ".tsv", sniff=None)
+        )

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from mslm_core.predict import Entity
-from mslm_core.render import annotation_json, render_predictions
+from mslm_core.render import annotation_json, media_type, render_predictions
 from mslm_core.render import kept as keep
 
 from ..deps import AnnotateKey, AppState, StateDep
@@ -154,20 +154,16 @@ async def _respond(
     body: AnnotateRequest, format: str, loaded: LoadedModel, kept: list[list[Entity]]
 ) -> Response:
     def respond() -> Response:
-        if format == "pubtator":
-            return PlainTextResponse(
-                render_predictions("pubtator", body.texts, kept, loaded.id),
-                media_type="text/plain; charset=utf-8",
-            )
-        if format != "json":
-            names = body.labelstudio
-            return JSONResponse(
-                render_predictions(
-                    format, body.texts, kept, loaded.id, names.from_name, names.to_name
-                )
-            )
-        # built once, in the documented shape (AnnotateResponse); not validated a second time
-        return JSONResponse(annotation_json(loaded.describe(), kept))
+        if format == "json":
+            # built once, in the documented shape (AnnotateResponse); not validated again
+            return JSONResponse(annotation_json(loaded.describe(), kept))
+        names = body.labelstudio
+        rendered = render_predictions(
+            format, body.texts, kept, loaded.id, names.from_name, names.to_name
+        )
+        if isinstance(rendered, str):
+            return PlainTextResponse(rendered, media_type=media_type(format))
+        return JSONResponse(rendered, media_type=media_type(format))
 
     if sum(map(len, kept)) < RENDER_ON_THE_LOOP:
         return respond()

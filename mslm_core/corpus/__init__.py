@@ -42,86 +42,55 @@ format for the others).
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
 from ..errors import CorpusError
+from . import registry
 from ._io import MAX_ISSUES, IssueCollector, StrPath
-from ._shared import label_problem, skip_json_space
-from .bioc import fill_bioc, predictions_to_bioc, read_bioc, write_bioc
-from .conll import DOCSTART, fill_conll, read_conll, write_conll
-from .jsonl import fill_jsonl, read_jsonl, write_jsonl
-from .labelstudio import (
-    fill_labelstudio,
-    predictions_to_labelstudio,
-    read_labelstudio,
-    write_labelstudio,
-)
-from .model import Corpus, CorpusSummary, Mention, Sentence, SentenceList, Sink, Tally
-from .pubtator import (
-    TEXT_LINE,
-    fill_pubtator,
-    predictions_to_pubtator,
-    read_pubtator,
-    write_pubtator,
-)
+from ._shared import label_problem
+from .model import Corpus, CorpusSummary, Mention, Sentence, SentenceList, Tally
+
+# The formats: each module registers its own (registry.py); FORMATS lists them in this order.
+# isort: off
+from .conll import DOCSTART, read_conll, write_conll
+from .jsonl import read_jsonl, write_jsonl
+from .labelstudio import predictions_to_labelstudio, read_labelstudio, write_labelstudio
+from .bioc import looks_like_xml, predictions_to_bioc, read_bioc, write_bioc
+from .pubtator import predictions_to_pubtator, read_pubtator, write_pubtator
+
+# isort: on
 
 #: Format names accepted by :func:`read_corpus`, :func:`write_corpus` and :func:`convert`.
-FORMATS = ("conll", "jsonl", "labelstudio", "bioc", "pubtator")
+FORMATS = tuple(registry.formats())
 
-_FILLERS: dict[str, Callable[[str, Sink], None]] = {
-    "conll": fill_conll,
-    "jsonl": fill_jsonl,
-    "labelstudio": fill_labelstudio,
-    "bioc": fill_bioc,
-    "pubtator": fill_pubtator,
-}
-_WRITERS: dict[str, Callable[[Corpus, str], None]] = {
-    "conll": write_conll,
-    "jsonl": write_jsonl,
-    "labelstudio": write_labelstudio,
-    "bioc": write_bioc,
-    "pubtator": write_pubtator,
-}
+
+def _extensions() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    implied = {ext: f.name for f in registry.formats().values() for ext in f.extensions}
+    shared: dict[str, tuple[str, ...]] = {}
+    for fmt in registry.formats().values():
+        for ext in fmt.also_reads:
+            shared[ext] = (*shared.get(ext, (implied[ext],)), fmt.name)
+    return implied, shared
+
 
 #: File extensions (lower case) and the format they imply; when reading, the content of a
-#: ``.json`` or ``.txt`` file decides among the formats that use it (see :func:`detect_format`).
-EXTENSIONS: dict[str, str] = {
-    ".jsonl": "jsonl",
-    ".json": "jsonl",
-    ".ndjson": "jsonl",
-    ".tsv": "conll",
-    ".conll": "conll",
-    ".iob": "conll",
-    ".iob2": "conll",
-    ".txt": "conll",
-    ".bio": "conll",
-    ".pubtator": "pubtator",
-    ".xml": "bioc",
-}
-
-#: Extensions shared by several formats: the formats the content may choose among.
-_SHARED_EXTENSIONS: dict[str, tuple[str, ...]] = {
-    ".json": ("jsonl", "labelstudio", "bioc"),
-    ".txt": ("conll", "pubtator"),
-}
+#: file whose extension other formats also read (``.json``, ``.txt``) decides among them (see
+#: :func:`detect_format`).
+EXTENSIONS, _SHARED_EXTENSIONS = _extensions()
 
 #: The extension a file of each format is stored under; :func:`detect_format` reads it back
 #: as that format.
-SUFFIXES: dict[str, str] = {
-    "conll": ".tsv",
-    "jsonl": ".jsonl",
-    "labelstudio": ".json",
-    "bioc": ".json",
-    "pubtator": ".pubtator",
-}
+SUFFIXES: dict[str, str] = {name: fmt.suffix for name, fmt in registry.formats().items()}
 
 #: Formats for predictions (``mslm annotate --format``, ``POST /v1/annotate``): ``json`` is
 #: the service's own shape; all are rendered by ``mslm_core.render``.
-PREDICTION_FORMATS = ("json", "bioc", "pubtator", "labelstudio")
+PREDICTION_FORMATS = (
+    "json",
+    *(name for name, fmt in registry.formats().items() if fmt.predictions is not None),
+)
 
 #: File stems (lower case) recognised by :func:`load_splits`, per split.
 SPLIT_NAMES: dict[str, tuple[str, ...]] = {
@@ -140,69 +109,35 @@ def _check_format(path: str, format: str) -> str:
     return name
 
 
-def _sniff(path: str) -> str:
-    """The format the content of ``path`` looks like (see :func:`detect_format`)."""
+def _sniff(path: str) -> tuple[str, bool]:
+    """The format the content of ``path`` looks like (see :func:`detect_format`), and whether
+    it is XML."""
     try:
         with open(path, "rb") as handle:
-            found = _sniff_handle(handle)
+            head = _head(handle)
     except FileNotFoundError:
         raise CorpusError.single(path, None, "file not found") from None
     except IsADirectoryError:
         raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
     except OSError as e:
         raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
-    return "bioc" if found == _XML else found
+    return registry.sniff(head), looks_like_xml(head)
 
 
-_XML = "xml"
 _SNIFF_BYTES = 1 << 20
 
 
-def _sniff_handle(handle: IO[bytes]) -> str:
-    first_chunk = True
-    while chunk := handle.read(65536):
-        if first_chunk and chunk.startswith(b"\xef\xbb\xbf"):
-            chunk = chunk[3:]
-        first_chunk = False
-        stripped = chunk.lstrip()
-        if not stripped:
-            continue
-        if stripped.startswith(b"["):
-            return "labelstudio"
-        if stripped.startswith((b"<?xml", b"<!DOCTYPE", b"<collection")):
-            return _XML
-        head = stripped + handle.read(_SNIFF_BYTES - len(stripped))
-        if stripped.startswith(b"{"):
-            return "bioc" if _has_documents_key(head.decode("utf-8", "replace")) else "jsonl"
-        first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
-        return "pubtator" if TEXT_LINE.match(first_line) else "conll"
-    return "conll"
-
-
-def _has_documents_key(head: str) -> bool:
-    """Whether the JSON object that ``head`` starts has a top-level ``documents`` key (a BioC
-    collection); ``head`` may be cut anywhere."""
-    decoder = json.JSONDecoder()
-    pos = 1
-    try:
-        while True:
-            pos = skip_json_space(head, pos)
-            if head[pos] != '"':
-                return False  # "}" (the object ended) or invalid JSON
-            key, pos = decoder.raw_decode(head, pos)
-            if key == "documents":
-                return True
-            pos = skip_json_space(head, pos)
-            if head[pos] != ":":
-                return False
-            pos = skip_json_space(head, pos + 1)
-            _, pos = decoder.raw_decode(head, pos)
-            pos = skip_json_space(head, pos)
-            if head[pos] != ",":
-                return False
-            pos += 1
-    except (ValueError, IndexError, RecursionError):  # cut before "documents": look for it
-        return '"documents"' in head
+def _head(handle: IO[bytes]) -> bytes:
+    """The first non-blank bytes of a file, up to 1 MiB, a UTF-8 byte-order mark removed."""
+    head = handle.read(_SNIFF_BYTES)
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    while True:
+        stripped = head.lstrip()
+        if stripped or not head:
+            break
+        head = handle.read(_SNIFF_BYTES)  # a blank megabyte: the content starts further on
+    return stripped + handle.read(_SNIFF_BYTES - len(stripped))
 
 
 def detect_format(path: StrPath, name: str | None = None) -> str:
@@ -216,9 +151,9 @@ def detect_format(path: StrPath, name: str | None = None) -> str:
     suffix = Path(source if name is None else name).suffix.lower()
     if suffix in EXTENSIONS and suffix not in _SHARED_EXTENSIONS:
         return EXTENSIONS[suffix]
-    sniffed = _sniff(source)
+    sniffed, xml = _sniff(source)
     if suffix in _SHARED_EXTENSIONS and sniffed not in _SHARED_EXTENSIONS[suffix]:
-        if sniffed == "bioc":  # XML under .txt: read as CoNLL it gives confusing errors
+        if xml:  # XML under .txt: read as CoNLL it gives confusing errors
             raise CorpusError.single(
                 source, 1, "an XML file (BioC XML?) named .txt: name it .xml, or read it as bioc"
             )
@@ -241,15 +176,8 @@ def read_corpus(
     refused."""
     name, chosen = _reader_format(path, format)
     sink = SentenceList(type_map)
-    _fill(chosen, name, sink, trust_offsets)
+    registry.fill(chosen, name, sink, trust_offsets)
     return sink.corpus(name)
-
-
-def _fill(fmt: str, name: str, sink: Sink, trust_offsets: bool) -> None:
-    if fmt == "pubtator":
-        fill_pubtator(name, sink, trust_offsets)
-    else:
-        _FILLERS[fmt](name, sink)
 
 
 def parse_type_map(text: str) -> dict[str, str]:
@@ -281,7 +209,7 @@ def scan_corpus(
     annotation of a task replace an earlier one)."""
     name, chosen = _reader_format(path, format)
     tally = Tally(type_map)
-    _fill(chosen, name, tally, trust_offsets)
+    registry.fill(chosen, name, tally, trust_offsets)
     return tally.summary()
 
 
@@ -302,7 +230,7 @@ def _reader_format(path: StrPath, format: str | None) -> tuple[str, str]:
 def write_corpus(corpus: Corpus, path: StrPath, format: str | None = None) -> None:
     """Write ``corpus`` in ``format``; when ``None``, the format comes from the extension."""
     name = os.fspath(path)
-    _WRITERS[output_format(name, format)](corpus, name)
+    registry.get(output_format(name, format)).write(corpus, name)
 
 
 def output_format(path: StrPath, format: str | None = None) -> str:

@@ -102,3 +102,12 @@ def atomic_write(path: StrPath, lines: Iterator[str]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_name(value: object) -> str:
+    """A JSON value's type as a message names it (``null`` for None)."""
+    return "null" if value is None else type(value).__name__

@@ -16,8 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CorpusError
 from ..text import word_spans
-from ._io import MAX_LINE_BYTES, IssueCollector
-from .jsonl import _type_name
+from ._io import MAX_LINE_BYTES, IssueCollector, _type_name
 from .model import Mention, Sentence
 
 if TYPE_CHECKING:

@@ -25,9 +25,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CorpusError
 from ..types import ASSERTION_ATTRIBUTES
-from ._io import IssueCollector, StrPath, atomic_write
-from .jsonl import _is_int, _type_name
+from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write
 from .model import Corpus, SentenceList, Sink
+from .registry import Format, Predictions, register
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -43,6 +43,7 @@ from ._shared import (
     label_problem,
     open_binary,
     sentence_from_spans,
+    skip_json_space,
 )
 
 log = logging.getLogger(__name__)
@@ -391,3 +392,70 @@ def predictions_to_bioc(
         for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
     ]
     return {**_collection({"model": model}), "documents": documents}
+
+
+_SNIFF_XML = (b"<?xml", b"<!DOCTYPE", b"<collection")
+
+
+def looks_like_xml(head: bytes) -> bool:
+    return head.startswith(_SNIFF_XML)
+
+
+def _sniff(head: bytes) -> bool:
+    """BioC XML, or a JSON object with a top-level ``documents`` key (a collection)."""
+    if looks_like_xml(head):
+        return True
+    return head.startswith(b"{") and _has_documents_key(head.decode("utf-8", "replace"))
+
+
+def _has_documents_key(head: str) -> bool:
+    """Whether the JSON object that ``head`` starts has a top-level ``documents`` key (a BioC
+    collection); ``head`` may be cut anywhere."""
+    decoder = json.JSONDecoder()
+    pos = 1
+    try:
+        while True:
+            pos = skip_json_space(head, pos)
+            if head[pos] != '"':
+                return False  # "}" (the object ended) or invalid JSON
+            key, pos = decoder.raw_decode(head, pos)
+            if key == "documents":
+                return True
+            pos = skip_json_space(head, pos)
+            if head[pos] != ":":
+                return False
+            pos = skip_json_space(head, pos + 1)
+            _, pos = decoder.raw_decode(head, pos)
+            pos = skip_json_space(head, pos)
+            if head[pos] != ",":
+                return False
+            pos += 1
+    except (ValueError, IndexError, RecursionError):  # cut before "documents": look for it
+        return '"documents"' in head
+
+
+def _render(
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    *,
+    model: str,
+    ids: Sequence[str] | None,
+    from_name: str,
+    to_name: str,
+) -> dict[str, Any]:
+    return predictions_to_bioc(texts, entities, model, ids)
+
+
+register(
+    Format(
+        "bioc",
+        fill_bioc,
+        write_bioc,
+        extensions=(".xml",),
+        suffix=".json",
+        also_reads=(".json",),
+        sniff=_sniff,
+        sniff_rank=20,
+        predictions=Predictions(_render),
+    )
+)

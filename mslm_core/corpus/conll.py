@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
 from .model import Corpus, Mention, Sentence, SentenceList, Sink
+from .registry import Format, register
 
 DOCSTART = "-DOCSTART-"
 
@@ -145,3 +146,15 @@ def write_conll(corpus: Corpus, path: StrPath) -> None:
                 )
     issues.raise_if_any()
     atomic_write(name, _conll_lines(corpus))
+
+
+register(
+    Format(
+        "conll",
+        fill_conll,
+        write_conll,
+        extensions=(".tsv", ".conll", ".iob", ".iob2", ".txt", ".bio"),
+        suffix=".tsv",
+        sniff=None,  # what no other format recognises
+    )
+)

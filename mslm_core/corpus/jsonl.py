@@ -9,16 +9,9 @@ from typing import Any
 
 from ..errors import CorpusError
 from ..text import word_spans
-from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
+from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write, numbered_lines
 from .model import Corpus, Mention, Sentence, SentenceList, Sink
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
+from .registry import Format, register
 
 
 def _entity_problem(text: str, entity: object, where: str) -> tuple[str, str] | None:
@@ -190,3 +183,16 @@ def write_jsonl(corpus: Corpus, path: StrPath) -> None:
     """Write ``corpus`` as JSONL, one ``{"text", "entities"}`` object per sentence, with the
     character offsets of :meth:`Sentence.char_mentions` (UTF-8, non-ASCII kept as is)."""
     atomic_write(path, _jsonl_lines(corpus))
+
+
+register(
+    Format(
+        "jsonl",
+        fill_jsonl,
+        write_jsonl,
+        extensions=(".jsonl", ".json", ".ndjson"),
+        suffix=".jsonl",
+        sniff=lambda head: head.startswith(b"{"),  # after BioC's, which also starts with {
+        sniff_rank=30,
+    )
+)

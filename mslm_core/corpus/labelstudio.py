@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorpusError
-from ._io import IssueCollector, StrPath, atomic_write
+from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write
 from ._shared import (
     CharSpan,
     JsonPath,
@@ -32,8 +32,8 @@ from ._shared import (
     open_binary,
     sentence_from_spans,
 )
-from .jsonl import _is_int, _type_name
 from .model import Corpus, SentenceList, Sink
+from .registry import Format, Predictions, register
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -329,3 +329,32 @@ def predictions_to_labelstudio(
             prediction["score"] = min(e.confidence for e in ents)
         tasks.append({"data": {text_key: text}, "predictions": [prediction]})
     return tasks
+
+
+def _render(
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    *,
+    model: str,
+    ids: Sequence[str] | None,
+    from_name: str,
+    to_name: str,
+) -> list[dict[str, Any]]:
+    return predictions_to_labelstudio(
+        texts, entities, model_version=model, from_name=from_name, to_name=to_name
+    )
+
+
+register(
+    Format(
+        "labelstudio",
+        fill_labelstudio,
+        write_labelstudio,
+        extensions=(),
+        suffix=".json",
+        also_reads=(".json",),
+        sniff=lambda head: head.startswith(b"["),  # an export is an array of tasks
+        sniff_rank=10,
+        predictions=Predictions(_render),
+    )
+)

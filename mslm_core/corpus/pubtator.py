@@ -26,13 +26,14 @@ from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
 from ._shared import CharSpan, label_problem, sentence_from_spans
 from .model import Corpus, SentenceList, Sink
+from .registry import Format, Predictions, register
 
 if TYPE_CHECKING:
     from ..types import Entity
 
 log = logging.getLogger(__name__)
 
-#: A title or abstract line; the PubTator sniffer in ``__init__`` matches its start.
+#: A title or abstract line; the PubTator sniffer (below) matches its start.
 TEXT_LINE = re.compile(r"([^\s|]+)\|([ta])\|(.*)")
 _OFFSET = re.compile(r"[0-9]+")
 NO_CONCEPT = "-"  # the concept id column of a mention that is not linked
@@ -238,3 +239,36 @@ def predictions_to_pubtator(
             ((e.start, e.end, e.type, e.concept.id if e.concept else None) for e in ents),
         )
     )
+
+
+def _sniff(head: bytes) -> bool:
+    """A first line ``PMID|t|…`` or ``PMID|a|…``."""
+    return TEXT_LINE.match(head.split(b"\n", 1)[0].decode("utf-8", "replace")) is not None
+
+
+def _render(
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    *,
+    model: str,
+    ids: Sequence[str] | None,
+    from_name: str,
+    to_name: str,
+) -> str:
+    return predictions_to_pubtator(texts, entities, ids)
+
+
+register(
+    Format(
+        "pubtator",
+        fill_pubtator,
+        write_pubtator,
+        extensions=(".pubtator",),
+        suffix=".pubtator",
+        also_reads=(".txt",),
+        sniff=_sniff,
+        sniff_rank=40,
+        fill_trusting=fill_pubtator,
+        predictions=Predictions(_render, "text/plain; charset=utf-8"),
+    )
+)
