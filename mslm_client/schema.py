@@ -350,6 +350,7 @@ class Model:
     metrics: dict[str, Any]
     active: bool
     manifest: dict[str, Any] | None = None  # only from get_model
+    created_by: str | None = None  # the id of the API key that created it
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Model:
@@ -364,6 +365,7 @@ class Model:
             metrics=dict(d.get("metrics", {})),
             active=bool(d.get("active", False)),
             manifest=d.get("manifest"),
+            created_by=d.get("created_by"),
         )
 
 
@@ -382,6 +384,9 @@ class Vocabulary:
     source: str  # provenance
     created_at: dt.datetime
     active: bool
+    sha256: str = ""  # of the imported file
+    bytes: int = 0  # its size
+    created_by: str | None = None  # the id of the API key that imported it
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Vocabulary:
@@ -396,6 +401,9 @@ class Vocabulary:
             source=d.get("source", ""),
             created_at=_required_time(d["created_at"]),
             active=bool(d.get("active", False)),
+            sha256=d.get("sha256", ""),
+            bytes=int(d.get("bytes", 0)),
+            created_by=d.get("created_by"),
         )
 
 
@@ -435,6 +443,7 @@ class Evaluation:
     metrics: dict[str, Any]  # strict P/R/F1, per_type, exact_match, calibration, …
     error: str | None
     type_map: dict[str, Any] = field(default_factory=dict)  # the dataset's types → the model's
+    created_by: str | None = None  # the id of the API key that created it
 
     @property
     def finished(self) -> bool:
@@ -454,6 +463,7 @@ class Evaluation:
             metrics=dict(d.get("metrics", {})),
             error=d.get("error"),
             type_map=dict(d.get("type_map") or {}),
+            created_by=d.get("created_by"),
         )
 
 

@@ -629,3 +629,63 @@ def test_vocabularies_are_imported_activated_and_deleted(service, trained, tmp_p
         with pytest.raises(ValidationError) as refused:
             client.import_vocabulary(b"D 1\tname\n")
         assert refused.value.status == 422
+
+
+# -- the REST contract, declared on the service and mirrored here (issue 32) -------------------
+CONTRACT = {  # client dataclass → the API's response model
+    "Cue": "CueOut",
+    "Concept": "ConceptOut",
+    "Entity": "EntityOut",
+    "TextResult": "TextResult",
+    "ServedModel": "ServedModel",
+    "AnnotateResponse": "AnnotateResponse",
+    "SplitFile": "SplitFile",
+    "Dataset": "DatasetOut",
+    "JobDataset": "JobDatasetOut",
+    "Job": "JobOut",
+    "Model": "ModelDetail",
+    "Vocabulary": "VocabularyOut",
+    "Linking": "LinkingOut",
+    "Evaluation": "EvaluationOut",
+    "NoteFile": "NoteInputOut",
+    "AnnotationJob": "AnnotationJobOut",
+}
+
+
+def _nullable(annotation) -> bool:
+    import types
+    import typing
+
+    return type(None) in typing.get_args(annotation) and typing.get_origin(annotation) in (
+        typing.Union,
+        types.UnionType,
+    )
+
+
+def test_the_client_mirrors_every_response_field():
+    """A field the service answers with is a field of the client's result, under the same name,
+    None-able where the service may send null; the library's entity (what /v1/annotate
+    renders) has the fields of the API's. Adding a field to one and not the others fails
+    here."""
+    import dataclasses
+    import typing
+
+    import api.schemas as service
+    import mslm_client.schema as client
+    from mslm_core import types as core
+
+    for ours, theirs in CONTRACT.items():
+        mirror, model = getattr(client, ours), getattr(service, theirs)
+        hints = typing.get_type_hints(mirror)
+        assert {f.name for f in dataclasses.fields(mirror)} == set(model.model_fields), ours
+        for name, info in model.model_fields.items():
+            if _nullable(info.annotation):
+                assert _nullable(hints[name]), f"{ours}.{name} may be null"
+    for library, theirs in (
+        (core.Entity, "EntityOut"),
+        (core.LinkedConcept, "ConceptOut"),
+        (core.Cue, "CueOut"),
+    ):
+        names = [f.name for f in dataclasses.fields(library)]
+        assert sorted(names) == sorted(getattr(service, theirs).model_fields), library
+    assert set(client.JobProgress.__dataclass_fields__) >= {"epoch", "step", "loss", "done"}
