@@ -1,5 +1,5 @@
 """The compose stack, run for real (issue 30): build every image, bring the stack up from the
-README's quick start and walk a user's path through the published port.
+quick start of docs/deployment.md and walk a user's path through the published port.
 
 Steps, each timed: the container engine (Docker, else Podman behind its Docker-compatible
 socket); base images (pulled, or — when no registry answers — a Debian base made with
@@ -528,7 +528,8 @@ class Smoke:
 
     # -- the stack ----------------------------------------------------------------------------
     def quick_start(self) -> None:
-        """The README's quick start, in a folder of its own, with this machine's choices."""
+        """The quick start of docs/deployment.md, in a folder of its own, with this machine's
+        choices."""
         shutil.rmtree(self.stack, ignore_errors=True)
         self.stack.mkdir(parents=True)
         shutil.copy(REPO / "docker-compose.yml", self.stack)
@@ -556,7 +557,7 @@ class Smoke:
             if n == 0:
                 text += f"{key}={value}\n"
         (self.stack / ".env").write_text(text)
-        # the README's commands for the secrets, as a user runs them
+        # the quick start's commands for the secrets, as a user runs them
         self.run(
             [
                 "bash",

@@ -1,4 +1,5 @@
-"""Take the README's screenshot of the web page (docs/web-annotate.png) with a real bundle.
+"""Take the web page's screenshot (docs/web-annotate.png: the README, docs/web.md) with a real
+bundle.
 
     .venv/bin/python scripts/readme_screenshot.py BUNDLE [--out docs/web-annotate.png]
 
@@ -40,7 +41,7 @@ def main() -> int:
         from mslm_settings import get_settings
         from store.db import session_factory
         from store.migrate import upgrade
-        from store.service import import_bundle, set_active_model
+        from store.registry import import_bundle, set_active_model
 
         settings = get_settings()
         settings.home.mkdir(parents=True, exist_ok=True)

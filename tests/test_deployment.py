@@ -316,8 +316,8 @@ def test_compose_smoke_round_trip(tmp_path, compose_database, redis_url):
             every=1,
         )
         assert job["state"] == "succeeded", job
-        # a job that names no strategy trains the default: two-stage MSLM (README, "Does MSLM
-        # help?"), its masked-LM epoch first
+        # a job that names no strategy trains the default: two-stage MSLM (docs/benchmarks.md,
+        # "Does MSLM help?"), its masked-LM epoch first
         assert [h["stage"] for h in job["history"]] == ["mlm", "joint", "joint"]
         model = client.get(f"/v1/models/{job['model_id']}", headers=auth(ANNOTATE)).json()
         assert model["strategy"] == "mslm_tapt"

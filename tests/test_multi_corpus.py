@@ -449,7 +449,7 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
 # -- the clinical benchmark's protocol on tiny corpora (benchmarks/clinical_model.py) ------------
 def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path, monkeypatch):
     """Every variant (merged, single, textbook) trains, scores each corpus on its own types,
-    and the summary compares them per type — what the README's table comes from."""
+    and the summary compares them per type — what docs/clinical-schema.md's table comes from."""
     import sys
 
     import clinical_model
