@@ -44,8 +44,8 @@ from mslm_client import (
 )
 from mslm_settings import Settings
 from store.db import session_factory
-from store.models import Evaluation
-from store.models import Job as JobRow
+from store.tables import Evaluation
+from store.tables import Job as JobRow
 from worker.runner import run_evaluation, run_training_job
 
 TEXTS = [
@@ -689,3 +689,36 @@ def test_the_client_mirrors_every_response_field():
         names = [f.name for f in dataclasses.fields(library)]
         assert sorted(names) == sorted(getattr(service, theirs).model_fields), library
     assert set(client.JobProgress.__dataclass_fields__) >= {"epoch", "step", "loss", "done"}
+
+
+def test_the_sync_and_async_clients_are_twins():
+    """Both are drivers of the one sans-I/O protocol (``_core``, ``_endpoints``): each public
+    method of one is a method of the other with the same parameters, kinds and defaults (the
+    async one awaitable or an async iterator), but for the differences listed here — so that a
+    method added to one and not the other, or changed in one only, fails here."""
+    import inspect
+
+    from mslm_client import AsyncClient, Client
+
+    renamed = {"close": "aclose"}
+    async_only = {"annotate_iter": {"concurrency"}, "annotate_series": {"concurrency"}}
+
+    def public(cls) -> dict[str, object]:
+        return {n: m for n, m in vars(cls).items() if not n.startswith("_") and callable(m)}
+
+    sync, asynchronous = public(Client), public(AsyncClient)
+    assert sorted(renamed.get(n, n) for n in sync) == sorted(asynchronous)
+    for name, method in sync.items():
+        twin = asynchronous[renamed.get(name, name)]
+        returns = str(inspect.signature(twin).return_annotation)
+        assert (
+            inspect.iscoroutinefunction(twin)
+            or inspect.isasyncgenfunction(twin)
+            or returns.startswith("AsyncIterator")
+        ), name
+        ours, theirs = inspect.signature(method), inspect.signature(twin)
+        extra = async_only.get(name, set())
+        assert [p for p in theirs.parameters if p not in extra] == list(ours.parameters), name
+        for p in ours.parameters.values():
+            q = theirs.parameters[p.name]
+            assert (p.kind, p.default) == (q.kind, q.default), f"{name}({p.name})"
