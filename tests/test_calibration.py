@@ -21,8 +21,9 @@ from mslm_core.calibration import (
 )
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import Mention, read_conll
-from mslm_core.predict import ScoredMention, temper
+from mslm_core.predict.confidence import temper
 from mslm_core.train import train
+from mslm_core.types import ScoredMention
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -144,7 +145,7 @@ def test_the_fitted_detection_temperature_minimises_its_objective_on_dev(
 
 def test_entity_temperature_is_not_fitted_when_every_entity_is_right():
     from mslm_core.corpus import Corpus, Sentence
-    from mslm_core.predict import RawPredictions
+    from mslm_core.predict.confidence import RawPredictions
 
     sentence = Sentence("a b", [(0, 1), (2, 3)], [Mention(0, 1, "X")])
     probs = np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8]], np.float32)

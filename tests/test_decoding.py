@@ -10,7 +10,9 @@ import pytest
 from test_bundle_predict_cli import TaggingBackend
 
 from mslm_core.features import B, I, O, WindowBuilder
-from mslm_core.predict import Predictor, decode_bio, decode_tags, temper, trim_hyphens
+from mslm_core.predict.confidence import temper
+from mslm_core.predict.decoding import decode_bio, decode_tags, trim_hyphens
+from mslm_core.predict.predictor import Predictor
 
 
 def _valid(tags: tuple[int, ...]) -> bool:

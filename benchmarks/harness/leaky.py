@@ -21,7 +21,7 @@ from mslm_core.corpus import Corpus, Mention
 from mslm_core.features import O, WindowBuilder
 from mslm_core.masking import build_strategy
 from mslm_core.metrics import evaluation_report
-from mslm_core.predict import decode_bio
+from mslm_core.predict.decoding import decode_bio
 from mslm_core.train import Callback
 
 LABEL = "reference-leaky"

@@ -1,0 +1,104 @@
+"""Windowing for prediction: raw text into sentences of words and back to character offsets,
+a chunk of sentences and its model windows (built by :class:`~mslm_core.features.WindowBuilder`),
+the windows grouped into runs of the backend, and the window that types a mention."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from ..features import Packing, Window
+from ..text import sentence_spans, word_spans
+from ..types import Entity, ScoredMention
+
+# where a sentence came from: (text index, the character spans of its words)
+Origin: TypeAlias = tuple[int, list[tuple[int, int]]]
+
+
+def sentences_of(texts: Sequence[str]) -> tuple[list[list[str]], list[Origin]]:
+    """The words of every sentence of every text, and where each sentence came from:
+    (text index, the character spans of its words)."""
+    sentences: list[list[str]] = []
+    where: list[Origin] = []
+    for t, text in enumerate(texts):
+        for a, b in sentence_spans(text):
+            spans = [(a + x, a + y) for x, y in word_spans(text[a:b])]
+            if spans:
+                sentences.append([text[x:y] for x, y in spans])
+                where.append((t, spans))
+    return sentences, where
+
+
+def assemble(
+    texts: Sequence[str],
+    where: Sequence[Origin],
+    predicted: Sequence[list[ScoredMention]],
+) -> list[list[Entity]]:
+    """Mentions over words back to entities over each text's characters."""
+    results: list[list[Entity]] = [[] for _ in texts]
+    for (t, spans), mentions in zip(where, predicted, strict=True):
+        text = texts[t]
+        for m in mentions:
+            start, end = spans[m.start][0], spans[m.end - 1][1]
+            results[t].append(
+                Entity(
+                    start,
+                    end,
+                    text[start:end],
+                    m.label,
+                    m.confidence,
+                    m.detection_score,
+                    m.type_score,
+                )
+            )
+    return results
+
+
+@dataclass
+class Chunk:
+    """A chunk of sentences prepared for the backend; ``probs``/``feats`` fill in per window."""
+
+    sentences: list[list[str]]
+    extra_spans: Sequence[Sequence[tuple[int, int]]]
+    packing: Packing
+    runs: list[list[str]]
+    windows: list[Window]
+    owners: list[list[int]]
+    probs: list[npt.NDArray[np.float32]]
+    feats: list[npt.NDArray[np.float32]]
+
+
+def batch_windows(windows: list[Window], batch_size: int, max_batch_tokens: int) -> list[list[int]]:
+    """Window indices per run: sorted by length, at most ``batch_size`` windows and
+    ``max_batch_tokens`` padded positions each."""
+    order = sorted(range(len(windows)), key=lambda i: (len(windows[i]), i))
+    batches: list[list[int]] = []
+    pos = 0
+    while pos < len(order):
+        batch = [order[pos]]
+        pos += 1
+        while pos < len(order) and len(batch) < batch_size:
+            if len(windows[order[pos]]) * (len(batch) + 1) > max_batch_tokens:
+                break
+            batch.append(order[pos])
+            pos += 1
+        batches.append(batch)
+    return batches
+
+
+def window_for(
+    windows: list[Window], candidates: list[int], owner: int, start: int, end: int
+) -> int:
+    """The window that types a mention: its first word's owner when that window holds
+    the whole mention, else the first window that does, else the owner (partial)."""
+
+    def holds(k: int) -> bool:
+        return windows[k].word_start <= start and end <= windows[k].word_end
+
+    if holds(owner):
+        return owner
+    return next((k for k in candidates if holds(k)), owner)
