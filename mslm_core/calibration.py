@@ -23,7 +23,7 @@ import numpy as np
 from .corpus import Corpus, Mention
 from .features import B, I, O
 from .metrics import judge
-from .predict import RawPredictions
+from .predict.confidence import RawPredictions
 
 BINS = 10
 CALIBRATION_PNG = "calibration.png"

@@ -12,7 +12,8 @@ import numpy as np
 from .corpus import Corpus, Mention
 from .features import Window
 from .metrics import evaluation_report
-from .predict import Predictor, ScoredMention
+from .predict.predictor import Predictor
+from .types import ScoredMention
 
 if TYPE_CHECKING:  # torch is imported where a model runs: serving needs neither
     from .collate import MaskingCollator

@@ -28,9 +28,11 @@ from .bundle import predictor_options, verify_bundle
 from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
-from .predict import AnnotationPlan, Entity, Predictor, ScoredMention
+from .predict.predictor import Predictor
+from .predict.schedule import AnnotationPlan
 from .schema import context_applies, context_attributes, linked
 from .tokenizer import RustWordTokenizer
+from .types import Entity, ScoredMention
 
 if TYPE_CHECKING:
     from .linking import Linker
@@ -362,7 +364,7 @@ def _torch_backend(
     import torch
 
     from .bundle import load_bundle
-    from .predict import TorchBackend
+    from .predict.backend import TorchBackend
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"

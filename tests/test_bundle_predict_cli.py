@@ -14,7 +14,7 @@ from mslm_core.bundle import load_bundle, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError
 from mslm_core.features import WindowBuilder
-from mslm_core.predict import Predictor
+from mslm_core.predict.predictor import Predictor
 from mslm_core.train import train
 
 
@@ -126,7 +126,7 @@ def test_a_plan_run_step_by_step_gives_what_annotate_gives(bundle, pack, monkeyp
     are the same as one annotate call's."""
     import concurrent.futures
 
-    from mslm_core.predict import AnnotationPlan
+    from mslm_core.predict.schedule import AnnotationPlan
 
     monkeypatch.setattr(AnnotationPlan, "CHUNK_WORDS", 7)  # word-bounded chunks when not packing
     predictor = torch_predictor(bundle, batch_size=1)

@@ -39,8 +39,8 @@ from mslm_core.corpus import (
 )
 from mslm_core.corpus._shared import JsonStream
 from mslm_core.errors import CorpusError
-from mslm_core.predict import Entity
 from mslm_core.text import word_spans
+from mslm_core.types import Entity
 
 OFFSET_FORMATS = ("jsonl", "labelstudio", "bioc", "pubtator")
 SUFFIX = {

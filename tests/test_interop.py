@@ -23,7 +23,7 @@ from mslm_core.corpus import (
 from mslm_core.corpus.labelstudio import predictions_to_labelstudio
 from mslm_core.corpus.pubtator import predictions_to_pubtator
 from mslm_core.errors import CorpusError
-from mslm_core.predict import Entity
+from mslm_core.types import Entity
 
 # A document in the shape of the original NCBI-disease release: its four classes, a composite
 # identifier, an OMIM identifier, and (line 6) the flaw of the training file's line 3248: a

@@ -129,7 +129,7 @@ def test_the_default_strategy_is_the_honest_studys_choice():
 def test_the_end_of_training_predicts_dev_and_test_once(toy_corpus, tiny_encoder, tmp_path):
     """Scores and calibration share one prediction pass per split (there were three over
     dev: the scores, the calibration's, and one typing the gold mentions)."""
-    from mslm_core.predict import Predictor
+    from mslm_core.predict.predictor import Predictor
 
     calls = []
     original_raw, original_run = Predictor.raw_predictions, Predictor._run

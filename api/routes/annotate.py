@@ -9,9 +9,9 @@ from collections import Counter
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from mslm_core.predict import Entity
 from mslm_core.render import annotation_json, media_type, render_predictions
 from mslm_core.render import kept as keep
+from mslm_core.types import Entity
 
 from ..deps import AnnotateKey, AppState, StateDep
 from ..problems import V1_PROBLEMS, Problem, problem_responses

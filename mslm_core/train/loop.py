@@ -34,7 +34,8 @@ from ..errors import ConfigError
 from ..features import WindowBuilder
 from ..masking import plan_masking
 from ..model import LossSpec, MSLMOutput, load_pretrained
-from ..predict import Predictor, TorchBackend
+from ..predict.backend import TorchBackend
+from ..predict.predictor import Predictor
 from ..sources import TrainingData, load_training_data
 from .callbacks import Callback, Checkpointing, DevEvaluation, EarlyStopping, KeepWeights
 from .checkpoint import load_checkpoint
