@@ -5,6 +5,10 @@ repository's defaults: protocols from ``benchmarks/protocols/``, results in
     python benchmarks/reproduce.py cpu-small [--data ../shared/data] [--device auto] [--fetch]
     python benchmarks/reproduce.py honest-mslm
     python benchmarks/reproduce.py paper --data DIR --fetch --device cuda
+    python benchmarks/reproduce.py paper --smoke --base-model ENC --data D --results R --work W
+
+``--smoke`` (with a tiny encoder and tiny corpora: what tests/test_benchmarks_run.py runs of
+every protocol) runs every variant and phase on the first dataset and seed for one epoch.
 
 Interrupted? Run the same command again: finished runs are kept, a run in progress resumes
 from its last checkpoint. The last line printed is the headline as one JSON object; the
@@ -39,6 +43,13 @@ def main() -> int:
     ap.add_argument("--keep-bundles", action="store_true")
     ap.add_argument("--jobs", type=int, default=1, help="runs side by side")
     ap.add_argument("--results", default=str(RESULTS), help="results root (PROTOCOL/ below)")
+    ap.add_argument("--work", default=str(REPO / ".mslm" / "bench"), help="checkpoints, bundles")
+    ap.add_argument("--base-model", help="the encoder of every run (an alias, a directory)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every variant and phase on the first dataset and seed, one epoch (CI)",
+    )
     args = ap.parse_args()
     protocol = Path(args.protocol)
     if protocol.suffix != ".toml":
@@ -55,9 +66,11 @@ def main() -> int:
         "--jobs",
         str(args.jobs),
         "--work",
-        str(REPO / ".mslm" / "bench"),
+        args.work,
     ]
     argv += ["--fetch"] * args.fetch + ["--keep-bundles"] * args.keep_bundles
+    argv += ["--smoke"] * args.smoke
+    argv += ["--base-model", args.base_model] if args.base_model else []
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     shown = ["python", "benchmarks/reproduce.py", *sys.argv[1:]]
     return bench_main(argv, " ".join(map(shlex.quote, shown)))

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from .protocol import Protocol, parse_protocol, smoke_protocol, with_base_model
+
 BENCHMARKS = Path(__file__).resolve().parents[1]
 REPO = BENCHMARKS.parent
-DEFAULT_RESULTS = BENCHMARKS / "results"
+# MSLM_BENCH_RESULTS: elsewhere (benchmarks/common.py; the smoke tests' temporary folder)
+DEFAULT_RESULTS = Path(os.environ.get("MSLM_BENCH_RESULTS") or BENCHMARKS / "results")
 DEFAULT_WORK = REPO / ".mslm" / "bench"
 PROTOCOL_DIR = BENCHMARKS / "protocols"
 
@@ -38,6 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--fetch", action="store_true", help="download missing BLURB corpora into --data first"
+    )
+    r.add_argument("--base-model", help="the encoder of every run (an alias, a directory)")
+    r.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run (CI, with --base-model a tiny encoder): every variant and phase on "
+        "the first dataset and seed, one epoch, two grid cells at most; results under "
+        "PROTOCOL-smoke/",
     )
 
     a = bench.add_parser("aggregate", help="summary.json, summary.md and plots from results")
@@ -69,6 +81,18 @@ def resolve_protocol(name: str) -> Path:
     return path
 
 
+def _changed(protocol: Protocol, smoke: bool, base_model: str | None) -> Protocol:
+    """The protocol with every run's encoder ``base_model``, cut to a smoke run."""
+    data = protocol.raw
+    if base_model:
+        data = with_base_model(data, base_model)
+    if smoke:
+        data = smoke_protocol(data)
+    changed = parse_protocol(data, where=f"{protocol.path} (--smoke/--base-model)")
+    changed.path = protocol.path
+    return changed
+
+
 def main(argv: list[str] | None = None, command: str | None = None) -> int:
     """``command``: how the run was started, recorded in summary.md (default: this
     script's command line)."""
@@ -91,6 +115,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> int:
                 print(path)
         return 0
     protocol = load_protocol(resolve_protocol(args.protocol))
+    if args.bench_command == "run" and (args.smoke or args.base_model):
+        protocol = _changed(protocol, args.smoke, args.base_model)
     results_dir = Path(args.results) / protocol.name
     command = command or "python benchmarks/bench.py " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)

@@ -371,6 +371,51 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
     )
 
 
+def with_base_model(data: dict[str, Any], base_model: str) -> dict[str, Any]:
+    """A protocol's TOML table with ``base_model`` the encoder of every run."""
+    out = json.loads(json.dumps(data))  # a deep copy of plain TOML values
+    out.setdefault("train", {})["base_model"] = base_model
+    for settings in (out.get("variants") or {}).values():
+        if isinstance(settings, dict) and "base_model" in settings:
+            settings["base_model"] = base_model
+    return out
+
+
+def smoke_protocol(data: dict[str, Any]) -> dict[str, Any]:
+    """A protocol's TOML table cut to a smoke run (CI: ``bench.py run --smoke`` with a tiny
+    encoder and tiny corpora): every variant and every phase (screen, grid, confirm) still
+    runs, on the first dataset and the first seed, for one epoch (two for a variant that
+    trains longer than the others), with at most two grid cells. Named ``NAME-smoke``, so
+    that its results never land on the protocol's own."""
+    out = json.loads(json.dumps(data))
+    out["name"] = f"{data.get('name')}-smoke"
+    datasets = list(data.get("datasets") or [])[:1]
+    seeds = list(data.get("seeds") or [])[:1]
+    out["datasets"], out["seeds"] = datasets, seeds
+    train = out.setdefault("train", {})
+    epochs = train.get("epochs", TrainConfig.epochs)
+    train["epochs"] = 1
+    for settings in (out.get("variants") or {}).values():
+        if not isinstance(settings, dict):
+            continue  # parse_protocol names the error
+        if "epochs" in settings:
+            settings["epochs"] = 2 if settings["epochs"] > epochs else 1
+        if "tapt_epochs" in settings:
+            settings["tapt_epochs"] = min(1, settings["tapt_epochs"])
+    if isinstance(out.get("screen"), dict):
+        out["screen"]["seeds"] = seeds
+    grid = out.get("grid")
+    if isinstance(grid, dict):
+        grid["seeds"] = seeds
+        if "datasets" in grid:
+            grid["datasets"] = [d for d in grid["datasets"] if d in datasets] or datasets
+        if isinstance(grid.get("elm_rate"), list) and grid["elm_rate"]:
+            grid["elm_rate"] = list(dict.fromkeys([grid["elm_rate"][0], grid["elm_rate"][-1]]))
+        if isinstance(grid.get("blm_rate"), list) and grid["blm_rate"]:
+            grid["blm_rate"] = grid["blm_rate"][-1:]
+    return out
+
+
 def load_protocol(path: str | Path) -> Protocol:
     """Read a protocol TOML file, or the ``protocol.json`` a results folder keeps of the
     protocol its runs followed (to re-aggregate them after the TOML has changed). Errors
