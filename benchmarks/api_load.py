@@ -9,6 +9,7 @@ the same sentences in one call. Also: API process RSS before and after, latency 
 Target (issue 4): at 32 clients ≥ 70 % of the offline throughput, zero errors.
 
     python benchmarks/api_load.py --model BUNDLE [--duration 20] [--texts-per-request 1]
+        [--levels 1,8,32] [--warmup 2]
 
 A bundle without ONNX exports is exported (fp32 + int8) into a temporary copy first.
 """
@@ -109,6 +110,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20.0, help="seconds per level")
     ap.add_argument("--texts-per-request", type=int, default=1)
     ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per level")
     args = ap.parse_args()
 
     from mslm_core.corpus import read_corpus
@@ -150,7 +152,7 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     pass
-                if time.time() > deadline:
+                if time.time() > deadline or server.poll() is not None:  # or it has exited
                     raise SystemExit((tmp / "api.log").read_text()[-2000:])
                 time.sleep(0.5)
             engine = EntityExtractor.from_bundle(bundle)  # the engine the API serves
@@ -166,7 +168,7 @@ def main() -> None:
             rss_start = rss_mb(server.pid)
             levels = {}
             for clients in (int(c) for c in args.levels.split(",")):
-                asyncio.run(load(port, texts, clients, args.texts_per_request, 2.0))  # warm
+                asyncio.run(load(port, texts, clients, args.texts_per_request, args.warmup))
                 levels[str(clients)] = asyncio.run(
                     load(port, texts, clients, args.texts_per_request, args.duration)
                 )

@@ -4,9 +4,12 @@ the machine's drift hits both alike. Reports the median texts/s per client level
 their ratio.
 
     python benchmarks/api_load_ab.py --base REV --model BUNDLE [--rounds 3] [--duration 15]
+        [--levels 1,8,32] [--warmup 2]
 
-``--data`` is passed to both (default: the NCBI-disease test split). Each run serves with
-``mslm serve`` from its own tree (``PYTHONPATH``), the same bundle and the same sentences.
+``--data`` is passed to both (default: the NCBI-disease test split); so are ``--levels`` and
+``--warmup`` when given (a base revision older than them takes api_load.py's defaults only).
+Each run serves with ``mslm serve`` from its own tree (``PYTHONPATH``), the same bundle and the
+same sentences.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ def run(tree: Path, args: argparse.Namespace) -> dict:
         "--duration",
         str(args.duration),
     ]
+    for flag, value in (("--levels", args.levels), ("--warmup", args.warmup)):
+        if value is not None:
+            cmd += [flag, str(value)]
     try:
         proc = subprocess.run(
             cmd, cwd=out, env=env, capture_output=True, text=True, check=False, timeout=1800
@@ -64,6 +70,8 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA / "NCBI-disease-IOB" / "test.tsv"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=15.0, help="seconds per client level")
+    ap.add_argument("--levels", help="client levels (default: api_load.py's, 1,8,32)")
+    ap.add_argument("--warmup", type=float, help="warm-up seconds per level (default: 2)")
     args = ap.parse_args()
 
     base_rev = subprocess.run(

@@ -12,6 +12,7 @@ worker's peak RSS; and the kill test: a worker SIGKILLed mid-job, a new one star
 job run to its end, the rows compared with a clean run's — duplicated and missing rows.
 
     python benchmarks/bulk.py --model BUNDLE [--notes 100000] [--job-notes 20000]
+        [--offline-notes 5000] [--chunk 200] [--start-delay 25] [--admin URL] [--redis URL]
 """
 
 from __future__ import annotations
@@ -198,10 +199,13 @@ def offline(bundle: Path, url: str, first: int, last: int, start_at: float | Non
     return {"notes": len(texts), "seconds": round(best, 2), "notes_per_s": len(texts) / best}
 
 
-def offline_together(bundle: Path, url: str, first: int, last: int, k: int) -> dict:
+def offline_together(
+    bundle: Path, url: str, first: int, last: int, k: int, delay: float = 25.0
+) -> dict:
     """``k`` engine processes at once, each on the same notes: what the machine gives k
-    single-threaded workers when nothing else runs (its ceiling for k workers)."""
-    start_at = time.time() + 25  # after every process has loaded the model
+    single-threaded workers when nothing else runs (its ceiling for k workers). They start
+    timing together, ``delay`` seconds from now (after every process has loaded the model)."""
+    start_at = time.time() + delay
     args = [str(bundle), url, str(first), str(last), str(start_at)]
     procs = [
         subprocess.Popen(
@@ -233,6 +237,13 @@ def main() -> None:
     )
     p.add_argument("--chunk", type=int, default=200, help="notes per chunk")
     p.add_argument("--admin", default=wh.ADMIN, help="PostgreSQL superuser URL")
+    p.add_argument("--redis", default=REDIS, help="Redis server URL (one of its databases)")
+    p.add_argument(
+        "--start-delay",
+        type=float,
+        default=25.0,
+        help="seconds the engine processes of the ceiling measurement get to load the model",
+    )
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="mslm-bulk-"))
@@ -252,7 +263,7 @@ def main() -> None:
             "TOKENIZERS_PARALLELISM": "false",
             "MSLM_HOME": str(tmp / "home"),
             "MSLM_DATABASE_URL": store_db.replace("postgresql://", "postgresql+psycopg://"),
-            "MSLM_BROKER_URL": f"{REDIS}/{redis_db}",
+            "MSLM_BROKER_URL": f"{args.redis.rstrip('/')}/{redis_db}",
             "MSLM_API_KEYS": f"{KEY}:admin",
             "MSLM_WAREHOUSES": f"omop={sa_url}",
             "MSLM_BOOTSTRAP": "none",
@@ -279,9 +290,9 @@ def main() -> None:
         n = args.job_notes
         engine = offline(bundle, warehouse, 1, min(n, args.offline_notes))
         ceiling = {
-            str(k): offline_together(bundle, warehouse, 1, min(n, args.offline_notes), k)[
-                "notes_per_s"
-            ]
+            str(k): offline_together(
+                bundle, warehouse, 1, min(n, args.offline_notes), k, args.start_delay
+            )["notes_per_s"]
             for k in (1, 2)
         }
         per_note_s = engine["seconds"] / engine["notes"]
@@ -363,7 +374,6 @@ def main() -> None:
             "worker_peak_rss_mb": {k: v["worker_peak_rss_mb"] for k, v in runs.items()},
             "kill_test": kill,
         }
-        (Path(__file__).resolve().parent / "results" / "bulk").mkdir(parents=True, exist_ok=True)
         emit("bulk/bulk", figures, {"runs": runs, "offline": engine, "model": model_id})
     finally:
         if stack is not None:

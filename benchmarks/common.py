@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 # MSLM_BENCH_RESULTS: elsewhere (a benchmark that runs another for its figures, such as
-# api_load_ab.py, keeps the inner run's file out of the committed results)
+# api_load_ab.py, keeps the inner run's file out of the committed results; the smoke runs of
+# tests/test_benchmarks_run.py write into a temporary folder)
 RESULTS = Path(os.environ.get("MSLM_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -27,15 +28,16 @@ def machine() -> dict:
 
 
 def emit(name: str, figures: dict, details: dict | None = None) -> None:
-    """Write ``results/<name>.json`` (figures + details + command) and print the figures as
-    one JSON object on the last line."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    """Write ``results/<name>.json`` (figures + details + command; ``name`` may name a
+    folder: ``linking/speed``) and print the figures as one JSON object on the last line."""
+    path = RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         **figures,
         "details": {**(details or {}), "machine": machine()},
         "command": " ".join(["python", *sys.argv]),
     }
-    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    path.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(figures))
 
 

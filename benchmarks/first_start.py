@@ -2,6 +2,7 @@
 corpora in the corpus cache, until the clinical model answers.
 
     python benchmarks/first_start.py [--cache DIR] [--port 8765] [--timeout-minutes 180]
+        [--epochs N] [--base-model ENCODER] [--poll-seconds 5]   # CI: a tiny encoder, 1 epoch
 
 What a hospital's first ``bash scripts/run.sh`` does, on this machine: a new ``MSLM_HOME``
 (SQLite, the embedded broker), the API and one worker, ``--bootstrap clinical``. Timed from the
@@ -36,6 +37,11 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--timeout-minutes", type=float, default=180)
     ap.add_argument("--out", default=str(RESULTS / "clinical" / "first-start.json"))
+    ap.add_argument("--epochs", type=int, help="the first model's epochs (mslm up's default)")
+    ap.add_argument(
+        "--base-model", help="the first model's encoder (an alias or a directory; default: minilm)"
+    )
+    ap.add_argument("--poll-seconds", type=float, default=5.0, help="how often the job is read")
     args = ap.parse_args()
     import httpx
 
@@ -51,6 +57,10 @@ def main() -> None:
     }
     if args.cache:
         env["MSLM_CORPUS_CACHE"] = args.cache
+    if args.base_model:
+        env["MSLM_BASE_MODELS"] = f"first-start={args.base_model}"
+        env["MSLM_BASE_MODEL"] = "first-start"
+    epochs = [] if args.epochs is None else ["--bootstrap-epochs", str(args.epochs)]
     log = home / "up.log"
     started = time.perf_counter()
     with open(log, "wb") as out:
@@ -64,6 +74,7 @@ def main() -> None:
                 str(args.port),
                 "--bootstrap",
                 "clinical",
+                *epochs,
             ],
             env=env,
             stdout=out,
@@ -78,7 +89,7 @@ def main() -> None:
     try:
         deadline = started + 60 * args.timeout_minutes
         while time.perf_counter() < deadline:
-            time.sleep(5)
+            time.sleep(args.poll_seconds)
             if proc.poll() is not None:
                 raise SystemExit(f"mslm up exited ({proc.returncode}); see {log}")
             try:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, emit
+from common import emit
 
 from harness.clinical import DEFAULT_CACHE, fetch_corpus
 from mslm_core.corpus import read_corpus
@@ -319,7 +319,6 @@ def main() -> int:
                     weights[0] if weights else None,
                     work,
                 )
-    (RESULTS / "linking").mkdir(parents=True, exist_ok=True)
     emit("linking/dev" if args.dev else "linking/summary", figures)
     return 0
 

@@ -5,6 +5,7 @@ plus ``benchmarks/results/reliability.json``.
 
     python benchmarks/reliability.py [--soak-minutes 10] [--soak-model runs/ncbi-disease]
     python benchmarks/reliability.py --reuse-soak     (keep the last soak result)
+    python benchmarks/reliability.py --doc FILE TEST …  (some scenarios; the page elsewhere)
 
 Needs root (the fault scenarios restart Redis and PostgreSQL and mount a tmpfs).
 """
@@ -138,6 +139,10 @@ def main() -> int:
     ap.add_argument("--soak-clients", type=int, default=32)
     ap.add_argument("--soak-model", default=str(REPO / "runs" / "ncbi-disease"))
     ap.add_argument("--reuse-soak", action="store_true", help="keep results/soak-cpu.json")
+    ap.add_argument(
+        "tests", nargs="*", help="only these test files or node ids (default: every scenario)"
+    )
+    ap.add_argument("--doc", default=str(DOC), help="the page written (default: %(default)s)")
     args = ap.parse_args()
     command = "python " + " ".join(["benchmarks/reliability.py", *sys.argv[1:]])
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as fh:
@@ -149,7 +154,18 @@ def main() -> int:
         "HF_HUB_OFFLINE": "1",
     }
     tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-m", "reliability", "-p", "no:warnings", "-rs"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "reliability",
+            *args.tests,
+            "-p",
+            "no:warnings",
+            "-rs",
+        ],
         cwd=REPO,
         env=env,
     )
@@ -172,8 +188,9 @@ def main() -> int:
         )
     soak_file = RESULTS / "soak-cpu.json"
     soak = json.loads(soak_file.read_text()) if soak_file.exists() else None
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(render(records, soak, command), encoding="utf-8")
+    doc = Path(args.doc)
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(render(records, soak, command), encoding="utf-8")
     failed = [r["scenario"] for r in records if "FAIL" in str(r["result"])]
     figures = {
         "scenarios": len(records) + (1 if soak else 0),

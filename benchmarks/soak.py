@@ -3,6 +3,7 @@
 percentiles, and the API process's RSS at the start, every 30 s, and at the end.
 
     python benchmarks/soak.py --model BUNDLE [--minutes 10] [--clients 32]
+        [--warmup 5] [--base-model ENCODER]   # CI: a fraction of a minute, a tiny encoder
 
 A fresh install (``mslm up``-style: SQLite, filesystem broker) in a temporary MSLM_HOME imports
 the bundle and serves it; the job fine-tunes MiniLM on NCBI-disease meanwhile (cancelled at
@@ -36,6 +37,10 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA / "NCBI-disease-IOB"))
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--warmup", type=float, default=5.0, help="seconds of load before the soak")
+    ap.add_argument(
+        "--base-model", help="the training job's encoder (an alias or a directory; default: minilm)"
+    )
     args = ap.parse_args()
 
     import httpx
@@ -54,6 +59,9 @@ def main() -> None:
             "MSLM_DATABASE_URL": "",
             "MSLM_BROKER_URL": "",
         }
+        if args.base_model:
+            env["MSLM_BASE_MODELS"] = f"soak={args.base_model}"
+            env["MSLM_BASE_MODEL"] = "soak"
         cli = [sys.executable, "-m", "mslm_core.cli"]
         subprocess.run(
             [*cli, "import-model", str(bundle), "--activate"],
@@ -86,7 +94,7 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 pass
-            if time.time() > deadline:
+            if time.time() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit((tmp / "service.log").read_text()[-2000:])
             time.sleep(0.5)
         files = {
@@ -97,9 +105,9 @@ def main() -> None:
         job = client.post(
             "/v1/jobs", json={"dataset_id": dataset, "epochs": 20, "patience": 0}
         ).json()["id"]
-        while client.get(f"/v1/jobs/{job}").json()["state"] != "running":
+        while client.get(f"/v1/jobs/{job}").json()["state"] == "queued":
             time.sleep(1)
-        asyncio.run(load(port, texts, args.clients, 1, 5.0))  # warm-up
+        asyncio.run(load(port, texts, args.clients, 1, args.warmup))
         rss = [(0, round(rss_mb(api), 1))]
         result: dict = {}
 
@@ -107,7 +115,7 @@ def main() -> None:
             task = asyncio.create_task(load(port, texts, args.clients, 1, args.minutes * 60))
             started = time.monotonic()
             while not task.done():
-                await asyncio.sleep(30)
+                await asyncio.wait({task}, timeout=30)  # every 30 s, and at the end
                 rss.append((round(time.monotonic() - started), round(rss_mb(api), 1)))
             result.update(await task)
 
