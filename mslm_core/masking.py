@@ -15,9 +15,10 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import ConfigError, UnknownNameError
 from .features import Window
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from .config import TrainConfig
 
 NOT_MASKED, BLM, ELM = 0, 1, 2
+
+_S = TypeVar("_S", bound="MaskingStrategy")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class MaskingStrategy:
 
     name = ""
 
-    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+    def choose(self, window: Window, rng: np.random.Generator) -> npt.NDArray[np.int8]:
         raise NotImplementedError
 
     @classmethod
@@ -68,8 +71,8 @@ class MaskingStrategy:
 _REGISTRY: dict[str, type[MaskingStrategy]] = {}
 
 
-def register(name: str):
-    def deco(cls):
+def register(name: str) -> Callable[[type[_S]], type[_S]]:
+    def deco(cls: type[_S]) -> type[_S]:
         cls.name = name
         _REGISTRY[name] = cls
         return cls
@@ -81,7 +84,7 @@ def strategy_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def build_strategy(name: str, **kwargs) -> MaskingStrategy:
+def build_strategy(name: str, **kwargs: Any) -> MaskingStrategy:
     try:
         factory = _REGISTRY[name]
     except KeyError:
@@ -89,7 +92,7 @@ def build_strategy(name: str, **kwargs) -> MaskingStrategy:
     return factory(**kwargs)
 
 
-def _candidates(window: Window) -> np.ndarray:
+def _candidates(window: Window) -> npt.NDArray[np.intp]:
     """Positions that may be masked: every non-special token."""
     return np.nonzero(~window.special_mask)[0]
 
@@ -107,10 +110,12 @@ class JointElmBlm(MaskingStrategy):
     blm_rate: float = 0.075
 
     @classmethod
-    def for_training(cls, config, counts, sentences):
+    def for_training(
+        cls, config: TrainConfig, counts: MaskCounts, sentences: Sequence[list[str]]
+    ) -> MaskingStrategy:
         return cls(elm_rate=config.elm_rate, blm_rate=config.blm_rate)
 
-    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+    def choose(self, window: Window, rng: np.random.Generator) -> npt.NDArray[np.int8]:
         mask_type = np.zeros(len(window), np.int8)
         n = len(window.mentions)
         k = math.ceil(self.elm_rate * n - 1e-9) if n else 0
@@ -136,8 +141,15 @@ class _Budgeted(MaskingStrategy):
 
     mask_rate: float
 
+    if TYPE_CHECKING:
+        # Each subclass is a dataclass whose fields besides mask_rate have defaults, so it is
+        # built with mask_rate alone, by keyword (PMIMasking's first field is not mask_rate).
+        def __init__(self, *, mask_rate: float) -> None: ...
+
     @classmethod
-    def for_training(cls, config, counts, sentences):
+    def for_training(
+        cls, config: TrainConfig, counts: MaskCounts, sentences: Sequence[list[str]]
+    ) -> MaskingStrategy:
         return cls(mask_rate=config.mask_rate or counts.rate)
 
     def describe(self) -> dict[str, Any]:
@@ -156,7 +168,7 @@ class SpanMasking(_Budgeted):
     min_span: int = 2
     max_span: int = 4
 
-    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+    def choose(self, window: Window, rng: np.random.Generator) -> npt.NDArray[np.int8]:
         mask_type = np.zeros(len(window), np.int8)
         cand = _candidates(window)
         if not len(cand):
@@ -185,7 +197,7 @@ class RandomMasking(_Budgeted):
 
     mask_rate: float = 0.15
 
-    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+    def choose(self, window: Window, rng: np.random.Generator) -> npt.NDArray[np.int8]:
         mask_type = np.zeros(len(window), np.int8)
         cand = _candidates(window)
         mask_type[cand[rng.random(len(cand)) < self.mask_rate]] = BLM
@@ -205,7 +217,7 @@ class PMIVocabulary:
     def build(
         cls, sentences: Iterable[list[str]], min_count: int = 5, max_n: int = 4
     ) -> PMIVocabulary:
-        counts: list[Counter] = [Counter() for _ in range(max_n + 1)]
+        counts: list[Counter[tuple[str, ...]]] = [Counter() for _ in range(max_n + 1)]
         for words in sentences:
             low = [w.lower() for w in words]
             for n in range(1, max_n + 1):
@@ -253,7 +265,9 @@ class PMIMasking(_Budgeted):
     mask_rate: float = 0.15
 
     @classmethod
-    def for_training(cls, config, counts, sentences):
+    def for_training(
+        cls, config: TrainConfig, counts: MaskCounts, sentences: Sequence[list[str]]
+    ) -> MaskingStrategy:
         """The vocabulary of the training split; a window's words are its sentence's."""
         return cls(
             vocabulary=PMIVocabulary.build(sentences),
@@ -264,7 +278,7 @@ class PMIMasking(_Budgeted):
     def describe(self) -> dict[str, Any]:
         return {"mask_rate": self.mask_rate, "pmi_vocabulary": len(self.vocabulary)}
 
-    def choose(self, window: Window, rng: np.random.Generator) -> np.ndarray:
+    def choose(self, window: Window, rng: np.random.Generator) -> npt.NDArray[np.int8]:
         if self.words is None:
             raise ConfigError("PMI masking needs the words of each window (words=...)")
         mask_type = np.zeros(len(window), np.int8)
@@ -272,7 +286,7 @@ class PMIMasking(_Budgeted):
         words = [w.lower() for w in self.words(window)]
         first = window.word_start
         # subword positions of each word of the window
-        positions: list[np.ndarray] = [
+        positions: list[npt.NDArray[np.intp]] = [
             np.nonzero(window.word_index == first + j)[0] for j in range(len(words))
         ]
         found = []
@@ -300,14 +314,14 @@ class PMIMasking(_Budgeted):
 
 
 def corrupt(
-    input_ids: np.ndarray,
-    mask_type: np.ndarray,
+    input_ids: npt.NDArray[np.int64],
+    mask_type: npt.NDArray[np.int8],
     mask_token_id: int,
     rng: np.random.Generator,
     replace: str = "mask",
     vocab_size: int | None = None,
     special_ids: Iterable[int] = (),
-) -> np.ndarray:
+) -> npt.NDArray[np.int64]:
     """Masked copy of ``input_ids``. ``replace="mask"`` puts the mask token at every chosen
     position (docs/method.md §1, our default); ``"bert"`` does 80 % mask / 10 % random token /
     10 % unchanged."""
