@@ -12,9 +12,14 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BundleError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from .model import MSLMModel
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -72,8 +77,8 @@ def publish(staging: Path, target: Path, overwrite: bool = False) -> Path:
 
 
 def save_bundle(
-    model,
-    tokenizer,
+    model: MSLMModel,
+    tokenizer: PreTrainedTokenizerBase,
     target: str | Path,
     manifest: dict[str, Any],
     overwrite: bool = False,
@@ -152,7 +157,7 @@ def predictor_options(manifest: dict[str, Any]) -> dict[str, Any]:
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BundleError(f"{directory}: not a model bundle (no {MANIFEST})") from None
     except ValueError as exc:
@@ -194,7 +199,8 @@ class LoadedBundle:
 
     @property
     def id(self) -> str:
-        return self.manifest["id"]
+        model_id: str = self.manifest["id"]
+        return model_id
 
 
 def load_bundle(

@@ -24,12 +24,16 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .bundle import add_files, load_bundle
 from .errors import ExportError
+
+if TYPE_CHECKING:
+    from .model import MSLMModel
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ INT8 = Tolerance(
 )
 
 
-def _serving_modules(model: Any) -> tuple[Any, Any]:
+def _serving_modules(model: MSLMModel) -> tuple[Any, Any]:
     import torch
 
     class ServingGraph(torch.nn.Module):
@@ -94,7 +98,9 @@ def _serving_modules(model: Any) -> tuple[Any, Any]:
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
             return self.model.forward_features(input_ids, attention_mask)
 
     class ClassifierGraph(torch.nn.Module):
@@ -108,7 +114,9 @@ def _serving_modules(model: Any) -> tuple[Any, Any]:
     return ServingGraph().eval(), ClassifierGraph().eval()
 
 
-def parity_batch(tokenizer: Any, max_length: int) -> tuple[np.ndarray, np.ndarray]:
+def parity_batch(
+    tokenizer: Any, max_length: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The parity texts tokenised and padded into one batch: ([B, T], [B, T]) int64."""
     enc = [tokenizer(t, truncation=True, max_length=max_length)["input_ids"] for t in PARITY_TEXTS]
     longest = max(len(e) for e in enc)
@@ -133,8 +141,8 @@ def check_parity(
     model: Any,
     onnx_path: Path,
     classifier_path: Path,
-    ids: np.ndarray,
-    mask: np.ndarray,
+    ids: npt.NDArray[np.int64],
+    mask: npt.NDArray[np.int64],
     tol: Tolerance,
     precision: str,
     one_by_one: bool = False,

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .partial import word_allowed
 from .tokenizer import as_word_tokenizer
@@ -93,21 +94,21 @@ class Window:
     sentence: int
     word_start: int
     word_end: int
-    input_ids: np.ndarray
-    word_index: np.ndarray
-    labels: np.ndarray | None = None
+    input_ids: npt.NDArray[np.int64]
+    word_index: npt.NDArray[np.int32]
+    labels: npt.NDArray[np.int64] | None = None
     mentions: list[tuple[int, int, int]] = field(default_factory=list)
-    allowed: np.ndarray | None = None
+    allowed: npt.NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
     @property
-    def special_mask(self) -> np.ndarray:
+    def special_mask(self) -> npt.NDArray[np.bool_]:
         return self.word_index < 0
 
     @property
-    def first_subword_mask(self) -> np.ndarray:
+    def first_subword_mask(self) -> npt.NDArray[np.bool_]:
         """[T] True at the first subword of each word."""
         first = self.word_index >= 0
         first[1:] &= self.word_index[1:] != self.word_index[:-1]
@@ -125,7 +126,7 @@ class Window:
 class WindowBuilder:
     """Turns word lists into model windows for one tokenizer and ``max_length``."""
 
-    def __init__(self, tokenizer, max_length: int = 128, stride_fraction: float = 0.5):
+    def __init__(self, tokenizer: Any, max_length: int = 128, stride_fraction: float = 0.5) -> None:
         """``tokenizer``: a ``transformers`` fast tokenizer or a
         :class:`~mslm_core.tokenizer.WordTokenizer`."""
         self.tokenizer = as_word_tokenizer(tokenizer)

@@ -23,18 +23,23 @@ Tags are the linear head's (``model.typed_tags``): B-type c at c, I-type c at C 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .typemap import OUTSIDE, label_set
 from .types import Mention
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def n_tags(n_types: int) -> int:
     return 2 * n_types + 1
 
 
-def outside_row(n_types: int, unannotated: Collection[int]) -> np.ndarray:
+def outside_row(n_types: int, unannotated: Collection[int]) -> npt.NDArray[np.bool_]:
     """The tags an unannotated (``O``) word may take: O, and B/I of the types its corpus
     leaves unannotated."""
     row = np.zeros(n_tags(n_types), bool)
@@ -49,7 +54,7 @@ def word_allowed(
     mentions: Sequence[Mention],
     type_ids: Mapping[str, int],
     unannotated: Collection[int],
-) -> np.ndarray:
+) -> npt.NDArray[np.bool_]:
     """[n_words, 2C + 1] bool: the tags each word of a sentence may take. Mention labels may
     list several types (``"Procedure|Test"``, ``"O|Result"``; see ``typemap``)."""
     c = len(type_ids)
@@ -66,7 +71,7 @@ def word_allowed(
     return out
 
 
-def partial_label_loss(tag_logp, allowed, positions):
+def partial_label_loss(tag_logp: Tensor, allowed: Tensor, positions: Tensor) -> Tensor:
     """Mean over ``positions`` of −log Σ_{allowed} p(tag).
 
     ``tag_logp``: [B, T, L] log-probabilities of the tags; ``allowed``: [B, T, L] bool;
