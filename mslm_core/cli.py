@@ -11,11 +11,14 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import BASE_DEFAULTS, STRATEGIES, TrainConfig
 from .corpus import FORMATS, PREDICTION_FORMATS
 from .errors import ConfigError, MSLMError
+
+if TYPE_CHECKING:
+    from .inference import EntityExtractor
 
 log = logging.getLogger("mslm")
 
@@ -23,9 +26,9 @@ log = logging.getLogger("mslm")
 _ALIASES = {"learning_rate": ["--lr"]}
 
 
-def _field_type(field: dataclasses.Field) -> type:
+def _field_type(field: dataclasses.Field[Any]) -> type:
     hints = typing.get_type_hints(TrainConfig)
-    tp = hints[field.name]
+    tp: type = hints[field.name]
     if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
         tp = next(a for a in typing.get_args(tp) if a is not type(None))
     return tp
@@ -45,7 +48,7 @@ def _json_arg(value: str) -> Any:
         raise ConfigError(f"{value}: not JSON ({exc})") from None
 
 
-def _json_sources(value: str) -> list:
+def _json_sources(value: str) -> list[Any]:
     """``--sources``: a JSON file holding the list, or the list itself."""
     try:
         data = _json_arg(value)
@@ -79,7 +82,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
                     flag, dest=f.name, action="store_true", default=None, help=help_text
                 )
             continue
-        kwargs: dict = {"dest": f.name, "type": tp, "default": None}
+        kwargs: dict[str, Any] = {"dest": f.name, "type": tp, "default": None}
         if f.name == "strategy":
             kwargs["choices"] = list(STRATEGIES)
         default = f.default if f.default is not dataclasses.MISSING else None
@@ -327,7 +330,7 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 
 
-def _extractor(args: argparse.Namespace):
+def _extractor(args: argparse.Namespace) -> EntityExtractor:
     from .inference import EntityExtractor
 
     return EntityExtractor.from_bundle(

@@ -100,5 +100,6 @@ class RustWordTokenizer:
 def as_word_tokenizer(tokenizer: Any) -> WordTokenizer:
     """A :class:`WordTokenizer` as is, or a ``transformers`` fast tokenizer wrapped."""
     if hasattr(tokenizer, "encode_words"):
-        return tokenizer
+        as_is: WordTokenizer = tokenizer
+        return as_is
     return HFWordTokenizer(tokenizer)

@@ -127,7 +127,7 @@ class Entity:
     concept: LinkedConcept | None = None
     candidates: tuple[LinkedConcept, ...] | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.assertion is None:
             del out["assertion"]

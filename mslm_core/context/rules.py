@@ -109,7 +109,7 @@ class RuleSet:
         ours in the same role replaces ours — roles: trigger or pseudo-trigger (a site can turn
         our trigger into a pseudo-trigger and back), terminator of a category."""
 
-        def keys(r: Rule) -> set[tuple]:
+        def keys(r: Rule) -> set[tuple[tuple[str, str] | str, tuple[str, ...]]]:
             role = ("TERMINATE", r.category) if r.direction == "TERMINATE" else "trigger"
             return {(role, p) for p in r.phrases}
 

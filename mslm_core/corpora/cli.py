@@ -32,7 +32,7 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "corpora",
         help="public corpora at pinned commits (fetch, carry to a machine without internet)",

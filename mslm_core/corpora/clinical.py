@@ -105,7 +105,8 @@ def recipe_source(corpus: str) -> ClinicalSource:
 
 def splits() -> dict[str, Any]:
     """The fixed document-level splits of the brat corpora (``data/splits.json``)."""
-    return json.loads((DATA / "splits.json").read_text(encoding="utf-8"))
+    table: dict[str, Any] = json.loads((DATA / "splits.json").read_text(encoding="utf-8"))
+    return table
 
 
 def _unit(corpus: str, document: str) -> str:

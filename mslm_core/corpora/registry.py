@@ -258,7 +258,8 @@ def _download(corpus: PinnedCorpus, path: str, timeout: float) -> bytes:
     url = f"https://raw.githubusercontent.com/{corpus.repository}/{corpus.commit}/{path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.read()
+            data: bytes = resp.read()  # urlopen's return is untyped in typeshed
+            return data
     except OSError as exc:
         raise ConfigError(
             f"cannot fetch {url}: {exc} (no GitHub access? fill the cache from an archive "

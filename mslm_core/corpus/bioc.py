@@ -310,7 +310,7 @@ def _document(doc_id: str, text: str, annotations: list[dict[str, Any]]) -> dict
     return {"id": doc_id, "infons": {}, "passages": [passage], "relations": []}
 
 
-def _annotation(k: int, text: str, start: int, end: int, infons: dict[str, Any]) -> dict:
+def _annotation(k: int, text: str, start: int, end: int, infons: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(k),
         "infons": infons,

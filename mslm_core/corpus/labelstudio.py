@@ -104,13 +104,13 @@ def _region(text: str, value: Any, where: JsonPath, report: Report) -> CharSpan 
     return CharSpan(start, end, labels[0], where)
 
 
-def _latest_annotation(task: dict[str, Any], report: Report) -> tuple[int, dict] | None:
+def _latest_annotation(task: dict[str, Any], report: Report) -> tuple[int, dict[str, Any]] | None:
     """The index and body of the latest annotation not cancelled, or ``None``."""
     annotations = task.get("annotations", [])
     if not isinstance(annotations, list):
         report(("annotations",), f"'annotations' must be a list, found {_type_name(annotations)}")
         return None
-    best: tuple[tuple[str, str, int], int, dict] | None = None
+    best: tuple[tuple[str, str, int], int, dict[str, Any]] | None = None
     for k, annotation in enumerate(annotations):
         if not isinstance(annotation, dict):
             report(

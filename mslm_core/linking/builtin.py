@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from .linker import INDEX_VERSION, Linker, LinkerIndex
-from .vocabulary import read_vocabulary
+from .vocabulary import Vocabulary, read_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,9 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def cached_index(
-    path: str | os.PathLike[str], cache: str | os.PathLike[str] | None, vocabulary=None
+    path: str | os.PathLike[str],
+    cache: str | os.PathLike[str] | None,
+    vocabulary: Vocabulary | None = None,
 ) -> LinkerIndex:
     """The linker index of the vocabulary file ``path``: read from ``cache`` (a folder per
     file content and index version) when an earlier call saved it there, else built — a few

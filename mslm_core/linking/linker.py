@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 import numpy as np
+import numpy.typing as npt
 from scipy import sparse
 
 from ..types import Entity, LinkedConcept
@@ -189,7 +190,7 @@ class LinkerIndex:
     NumPy archive: no pickle), which is what a service start reads instead of refitting."""
 
     ids: list[str]
-    name_concept: np.ndarray
+    name_concept: npt.NDArray[np.int64]
     exact: dict[str, list[int]]
     vectorizer: TfidfVectorizer
     names: sparse.csr_matrix

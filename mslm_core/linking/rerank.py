@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .linker import POOL, LinkerIndex, name_pairs
 
@@ -52,8 +53,8 @@ class Embedder:
         self.tokenizer.enable_padding()
         self.inputs = {i.name for i in self.session.get_inputs()}
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        out = []
+    def __call__(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        out: list[npt.NDArray[np.float32]] = []
         for start in range(0, len(texts), BATCH):
             encoded = self.tokenizer.encode_batch(texts[start : start + BATCH])
             feed = {
