@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import typing
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from mslm_core.config import DEFAULT_STRATEGY
+from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGIES, TrainConfig
 from mslm_core.corpus import PREDICTION_FORMATS
+from mslm_core.render import OUTPUTS
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_core.types import ASSERTION_ATTRIBUTES
 
 ASSERTION_ATTRIBUTE_NAMES = tuple(ASSERTION_ATTRIBUTES)
+OUTPUT_FORMATS = tuple(OUTPUTS)
 
 # Text that reaches the database as an id, a key or a name: no control characters (PostgreSQL
 # refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
@@ -260,7 +264,7 @@ class ExportOptions(Strict):
 
 
 # mslm_core.config.STRATEGIES (a test keeps them equal)
-StrategyName = Literal["vanilla", "mslm", "mslm_tapt", "span", "pmi", "random"]
+STRATEGY_NAMES = tuple(STRATEGIES)
 
 
 class JobDataset(Strict):
@@ -295,7 +299,27 @@ def _one_of_dataset_id_or_datasets(schema: dict[str, Any]) -> None:
     schema["oneOf"] = [{"required": ["dataset_id"]}, {"required": ["datasets"]}]
 
 
-class JobCreate(Strict):
+def _job_option(name: str) -> tuple[Any, Any]:
+    """A job option as the API takes it: the type, help and bounds of TrainConfig's field."""
+    spec = {f.name: f for f in dataclasses.fields(TrainConfig)}[name]
+    kind = next(t for t in typing.get_args(_TRAIN_HINTS[name]) or (_TRAIN_HINTS[name],) if t)
+    bounds = spec.metadata["bounds"]
+    limits = {} if bounds is None else {k: v for k, v in vars(bounds).items() if v is not None}
+    return kind | None, Field(None, description=spec.metadata["help"], **limits)
+
+
+_TRAIN_HINTS = typing.get_type_hints(TrainConfig)
+if TYPE_CHECKING:  # its fields are mslm_core.config's JOB_OPTIONS (but the two below)
+    _JobOptions = Strict
+else:
+    _JobOptions = create_model(
+        "_JobOptions",
+        __base__=Strict,
+        **{n: _job_option(n) for n in JOB_OPTIONS if n not in ("base_model", "strategy")},
+    )
+
+
+class JobCreate(_JobOptions):
     model_config = ConfigDict(json_schema_extra=_one_of_dataset_id_or_datasets)  # + Strict's
 
     dataset_id: Identifier | None = Field(None, description="one dataset, as uploaded")
@@ -310,20 +334,12 @@ class JobCreate(Strict):
         None,
         description="an encoder allowed by MSLM_BASE_MODELS (the document lists this deployment's)",
     )
-    strategy: StrategyName | None = Field(
+    strategy: Literal[STRATEGY_NAMES] | None = Field(  # type: ignore[valid-type]
         None,
         description=f"default: {DEFAULT_STRATEGY} (README, 'Does MSLM help?')",
         # the web page's strategy list and its default are read from here
         json_schema_extra={"x-default": DEFAULT_STRATEGY},
     )
-    elm_rate: float | None = Field(None, ge=0.0, le=1.0)
-    blm_rate: float | None = Field(None, ge=0.0, le=1.0)
-    epochs: int | None = Field(None, ge=1, le=200)
-    batch_size: int | None = Field(None, ge=1, le=1024)
-    learning_rate: float | None = Field(None, gt=0.0, le=1.0)
-    max_length: int | None = Field(None, ge=16, le=8192)
-    seed: int | None = Field(None, ge=0, le=2**32 - 1)
-    patience: int | None = Field(None, ge=0, description="early stopping (0: never)")
     export: ExportOptions = Field(default_factory=ExportOptions)
     idempotency_key: Identifier | None = None
 
@@ -525,7 +541,11 @@ class SqlSource(Strict):
 
 class FileOutput(Strict):
     kind: Literal["file"]
-    format: Literal["jsonl", "bioc", "pubtator"] = "jsonl"
+    format: Literal[OUTPUT_FORMATS] = Field(  # type: ignore[valid-type]
+        "jsonl",
+        description="jsonl: one note per line, its id and entities; bioc: a BioC JSON "
+        "collection; pubtator: PubTator text",
+    )
 
 
 class OmopOutput(Strict):
@@ -540,7 +560,7 @@ class OmopOutput(Strict):
 class AnnotationJobCreate(Strict):
     source: FileSource | SqlSource = Field(discriminator="kind")
     output: FileOutput | OmopOutput = Field(
-        default_factory=lambda: FileOutput(kind="file"), discriminator="kind"
+        default_factory=lambda: FileOutput(kind="file", format="jsonl"), discriminator="kind"
     )
     model: Identifier | None = Field(None, description="a model id; default: the active model")
     min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")

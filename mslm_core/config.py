@@ -44,7 +44,8 @@ STRATEGIES: dict[str, Strategy] = {
     "mslm_tapt": Strategy("mslm", weighted=True, two_stage=True),
 }
 # The default: the honest-mslm study's choice (benchmarks/results/honest-mslm: the variant with
-# the best honest dev F1 beat vanilla on both corpora there; README "Does MSLM help?").
+# the best honest dev F1 beat vanilla on both corpora there; docs/benchmarks.md, "Does MSLM
+# help?").
 DEFAULT_STRATEGY = "mslm_tapt"
 # Settings whose default depends on the strategy: two-stage MSLM takes the study's ELM rate
 # (its grid's best cell by dev) and warms a new MLM head up; the others keep the paper's.
@@ -54,10 +55,50 @@ STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
 BASE_DEFAULTS: dict[str, Any] = {"elm_rate": 1.0, "mlm_head_warmup_steps": 0}
 
 
-def _f(default: Any, help: str, **kw: Any) -> Any:
+@dataclass(frozen=True)
+class Bounds:
+    """The range a number may take (None: no bound on that side)."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def problem(self, value: float) -> str | None:
+        """What is wrong with ``value`` (``must be in [0, 1]``), or None."""
+        ge, gt, le, lt = self.ge, self.gt, self.le, self.lt
+        if (
+            (ge is None or value >= ge)
+            and (gt is None or value > gt)
+            and (le is None or value <= le)
+            and (lt is None or value < lt)
+        ):
+            return None
+        n = _number
+        low = f"[{n(ge)}" if ge is not None else f"({n(gt)}" if gt is not None else None
+        high = f"{n(le)}]" if le is not None else f"{n(lt)})" if lt is not None else None
+        if low and high:
+            return f"must be in {low}, {high}"
+        if low:
+            return f"must be at least {n(ge)}" if ge is not None else f"must be above {n(gt)}"
+        return f"must be at most {n(le)}" if le is not None else f"must be below {n(lt)}"
+
+
+def _number(value: float | None) -> str:
+    return str(int(value)) if value is not None and float(value).is_integer() else f"{value:g}"
+
+
+def _f(
+    default: Any, help: str, *, job: bool = False, bounds: Bounds | None = None, **kw: Any
+) -> Any:
+    """A setting: ``help`` says what it does; ``job``: it is a fine-tuning job's option over
+    HTTP (``JOB_OPTIONS``: the store's allow-list and the API's ``JobCreate`` follow);
+    ``bounds``: its range, checked by :meth:`TrainConfig.validate` and stated in the API's
+    schema."""
+    meta = {"help": help, "job": job, "bounds": bounds, **kw}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help, **kw})
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -77,8 +118,8 @@ class TrainConfig:
         "sources: a word a corpus leaves O may still be any type that corpus does not "
         "annotate (partial-label loss); off, it is taken as O",
     )
-    base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id")
-    strategy: str = _f(DEFAULT_STRATEGY, "one of: " + ", ".join(STRATEGIES))
+    base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id", job=True)
+    strategy: str = _f(DEFAULT_STRATEGY, "one of: " + ", ".join(STRATEGIES), job=True)
     head: str = _f(
         "linear",
         "linear: one linear layer over B-TYPE/I-TYPE/O tags (transformers' token "
@@ -94,10 +135,16 @@ class TrainConfig:
         None,
         "share of mentions masked per sentence (ceil rule); by strategy: 0.25 for mslm_tapt, "
         "1.0 (the paper's) otherwise",
+        job=True,
+        bounds=Bounds(ge=0, le=1),
     )
-    blm_rate: float = _f(0.075, "probability of masking each other token")
+    blm_rate: float = _f(
+        0.075, "probability of masking each other token", job=True, bounds=Bounds(ge=0, le=1)
+    )
     mask_rate: float | None = _f(
-        None, "budget of span/pmi/random masking; default: the share MSLM masks on train"
+        None,
+        "budget of span/pmi/random masking; default: the share MSLM masks on train",
+        bounds=Bounds(gt=0, le=1),
     )
     masking: str = _f("dynamic", "dynamic (re-drawn per batch, seeded) or static")
     mask_replace: str = _f("mask", "mask (all [MASK]) or bert (80/10/10)")
@@ -105,37 +152,68 @@ class TrainConfig:
     weight_rule: str = _f("paper", "paper (eq. 2-5) or reference (the research code's rule)")
     detect_on: str = _f("masked", "masked: heads read the masked pass; clean: a second pass")
     detect_ignore_masked: bool = _f(False, "detection loss skips masked positions")
-    mlm_weight: float = _f(1.0, "λ: weight of the MLM loss in the joint loss")
-    tapt_epochs: int = _f(1, "mslm_tapt: epochs of masked-LM-only training before fine-tuning")
+    mlm_weight: float = _f(1.0, "λ: weight of the MLM loss in the joint loss", bounds=Bounds(ge=0))
+    tapt_epochs: int = _f(
+        1,
+        "mslm_tapt: epochs of masked-LM-only training before fine-tuning",
+        bounds=Bounds(ge=0),
+    )
     mlm_head_warmup_steps: int = _f(
         None,
         "steps training only a newly initialised MLM head, encoder frozen, before training; "
         "by strategy: 200 for mslm_tapt, 0 otherwise",
+        bounds=Bounds(ge=0),
     )
-    mlm_head_warmup_lr: float = _f(1e-3, "learning rate of the MLM head warm-up")
-    epochs: int = _f(3, "training epochs (fine-tuning; mslm_tapt adds its masked-LM epochs)")
-    batch_size: int = _f(16, "sentences (windows) per batch")
+    mlm_head_warmup_lr: float = _f(
+        1e-3, "learning rate of the MLM head warm-up", bounds=Bounds(gt=0)
+    )
+    epochs: int = _f(
+        3,
+        "training epochs (fine-tuning; mslm_tapt adds its masked-LM epochs)",
+        job=True,
+        bounds=Bounds(ge=1, le=200),
+    )
+    batch_size: int = _f(
+        16, "sentences (windows) per batch", job=True, bounds=Bounds(ge=1, le=1024)
+    )
     learning_rate: float | None = _f(
         None,
         "peak learning rate (AdamW); by default 2e-4 for encoders narrower than 512 (MiniLM: "
         "the issue-16 ablation) and 5e-5 (the paper's) for base-size and larger ones",
+        job=True,
+        bounds=Bounds(gt=0, le=1),
     )
     weight_decay: float = _f(0.01, "AdamW weight decay")
-    warmup_ratio: float = _f(0.1, "share of steps of linear warm-up")
+    warmup_ratio: float = _f(0.1, "share of steps of linear warm-up", bounds=Bounds(ge=0, lt=1))
     max_grad_norm: float = _f(1.0, "gradient clipping")
-    max_length: int = _f(128, "subwords per window; longer sentences are split")
+    max_length: int = _f(
+        128,
+        "subwords per window; longer sentences are split",
+        job=True,
+        bounds=Bounds(ge=16, le=8192),
+    )
     pack: bool = _f(
         False,
         "pack consecutive sentences into one window (up to max_length subwords) so each is "
         "read with its neighbours; prediction packs a text's sentences alike",
     )
     dropout: float = _f(0.1, "dropout in the heads")
-    seed: int = _f(42, "seed of everything: order, masks, initialisation")
-    max_train_sentences: int | None = _f(None, "use only the first K training sentences")
-    patience: int | None = _f(
-        3, "stop after this many epochs without dev F1 gain (0: never; best-dev selection only)"
+    seed: int = _f(
+        42,
+        "seed of everything: order, masks, initialisation",
+        job=True,
+        bounds=Bounds(ge=0, le=2**32 - 1),  # numpy's and torch's seeds are unsigned 32-bit
     )
-    eval_batch_size: int = _f(64, "windows per batch at evaluation")
+    max_train_sentences: int | None = _f(
+        None, "use only the first K training sentences", bounds=Bounds(ge=1)
+    )
+    patience: int | None = _f(
+        3,
+        "stop after this many epochs without dev F1 gain (0: never; best-dev selection only)",
+        job=True,
+        bounds=Bounds(ge=0),
+    )
+    eval_batch_size: int = _f(64, "windows per batch at evaluation", bounds=Bounds(ge=1))
     checkpoint_every: int = _f(0, "also checkpoint every N steps (0: at epoch ends only)")
     device: str = _f("auto", "auto, cpu or cuda")
 
@@ -161,11 +239,12 @@ class TrainConfig:
             if self.train or self.dev or self.test:
                 raise ConfigError("give either train/dev/test or sources, not both")
             parse_sources(self.sources)
-        for name in ("elm_rate", "blm_rate"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise bad(name, "must be in [0, 1]")
-        if self.mask_rate is not None and not 0.0 < self.mask_rate <= 1.0:
-            raise bad("mask_rate", "must be in (0, 1]")
+        for f in fields(self):
+            bounds, value = f.metadata.get("bounds"), getattr(self, f.name)
+            if bounds is not None and value is not None:
+                problem = bounds.problem(value)
+                if problem:
+                    raise bad(f.name, problem)
         choices = {
             "masking": ("dynamic", "static"),
             "mask_replace": ("mask", "bert"),
@@ -179,27 +258,6 @@ class TrainConfig:
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise bad(name, "must be one of " + ", ".join(valid))
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise bad(name, "must be at least 1")
-        if not 16 <= self.max_length <= 8192:
-            raise bad("max_length", "must be between 16 and 8192")
-        if self.learning_rate is not None and self.learning_rate <= 0:
-            raise bad("learning_rate", "must be positive")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise bad("warmup_ratio", "must be in [0, 1)")
-        if self.tapt_epochs < 0 or self.mlm_head_warmup_steps < 0:
-            raise ConfigError("tapt_epochs and mlm_head_warmup_steps must be non-negative")
-        if self.mlm_head_warmup_lr <= 0:
-            raise bad("mlm_head_warmup_lr", "must be positive")
-        if self.mlm_weight < 0:
-            raise bad("mlm_weight", "must be non-negative")
-        if self.patience is not None and self.patience < 0:
-            raise bad("patience", "must be at least 0 (0 or None: no early stopping)")
-        if self.max_train_sentences is not None and self.max_train_sentences < 1:
-            raise bad("max_train_sentences", "must be at least 1")
-        if not 0 <= self.seed < 2**32:  # numpy's and torch's seeds are unsigned 32-bit
-            raise bad("seed", f"must be in [0, 2**32), got {self.seed}")
         joint = STRATEGIES[self.strategy]
         masked_detection = joint.masking == "mslm" and not joint.two_stage
         if self.detect_ignore_masked and masked_detection and self.elm_rate >= 1.0:
@@ -260,3 +318,9 @@ class TrainConfig:
     @classmethod
     def help(cls) -> dict[str, str]:
         return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+
+#: The options of a fine-tuning job over HTTP, declared by their fields above (``job=True``):
+#: the store's allow-list is this tuple and the API's ``JobCreate`` is built from the fields'
+#: types, help and bounds (the client's ``JobParams`` is kept equal by a test).
+JOB_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("job"))

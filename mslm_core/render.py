@@ -1,19 +1,24 @@
 """Predictions rendered for the people and tools that read them — the one place for every output
 shape: this service's annotate JSON (``POST /v1/annotate`` and ``mslm annotate``), BioC JSON,
-Label Studio pre-annotations and PubTator (each built with its format's writer helpers) — and
-the confidence thresholds applied before any of them (:func:`kept`: the API, the command line
-and annotation jobs all call it)."""
+Label Studio pre-annotations and PubTator (each built with its format's writer helpers), the
+file outputs of annotation jobs (:data:`OUTPUTS`) — and the confidence thresholds applied before
+any of them (:func:`kept`: the API, the command line and annotation jobs all call it)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .corpus import PREDICTION_FORMATS, registry
 from .types import Entity
 
 __all__ = [
+    "OUTPUTS",
     "PREDICTION_FORMATS",
+    "OutputFormat",
     "annotation_json",
     "kept",
     "media_type",
@@ -71,3 +76,71 @@ def media_type(format: str) -> str:
     return (
         "application/json" if fmt is None or fmt.predictions is None else fmt.predictions.media_type
     )
+
+
+# -- annotation jobs' file outputs --------------------------------------------------------------
+def _concatenated(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
+    for part in parts:
+        yield part.read_bytes()
+
+
+def _jsonl_part(
+    ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+) -> str:
+    return "".join(
+        json.dumps({"id": i, "entities": [e.to_dict() for e in ents]}, ensure_ascii=False) + "\n"
+        for i, ents in zip(ids, entities, strict=True)
+    )
+
+
+def _bioc_part(
+    ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+) -> str:
+    collection = render_predictions("bioc", texts, entities, model, ids=ids)
+    assert isinstance(collection, dict)
+    return "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in collection["documents"])
+
+
+def _bioc_document(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
+    """One BioC collection: its head, the parts' documents (one per line) joined by commas."""
+    head = json.dumps(render_predictions("bioc", [], [], model), ensure_ascii=False)
+    assert head.endswith('"documents": []}')
+    yield head[: -len("]}")].encode()
+    first = True
+    for part in parts:
+        for line in part.read_text(encoding="utf-8").splitlines():
+            yield (("" if first else ",") + line).encode()
+            first = False
+    yield b"]}"
+
+
+def _pubtator_part(
+    ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+) -> str:
+    rendered = render_predictions("pubtator", texts, entities, model, ids=ids)
+    assert isinstance(rendered, str)
+    return rendered
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """An annotation job's file output. Each chunk of notes is written as a part file
+    (``part``: the notes' ids, texts, entities and the model → the file's text, stored under
+    ``part_suffix``), so that a chunk run twice replaces its part; ``document`` serves the
+    parts, in order, as one file of ``media_type`` (downloaded as ``<job id>.<suffix>``)."""
+
+    media_type: str
+    suffix: str
+    part_suffix: str
+    part: Callable[[Sequence[str], Sequence[str], Sequence[Sequence[Entity]], str], str]
+    document: Callable[[str, Sequence[Path]], Iterator[bytes]] = _concatenated
+
+
+#: The file outputs of annotation jobs (``store.bulk``, the worker's file sink, the output
+#: route, the client and the web page follow this table): JSONL (one note per line: its id and
+#: its entities in this service's JSON), a BioC JSON collection, PubTator text.
+OUTPUTS: dict[str, OutputFormat] = {
+    "jsonl": OutputFormat("application/x-ndjson", "jsonl", "jsonl", _jsonl_part),
+    "bioc": OutputFormat("application/json", "bioc.json", "json", _bioc_part, _bioc_document),
+    "pubtator": OutputFormat("text/plain", "pubtator", "txt", _pubtator_part),
+}

@@ -1203,16 +1203,16 @@ def test_the_format_tables_come_from_the_registry(tmp_path):
     from mslm_core.render import render_predictions
 
     declared = registry.formats()
-    assert FORMATS == tuple(declared)
-    assert EXTENSIONS == {e: f.name for f in declared.values() for e in f.extensions}
-    assert SUFFIXES == {name: f.suffix for name, f in declared.items()}
+    assert tuple(declared) == FORMATS
+    assert {e: f.name for f in declared.values() for e in f.extensions} == EXTENSIONS
+    assert {name: f.suffix for name, f in declared.items()} == SUFFIXES
     corpus = read_corpus(_write(tmp_path, "c.tsv", CONLL))
     for name, suffix in SUFFIXES.items():
         stored = tmp_path / f"{name}{suffix}"
         write_corpus(corpus, stored, name)
         assert detect_format(stored) == name
     rendering = [n for n, f in declared.items() if f.predictions is not None]
-    assert PREDICTION_FORMATS == ("json", *rendering)
+    assert ("json", *rendering) == PREDICTION_FORMATS
     enum = AnnotateRequest.model_json_schema()["properties"]["format"]["enum"]
     assert enum == list(PREDICTION_FORMATS)
     for name in rendering:

@@ -273,10 +273,13 @@
   // -- jobs --------------------------------------------------------------------------------
   // The strategies and the default, as the service declares them (its OpenAPI document), so
   // that a new strategy needs no edit here.
+  let openapi = null;
+  const openapiSpec = async () => (openapi ??= await api("GET", "/openapi.json"));
+
   async function loadStrategies() {
     const picker = $("job-strategy");
     if (picker.options.length > 1) return;
-    const spec = await api("GET", "/openapi.json");
+    const spec = await openapiSpec();
     const field = spec.components.schemas.JobCreate.properties.strategy;
     const names = (field.anyOf || [field]).flatMap((s) => s.enum || []);
     picker.replaceChildren(el("option", { value: "" }, `default (${field["x-default"]})`));
@@ -482,8 +485,19 @@
   const seconds = (s) => (s === null || s === undefined ? "–"
     : s < 90 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${(s / 3600).toFixed(1)} h`);
 
+  // The output formats, as the service declares them (FileOutput in its OpenAPI document).
+  async function loadOutputFormats() {
+    const picker = $("bulk-format");
+    if (picker.options.length) return;
+    const spec = await openapiSpec();
+    for (const name of spec.components.schemas.FileOutput.properties.format.enum) {
+      picker.append(el("option", { value: name }, name));
+    }
+  }
+
   async function refreshBulk() {
     try {
+      await loadOutputFormats();
       const jobs = await api("GET", "/v1/annotation-jobs?limit=50");
       const body = $("bulk-jobs").querySelector("tbody");
       body.replaceChildren();

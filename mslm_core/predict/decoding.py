@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ..config import DECODINGS
 from ..features import B, I, O
 
-DECODINGS = ("viterbi", "argmax")
+__all__ = ["DECODINGS", "HYPHENS", "decode_bio", "decode_tags", "trim_hyphens"]
 
 
 def decode_tags(probs: npt.NDArray[np.float32], decoding: str) -> list[int]:
