@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .corpus import Corpus, Mention
 from .features import B, I, O
@@ -31,7 +32,7 @@ T_BOUNDS = (0.05, 20.0)
 ENTITY_GRID = 13  # points of the coarse search for the detection temperature (log-spaced)
 
 
-def fit_temperature(probs: np.ndarray, labels: np.ndarray) -> float:
+def fit_temperature(probs: npt.NDArray[np.floating[Any]], labels: npt.NDArray[np.int64]) -> float:
     """The ``T`` that minimises the negative log-likelihood of ``labels`` under
     ``temper(probs, T)``; ``probs`` [N, K], ``labels`` [N]. 1.0 when there is nothing to fit."""
     from scipy.optimize import minimize_scalar
@@ -106,7 +107,7 @@ def _gold(corpus: Corpus) -> tuple[list[list[Mention]], list[Any] | None]:
     )
 
 
-def word_tags(sentence_len: int, mentions: Sequence[Mention]) -> np.ndarray:
+def word_tags(sentence_len: int, mentions: Sequence[Mention]) -> npt.NDArray[np.int64]:
     tags = np.full(sentence_len, O, np.int64)
     for m in mentions:
         tags[m.start] = B

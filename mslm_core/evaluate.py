@@ -17,6 +17,7 @@ from .types import ScoredMention
 
 if TYPE_CHECKING:  # torch is imported where a model runs: serving needs neither
     from .collate import MaskingCollator
+    from .model import MSLMModel
 
 
 def predict_mentions(predictor: Predictor, corpus: Corpus) -> list[list[Mention]]:
@@ -34,7 +35,7 @@ def score_predictions(
     predicted: list[list[Mention]],
     total_nll: float | None = None,
     n_masked: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """docs/design.md's metrics.json of ``predicted`` against the gold mentions of ``corpus``
     (each sentence judged on the types its corpus annotates: ``Sentence.annotated``)."""
     annotated = [s.annotated for s in corpus.sentences]
@@ -54,7 +55,7 @@ def score_by_source(
     ranges: dict[str, tuple[int, int]],
     total_nll: float | None = None,
     n_masked: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """:func:`score_predictions` of a corpus merged from several (``ranges``: each corpus's
     sentences, name → (first, end)), with ``sources`` — each corpus's own report — and
     ``macro_f1``, the mean of their strict F1: what model selection compares, so that a small
@@ -70,7 +71,7 @@ def score_by_source(
     return report
 
 
-def selection_f1(report: dict) -> float:
+def selection_f1(report: dict[str, Any]) -> float:
     """The dev figure a run keeps the best epoch by: the macro F1 over its corpora when it
     trains on several, else the strict F1."""
     return float(report.get("macro_f1", report["strict"]["f1"]))
@@ -120,7 +121,7 @@ def evaluate_bundle(
 
 def evaluate_calibrated(
     predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
-) -> dict:
+) -> dict[str, Any]:
     """:func:`evaluate_corpus` plus ``calibration``: the expected calibration error of the
     entity confidences before and after the predictor's temperatures (one prediction pass;
     temperatures never change which entities are found)."""
@@ -129,7 +130,7 @@ def evaluate_calibrated(
 
 def _calibrated(
     predictor: Predictor, corpus: Corpus, total_nll: float | None, n_masked: int
-) -> tuple[dict, list[list[Mention]]]:
+) -> tuple[dict[str, Any], list[list[Mention]]]:
     from .calibration import BINS, calibration_report
 
     raw = predictor.raw_predictions([s.words for s in corpus.sentences])
@@ -148,13 +149,13 @@ def _calibrated(
 
 def evaluate_corpus(
     predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
-) -> dict:
+) -> dict[str, Any]:
     """docs/design.md's metrics.json for ``corpus``. The predictor is given the words only."""
     return score_predictions(corpus, predict_mentions(predictor, corpus), total_nll, n_masked)
 
 
 def masked_nll(
-    model,
+    model: MSLMModel,
     windows: list[Window],
     collator: MaskingCollator,
     seed: int,
@@ -191,13 +192,14 @@ def masked_nll(
 
 
 def bundle_perplexity(
-    path, manifest: dict, corpus: Corpus, device: str = "cpu"
+    path: str | Path, manifest: dict[str, Any], corpus: Corpus, device: str = "cpu"
 ) -> tuple[float | None, int]:
     """Masked-token NLL of a bundle's MLM head on ``corpus`` with the bundle's own training
     masking (fixed seed), and the number of masked tokens; ``(None, 0)`` for bundles trained
     without masking. A diagnostic (docs/method.md §6), never used to predict."""
     from .bundle import load_bundle
     from .collate import MaskingCollator
+    from .model import MSLMModel
     from .config import TrainConfig
     from .device import resolve_device
     from .features import WindowBuilder

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .bundle import predictor_options, verify_bundle
 from .context import ContextEngine
@@ -77,16 +78,19 @@ class OnnxBackend:
         self.provider = self.session.get_providers()[0]
 
     def features(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self, input_ids: npt.NDArray[np.int64], attention_mask: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        probs: npt.NDArray[np.float32]
+        feats: npt.NDArray[np.float32]
         probs, feats = self.session.run(
             ["detection_probs", "type_features"],
             {"input_ids": input_ids, "attention_mask": attention_mask},
         )
         return probs, feats
 
-    def classify(self, pooled: np.ndarray) -> np.ndarray:
-        return self.classifier.run(None, {"pooled": pooled})[0]
+    def classify(self, pooled: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        probs: npt.NDArray[np.float32] = self.classifier.run(None, {"pooled": pooled})[0]
+        return probs
 
 
 @dataclass(frozen=True)

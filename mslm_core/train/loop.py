@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from ..bundle import predictor_options
@@ -216,7 +217,7 @@ class Trainer:
         ]
 
     # -- batches ----------------------------------------------------------------------------
-    def epoch_windows(self, epoch: int) -> np.ndarray:
+    def epoch_windows(self, epoch: int) -> npt.NDArray[np.intp]:
         """The windows epoch ``epoch`` trains on: every window once, unless a corpus of a
         multi-corpus run has a ``weight`` — then its windows ``int(weight)`` times each plus a
         random ``weight % 1`` share of them, drawn anew each epoch (the count is the same in
@@ -356,7 +357,9 @@ class Trainer:
         batch = collator([self.windows[i] for i in batch_idx], self._rngs(epoch, step, batch_idx))
         batch = {k: v.to(self.device) for k, v in batch.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
-            out = self.model(**batch, spec=self.mlm_loss_spec if mlm_stage else self.loss_spec)
+            out: MSLMOutput = self.model(
+                **batch, spec=self.mlm_loss_spec if mlm_stage else self.loss_spec
+            )
         if out.loss.requires_grad:
             out.loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
