@@ -199,7 +199,6 @@ def bundle_perplexity(
     without masking. A diagnostic (docs/method.md §6), never used to predict."""
     from .bundle import load_bundle
     from .collate import MaskingCollator
-    from .model import MSLMModel
     from .config import TrainConfig
     from .device import resolve_device
     from .features import WindowBuilder
