@@ -157,11 +157,15 @@ def predictor_options(manifest: dict[str, Any]) -> dict[str, Any]:
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest: object = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BundleError(f"{directory}: not a model bundle (no {MANIFEST})") from None
     except ValueError as exc:
         raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise BundleError(
+            f"{path}: the manifest must be a JSON object, not {type(manifest).__name__}"
+        )
     if manifest.get("schema_version") != SCHEMA_VERSION:
         raise BundleError(
             f"{path}: schema_version {manifest.get('schema_version')!r} is not supported "

@@ -332,3 +332,10 @@ def test_cli_annotate_links_concepts(bundle, tmp_path, capsys, caplog):
     obo.write_text("[Term]\nid: DOID:1\n", encoding="utf-8")
     assert cli.main(["annotate", "--model", str(bundle), "--vocabulary", str(obo), text]) == 2
     assert f"{obo}:1 (name)" in caplog.text
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '"text"', "null"])
+def test_a_manifest_that_is_not_an_object_is_a_bundle_error(tmp_path, content):
+    (tmp_path / "manifest.json").write_text(content)
+    with pytest.raises(BundleError, match="must be a JSON object"):
+        verify_bundle(tmp_path)
