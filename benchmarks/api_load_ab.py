@@ -95,6 +95,7 @@ def main() -> None:
         subprocess.run(
             ["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=False
         )
+        shutil.rmtree(worktree.parent, ignore_errors=True)
 
     def median(name: str, level: str) -> float:
         return round(statistics.median(r["api_sps"][level] for r in runs[name]), 1)

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -380,6 +381,7 @@ def main() -> None:
             stack.stop()
         wh.drop_database(warehouse, args.admin)
         wh.drop_database(store_db, args.admin)
+        shutil.rmtree(tmp, ignore_errors=True)  # the install: logs, the imported model
 
 
 def _chunks(store_db: str, job_id: str) -> list[dict]:
