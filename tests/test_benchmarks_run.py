@@ -37,6 +37,8 @@ PROTOCOLS = BENCHMARKS / "protocols"
 PG_ADMIN = os.environ.get("MSLM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("MSLM_TEST_REDIS", "redis://127.0.0.1:6379")
 
+# The files of benchmarks/ that are imported by the scripts, not run.
+HELPERS = {"common.py": "the scripts' results files and last-line JSON"}
 # Scripts that are not run here, and why (keep this short: a script with no run rots).
 EXEMPT = {
     "context_baselines.py": "not a benchmark of its own: assertion.py --baselines runs it inside "
@@ -772,21 +774,17 @@ def test_the_benchmark_runs_small(name: str, launched: Launcher) -> None:
     assert _committed() == launched.committed, "a smoke run wrote into the committed results"
 
 
-def _scripts() -> set[str]:
-    return {
-        p.name
-        for p in BENCHMARKS.glob("*.py")
-        if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")
-    }
-
-
 def test_every_script_has_a_run() -> None:
-    """A new benchmark script needs a tiny run above (or a reason in EXEMPT)."""
+    """Every file in benchmarks/ is a script with a tiny run above, a script exempted with its
+    reason (EXEMPT), or a helper the scripts import (HELPERS), which is no script itself."""
+    files = {p.name: p.read_text(encoding="utf-8") for p in BENCHMARKS.glob("*.py")}
     covered = {run.script for run in RUNS.values()}
-    missing = sorted(_scripts() - covered - set(EXEMPT))
+    missing = sorted(set(files) - covered - set(EXEMPT) - set(HELPERS))
     assert not missing, f"benchmark scripts with no tiny run in {__file__}: {missing}"
-    assert not covered & set(EXEMPT)
-    assert not (covered | set(EXEMPT)) - _scripts(), "a run or an exemption names no script"
+    assert not covered & (set(EXEMPT) | set(HELPERS))
+    assert (covered | set(EXEMPT) | set(HELPERS)) <= set(files), "a run names no file"
+    scripts = {name for name, text in files.items() if '__name__ == "__main__"' in text}
+    assert not scripts & set(HELPERS), "a helper with a main is a script: give it a run"
 
 
 def test_every_protocol_has_a_run() -> None:
