@@ -1,0 +1,130 @@
+"""The README is a front page and the reference lives in docs/ (issue 32): the README stays short,
+keeps the two commands CI runs, and every relative link in it and in docs/ reaches a file that
+exists — and, with an anchor, a heading of that file (GitHub's slugs)."""
+
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
+MAX_README_LINES = 200
+
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+# [text](target) and ![alt](target), the target up to a space (a title may follow) or ")"
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def outside_fences(text: str) -> str:
+    """The text with the lines of fenced code blocks blanked (line numbers stay right)."""
+    kept, fence = [], None
+    for line in text.splitlines():
+        opened = FENCE.match(line)
+        if fence is None and opened:
+            fence = opened.group(1)[0] * 3
+        elif fence is not None and line.lstrip().startswith(fence):
+            fence = None
+        elif fence is None:
+            kept.append(line)
+            continue
+        kept.append("")
+    return "\n".join(kept)
+
+
+def prose(text: str) -> str:
+    """The text outside code, inline code replaced by spaces: a link in code is an example."""
+    return INLINE_CODE.sub(lambda m: " " * len(m.group(0)), outside_fences(text))
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its text (markup removed), lower case, punctuation dropped
+    but for "-" and "_", each space a "-"."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link keeps its text
+    text = text.replace("`", "").replace("*", "")
+    text = re.sub(r"<[^>]+>", "", text).strip().lower()
+    # letters, marks and digits stay (Unicode categories L, M, N)
+    kept = "".join(c for c in text if c in "-_ " or unicodedata.category(c)[0] in "LMN")
+    return kept.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading's anchor in a markdown file, repeated headings numbered as GitHub does."""
+    seen: dict[str, int] = {}
+    found = set()
+    for line in outside_fences(path.read_text(encoding="utf-8")).splitlines():
+        m = HEADING.match(line)
+        if not m:
+            continue
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def relative_links(path: Path) -> list[tuple[int, str]]:
+    """(line, target) of every link that is not a URL; a link's text may span lines."""
+    text = prose(path.read_text(encoding="utf-8"))
+    out = []
+    for m in LINK.finditer(text):
+        target = m.group(1)
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # http:, mailto:
+            out.append((text.count("\n", 0, m.start(1)) + 1, target))
+    return out
+
+
+def test_the_slugs_are_githubs():
+    assert slug("Does MSLM help?") == "does-mslm-help"
+    assert slug("3b. Honest evaluation: no prediction masks its input") == (
+        "3b-honest-evaluation-no-prediction-masks-its-input"
+    )
+    assert slug("Bulk annotation and OMOP `NOTE_NLP`") == "bulk-annotation-and-omop-note_nlp"
+    assert slug("`metrics.json` (`mslm evaluate --output`, a job's metrics)") == (
+        "metricsjson-mslm-evaluate---output-a-jobs-metrics"
+    )
+    assert slug("Operations: images, air gap, scaling") == "operations-images-air-gap-scaling"
+    assert "metricsjson-mslm-evaluate---output-a-jobs-metrics-an-evaluations" in anchors(
+        REPO / "docs" / "design.md"
+    )
+
+
+def test_links_are_found_across_lines_and_not_in_code(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "a [real](x.md) and `[code](y.md)`\n```\n[fenced](z.md)\n```\n"
+        "a [text on\ntwo lines](w.md#a) and [a site](https://example.org)\n"
+    )
+    assert relative_links(page) == [(1, "x.md"), (6, "w.md#a")]
+
+
+def test_the_readme_is_a_front_page():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines; the reference belongs in docs/"
+    )
+
+
+def test_the_readme_keeps_the_two_commands_ci_runs():
+    readme = README.read_text(encoding="utf-8")
+    assert "bash scripts/run.sh" in readme and "bash scripts/test.sh" in readme
+    assert "bash scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(page: Path):
+    broken = []
+    for number, target in relative_links(page):
+        where, _, anchor = target.partition("#")
+        file = (page.parent / where).resolve() if where else page
+        if not file.exists():
+            broken.append(f"line {number}: {target} (no such file)")
+        elif not file.is_relative_to(REPO):
+            broken.append(f"line {number}: {target} (outside the repository)")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(f"line {number}: {target} (no heading #{anchor})")
+    assert broken == []
