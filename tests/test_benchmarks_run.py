@@ -753,6 +753,8 @@ def launched(request, tmp_path_factory) -> Iterator[Launcher]:
     launcher.pool.shutdown(wait=True, cancel_futures=True)
 
 
+# a test waits for the runs started before its own (each run is stopped after TIMEOUT)
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_benchmark_runs_small(name: str, launched: Launcher) -> None:
     run = RUNS[name]
