@@ -10,21 +10,18 @@ in a log: only its id and first characters.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import secrets
 import sys
 import time
-import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core.errors import ConfigError
 from mslm_settings import Settings
-from store.models import ApiKey, utcnow
+from store import keys
+from store.keys import hash_key
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +61,6 @@ def configured_keys(settings: Settings) -> list[tuple[str, frozenset[str]]]:
         raise ConfigError(f"MSLM_API_KEYS: {exc}") from None
 
 
-def hash_key(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
 @dataclass(frozen=True)
 class Principal:
     key_id: str
@@ -85,48 +78,7 @@ class Principal:
 
 def sync_configured_keys(session: Session, settings: Settings) -> None:
     """Make the store's ``env`` keys equal to ``MSLM_API_KEYS``."""
-    wanted = {hash_key(secret): scopes for secret, scopes in configured_keys(settings)}
-    existing = {
-        k.key_hash: k for k in session.scalars(select(ApiKey).where(ApiKey.source == "env"))
-    }
-    for digest, scopes in wanted.items():
-        row = existing.get(digest)
-        text = "+".join(sorted(scopes))
-        if row is None:
-            session.add(
-                ApiKey(
-                    id=f"key-{uuid.uuid4().hex[:10]}",
-                    key_hash=digest,
-                    prefix=digest[:8],
-                    scopes=text,
-                    source="env",
-                )
-            )
-        else:
-            row.scopes, row.revoked_at = text, None
-    for digest, row in existing.items():
-        if digest not in wanted and row.revoked_at is None:
-            row.revoked_at = utcnow()
-    session.commit()
-
-
-def ensure_admin_key(session: Session) -> str | None:
-    """Create an admin key when the store has no usable key; return its secret (shown once),
-    or None when keys exist."""
-    if session.scalar(select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)):
-        return None
-    secret = "mslm_" + secrets.token_urlsafe(32)
-    session.add(
-        ApiKey(
-            id=f"key-{uuid.uuid4().hex[:10]}",
-            key_hash=hash_key(secret),
-            prefix=secret[:9],
-            scopes="admin",
-            source="bootstrap",
-        )
-    )
-    session.commit()
-    return secret
+    keys.sync_configured(session, configured_keys(settings))
 
 
 def announce_admin_key(secret: str) -> None:
@@ -151,7 +103,7 @@ class KeyCache:
 
     def _reload(self) -> None:
         with self.factory() as session:
-            rows = session.scalars(select(ApiKey).where(ApiKey.revoked_at.is_(None)))
+            rows = keys.usable_keys(session)
             self._keys = {r.key_hash: Principal(r.id, frozenset(r.scopes.split("+"))) for r in rows}
         self._loaded = time.monotonic()
 

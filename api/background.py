@@ -8,11 +8,9 @@ import asyncio
 import logging
 import time
 
-from sqlalchemy import func, select
-
 from store import bulk, transitions
-from store.models import AnnotationJob, Evaluation, Job
 from store.paths import sweep_orphans
+from store.tables import AnnotationJob, Evaluation, Job
 from worker.celery_app import (
     ANNOTATE_QUEUE,
     EVAL_QUEUE,
@@ -113,7 +111,4 @@ COUNTED = (("jobs", Job), ("evaluations", Evaluation), ("annotation_jobs", Annot
 
 def counts(state: AppState) -> dict[str, dict[str, int]]:
     with state.factory() as session:
-        return {
-            name: dict(session.execute(select(cls.state, func.count()).group_by(cls.state)).all())
-            for name, cls in COUNTED
-        }
+        return {name: transitions.count_by_state(session, cls) for name, cls in COUNTED}

@@ -37,20 +37,17 @@ CARRY_OVER = (
 
 
 def fresh_install(settings: Settings) -> bool:
-    from sqlalchemy import select
-
+    from store.datasets import any_dataset
     from store.db import session_factory
-    from store.models import Dataset, Model
+    from store.registry import any_model
 
     with session_factory(settings.sqlalchemy_url)() as session:
-        return not (
-            session.scalar(select(Dataset.id).limit(1)) or session.scalar(select(Model.id).limit(1))
-        )
+        return not (any_dataset(session) or any_model(session))
 
 
 def _upload(settings: Settings, session: Any, folder: Path, name: str) -> Any:
     from mslm_core.corpus import split_paths
-    from store.service import Upload, create_dataset
+    from store.datasets import Upload, create_dataset
 
     uploads = [Upload(split, path.name, path) for split, path in split_paths(folder).items()]
     return create_dataset(settings, session, uploads, name)
@@ -79,8 +76,9 @@ def bootstrap(
     from mslm_core.corpora import clinical
     from mslm_core.errors import ConfigError
     from mslm_core.schema import CLINICAL_TYPES
+    from store.datasets import delete_dataset
     from store.db import session_factory
-    from store.service import JobSource, create_job, delete_dataset
+    from store.jobs import JobSource, create_job
     from worker.celery_app import CeleryQueue, celery_for
 
     mode = mode or settings.bootstrap
@@ -193,13 +191,10 @@ class FirstStartProgress:
 
     def _job(self) -> Any:
         from store.db import session_factory
-        from store.models import Job
+        from store.jobs import find_job
 
         with session_factory(self.settings.sqlalchemy_url)() as session:
-            job = session.get(Job, self.job_id)
-            if job is not None:
-                session.expunge(job)
-            return job
+            return find_job(session, self.job_id)  # detached when the session closes
 
     def _run(self) -> None:
         interactive = sys.stderr.isatty()

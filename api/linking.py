@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core.errors import MSLMError
 from mslm_core.linking import Linker
 from mslm_settings import Settings
+from store.errors import NotFound
 from store.linking import build_linker
-from store.models import StoredVocabulary
-from store.service import NotFound, active_vocabulary_id, set_active_vocabulary
+from store.serving import active_vocabulary_id
+from store.vocabularies import find_vocabulary, set_active_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class VocabularyManager:
 
     def _gone(self, vocabulary_id: str) -> bool:
         with self.factory() as session:
-            return session.get(StoredVocabulary, vocabulary_id) is None
+            return find_vocabulary(session, vocabulary_id) is None
 
     def _failed(self, vocabulary_id: str | None, exc: BaseException) -> None:
         reason = f"vocabulary {vocabulary_id} cannot be used: {type(exc).__name__}: {exc}"

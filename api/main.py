@@ -17,9 +17,11 @@ from fastapi import FastAPI
 from mslm_core import __version__
 from mslm_settings import Settings, get_settings
 from store.db import session_factory
+from store.errors import QuotaExceeded
+from store.keys import ensure_admin_key
 from store.migrate import schema_behind, upgrade
 from store.paths import sweep_orphans
-from store.service import QuotaExceeded, check_upload_quota
+from store.quotas import check_upload_quota
 from worker.celery_app import celery_for
 
 from . import problems, web
@@ -28,7 +30,6 @@ from .auth import (
     KeyCache,
     announce_admin_key,
     configured_keys,
-    ensure_admin_key,
     sync_configured_keys,
 )
 from .background import counts, follow_active_model, reaper

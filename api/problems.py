@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError
-from store.service import Conflict, NotFound, QuotaExceeded
+from store.errors import Conflict, NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"

@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core.context import ContextEngine, rules_for
@@ -29,8 +28,8 @@ from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
 from mslm_core.predict import AnnotationPlan, Entity
 from mslm_settings import Settings
-from store.models import Model
-from store.service import active_model_id
+from store import registry
+from store.serving import active_model_id
 
 from .linking import Linking, VocabularyManager
 from .metrics import Metrics
@@ -330,7 +329,7 @@ class ModelManager:
     # -- loading ----------------------------------------------------------------------------
     def _path_of(self, model_id: str) -> str:
         with self.factory() as session:
-            row = session.get(Model, model_id)
+            row = registry.find_model(session, model_id)
             if row is None:
                 raise KeyError(model_id)
             return str(self.settings.artifacts / row.path)
@@ -401,7 +400,7 @@ class ModelManager:
 
     def _existing(self, model_ids: list[str]) -> set[str]:
         with self.factory() as session:
-            return set(session.scalars(select(Model.id).where(Model.id.in_(model_ids))))
+            return registry.existing_models(session, model_ids)
 
     # -- the vocabulary ---------------------------------------------------------------------
     def _link_with(self, linking: Linking) -> None:
@@ -465,14 +464,12 @@ class ModelManager:
     async def activate(self, model_id: str) -> LoadedModel:
         """Load (verifying every checksum) and, only if that worked, make active here and in
         the store; the other replicas follow within ``model_poll_seconds``."""
-        from store.service import set_active_model
-
         async with self._lock:
             loaded = await self.load(model_id)
 
             def write() -> None:
                 with self.factory() as session:
-                    set_active_model(session, model_id)
+                    registry.set_active_model(session, model_id)
 
             await asyncio.to_thread(write)
             self._swap(model_id)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from mslm_core.bundle import sha256_file
@@ -31,7 +31,11 @@ from mslm_core.errors import ConfigError
 from mslm_core.notes import Note, detect_note_format, read_notes
 from mslm_settings import Settings
 
-from .models import (
+from .access import get_owned, owned, owned_by, page
+from .db import rowcount
+from .errors import Conflict, NotFound
+from .files import shown_name, staged
+from .tables import (
     CANCELLED,
     FAILED,
     FINAL_STATES,
@@ -45,7 +49,6 @@ from .models import (
     new_id,
     utcnow,
 )
-from .service import Conflict, NotFound, get_owned, owned, shown_name, staged, visible_to
 
 #: Errors kept per chunk in the job's report (the count is always exact).
 ERRORS_PER_CHUNK = 1000
@@ -211,27 +214,37 @@ def create_annotation_job(
     return job
 
 
-def page(
-    session: Session,
-    cls: type[AnnotationJob] | type[NoteInput],
-    owner: str | None,
-    limit: int,
-    offset: int,
-    state: str | None = None,
-) -> tuple[list[Any], int]:
-    """One page of the annotation jobs or notes files ``owner`` sees (None: all), newest
-    first, and how many there are; ``state`` narrows jobs to one state."""
-    query = visible_to(select(cls), cls, owner)
-    count = visible_to(select(func.count()).select_from(cls), cls, owner)
-    if state is not None and cls is AnnotationJob:
-        query = query.where(AnnotationJob.state == state)
-        count = count.where(AnnotationJob.state == state)
-    rows = list(session.scalars(query.order_by(cls.created_at.desc()).limit(limit).offset(offset)))
-    return rows, session.scalar(count) or 0
+def list_jobs(
+    session: Session, owner: str | None, limit: int, offset: int, state: str | None = None
+) -> tuple[list[AnnotationJob], int]:
+    """One page of the annotation jobs ``owner`` sees (None: all), newest first, and how many
+    there are; ``state`` narrows them to one state."""
+    where: list[ColumnElement[bool]] = owned_by(AnnotationJob, owner)
+    if state is not None:
+        where.append(AnnotationJob.state == state)
+    return page(session, AnnotationJob, limit, offset, where)
+
+
+def list_inputs(
+    session: Session, owner: str | None, limit: int, offset: int
+) -> tuple[list[NoteInput], int]:
+    """One page of the notes files ``owner`` sees (None: all), newest first, and how many
+    there are."""
+    return page(session, NoteInput, limit, offset, owned_by(NoteInput, owner))
 
 
 def get_job(session: Session, job_id: str, owner: str | None) -> AnnotationJob:
-    job: AnnotationJob = get_owned(session, AnnotationJob, job_id, owner, "annotation job")
+    return get_owned(session, AnnotationJob, job_id, owner, "annotation job")
+
+
+def cancel(session: Session, job_id: str, owner: str | None) -> AnnotationJob:
+    """Cancel an annotation job ``owner`` sees (:func:`request_cancel`) and return it as it
+    is now; Conflict when it had already succeeded or failed."""
+    job = get_job(session, job_id, owner)
+    if job.state in (SUCCEEDED, FAILED):
+        raise Conflict(f"annotation job {job_id} already {job.state}")
+    request_cancel(session, job_id)
+    session.refresh(job)
     return job
 
 
@@ -250,7 +263,7 @@ def claim_plan(session: Session, job_id: str, worker: str) -> bool:
         )
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return rowcount(result) == 1
 
 
 def save_plan(
@@ -281,7 +294,7 @@ def save_plan(
             problems=(problems or [])[:ERRORS_PER_CHUNK],
         )
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if rowcount(result) != 1:
         session.rollback()
         return False
     session.add_all(
@@ -369,7 +382,7 @@ def complete_if_done(session: Session, job_id: str) -> str | None:
         )
     )
     session.commit()
-    return state if result.rowcount == 1 else None  # type: ignore[attr-defined]
+    return state if rowcount(result) == 1 else None
 
 
 def claim_chunk(session: Session, job_id: str, seq: int, worker: str) -> bool:
@@ -397,10 +410,10 @@ def claim_chunk(session: Session, job_id: str, seq: int, worker: str) -> bool:
         )
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return rowcount(result) == 1
 
 
-def _mine(job_id: str, seq: int, worker: str) -> Any:
+def _mine(job_id: str, seq: int, worker: str) -> ColumnElement[bool]:
     return and_(
         AnnotationChunk.job_id == job_id,
         AnnotationChunk.seq == seq,
@@ -417,7 +430,7 @@ def chunk_beat(session: Session, job_id: str, seq: int, worker: str, done: int) 
         .values(heartbeat_at=utcnow(), done=done)
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return rowcount(result) == 1
 
 
 def finish_chunk(
@@ -447,7 +460,7 @@ def finish_chunk(
         )
     )
     session.commit()
-    won = result.rowcount == 1  # type: ignore[attr-defined]
+    won = rowcount(result) == 1
     if won:
         complete_if_done(session, job_id)
     return won
@@ -481,13 +494,13 @@ def reap(session: Session, timeout_s: float, max_attempts: int) -> Reaped:
         if attempts >= max_attempts:
             reason = f"worker lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts}"
             won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
-            if won.rowcount == 1:  # type: ignore[attr-defined]
+            if rowcount(won) == 1:
                 out.failed.append(f"{job_id}#{seq}")
                 session.commit()
                 complete_if_done(session, job_id)
         else:
             won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
-            if won.rowcount == 1:  # type: ignore[attr-defined]
+            if rowcount(won) == 1:
                 out.chunks.append((job_id, seq))
     planning = session.execute(
         select(AnnotationJob.id, AnnotationJob.attempts).where(
@@ -506,11 +519,11 @@ def reap(session: Session, timeout_s: float, max_attempts: int) -> Reaped:
         if attempts >= max_attempts:
             reason = f"planner lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts}"
             won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
-            if won.rowcount == 1:  # type: ignore[attr-defined]
+            if rowcount(won) == 1:
                 out.failed.append(job_id)
         else:
             won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
-            if won.rowcount == 1:  # type: ignore[attr-defined]
+            if rowcount(won) == 1:
                 out.plans.append(job_id)
     session.commit()
     return out
@@ -620,7 +633,6 @@ def error_report(session: Session, settings: Settings, job: AnnotationJob) -> li
 
 def input_of(session: Session, input_id: str, owner: str | None) -> NoteInput:
     try:
-        row: NoteInput = get_owned(session, NoteInput, input_id, owner, "notes file")
+        return get_owned(session, NoteInput, input_id, owner, "notes file")
     except NotFound:
         raise NotFound(f"notes file {input_id}") from None
-    return row

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from mslm_settings import Settings
 
 log = logging.getLogger("mslm.store")
 
 
-def migrate(sub: argparse._SubParsersAction) -> None:
+def migrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "migrate", help="upgrade the job store's schema (deployments run it before the API starts)"
     )
@@ -29,7 +34,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def import_model(sub: argparse._SubParsersAction) -> None:
+def import_model(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("import-model", help="copy a model bundle into the store (verified)")
     p.add_argument(
         "path",
@@ -40,7 +45,7 @@ def import_model(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_import_model)
 
 
-def _store() -> tuple[Any, Any]:
+def _store() -> tuple[Settings, sessionmaker[Session]]:
     """The settings, and sessions on a store at the current schema (upgraded first unless
     MSLM_AUTO_MIGRATE is off)."""
     from mslm_settings import get_settings
@@ -57,7 +62,7 @@ def _store() -> tuple[Any, Any]:
 def run_import_model(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .service import import_bundle, set_active_model
+    from .registry import import_bundle, set_active_model
 
     settings, sessions = _store()
     with sessions() as session:
@@ -68,7 +73,7 @@ def run_import_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def import_vocabulary(vocab: argparse._SubParsersAction) -> None:
+def import_vocabulary(vocab: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = vocab.add_parser(
         "import",
         help="check, index and store a vocabulary (TSV or OBO) that the service can link to",
@@ -93,7 +98,7 @@ def run_import_vocabulary(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .service import import_vocabulary, set_active_vocabulary
+    from .vocabularies import import_vocabulary, set_active_vocabulary
 
     settings, sessions = _store()
     if args.path == "mesh":

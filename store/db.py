@@ -6,10 +6,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TypeVarTuple, cast
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+Ts = TypeVarTuple("Ts")
 
 
 def make_engine(url: str) -> Engine:
@@ -23,7 +27,7 @@ def make_engine(url: str) -> Engine:
         )
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+        def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA busy_timeout=30000")
@@ -58,3 +62,16 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def ping(factory: sessionmaker[Session]) -> None:
+    """Raise when the store does not answer a trivial query (readiness)."""
+    with factory() as session:
+        session.execute(text("SELECT 1"))
+
+
+def rowcount(result: Result[*Ts]) -> int:
+    """The rows an UPDATE or DELETE matched. ``Session.execute`` is annotated as returning a
+    plain ``Result`` whatever the statement, while a DML statement's result is a
+    ``CursorResult``, the class that has ``rowcount``; the cast says so (no runtime cost)."""
+    return cast(CursorResult[*Ts], result).rowcount

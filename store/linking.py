@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core.errors import ConfigError
 from mslm_settings import Settings
 
-from .models import StoredVocabulary
-from .service import vocabulary_file
+from .tables import StoredVocabulary
+from .vocabularies import vocabulary_file
 
 if TYPE_CHECKING:
     from mslm_core.linking import Linker

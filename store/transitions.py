@@ -21,7 +21,18 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
-from .models import CANCELLED, FAILED, QUEUED, RUNNING, Evaluation, Job, ServingState, utcnow
+from .db import rowcount
+from .tables import (
+    CANCELLED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    AnnotationJob,
+    Evaluation,
+    Job,
+    ServingState,
+    utcnow,
+)
 
 TaskRow = type[Job] | type[Evaluation]
 
@@ -53,7 +64,7 @@ def claim(session: Session, cls: TaskRow, row_id: str, worker: str, running_quot
         )
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return rowcount(result) == 1
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ def heartbeat(session: Session, cls: TaskRow, row_id: str, worker: str, **fields
     cancel = False
     if cls is Job:
         cancel = bool(session.scalar(select(Job.cancel_requested).where(Job.id == row_id)))
-    return Beat(result.rowcount == 1, cancel)  # type: ignore[attr-defined]
+    return Beat(rowcount(result) == 1, cancel)
 
 
 def finish(
@@ -95,7 +106,7 @@ def finish(
     result = session.execute(
         update(cls).where(*where).values(state=state, finished_at=utcnow(), **fields)
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if rowcount(result) != 1:
         session.rollback()
         return False
     session.commit()
@@ -146,7 +157,7 @@ def reap(session: Session, cls: TaskRow, timeout_s: float, max_attempts: int) ->
         else:
             won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
             target = out.requeued
-        if won.rowcount == 1:  # type: ignore[attr-defined]
+        if rowcount(won) == 1:
             target.append(row_id)
     session.commit()
     return out
@@ -184,4 +195,11 @@ def activate_if_none(session: Session, model_id: str) -> bool:
         .values(active_model_id=model_id, updated_at=utcnow())
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return rowcount(result) == 1
+
+
+def count_by_state(
+    session: Session, cls: type[Job] | type[Evaluation] | type[AnnotationJob]
+) -> dict[str, int]:
+    """How many rows of ``cls`` are in each state (a state with none is absent)."""
+    return dict(session.execute(select(cls.state, func.count()).group_by(cls.state)).all())

@@ -233,7 +233,7 @@ def test_a_job_option_is_declared_alike_everywhere():
     from api.schemas import JobCreate
     from mslm_client._endpoints import _EXPORT_KEYS, JobParams
     from mslm_core.config import TrainConfig
-    from store.service import JOB_FIELDS
+    from store.jobs import JOB_FIELDS
 
     request_only = {"dataset_id", "datasets", "export", "idempotency_key"}
     assert set(JobCreate.model_fields) - request_only == set(JOB_FIELDS)

@@ -1158,8 +1158,8 @@ def _killed_during_export(api: Api, env: dict[str, str], tmp_path: Path) -> dict
     from sqlalchemy import update
 
     from store.db import session_factory
-    from store.models import Job
-    from store.service import sweep_worker_leftovers
+    from store.jobs import sweep_worker_leftovers
+    from store.tables import Job
 
     # the jobs earlier attacks left queued (no worker ran during them) go first
     with session_factory(api.env["MSLM_DATABASE_URL"])() as session:
@@ -1336,7 +1336,7 @@ def test_round3_item8_quotas_per_key(api, record, tmp_path):
     """One train key queued fifty 200-epoch jobs; nothing capped jobs per key or queued work."""
     _running(api)
     from store.db import session_factory
-    from store.models import Job
+    from store.tables import Job
     from store.transitions import claim
 
     fresh = "quota-key-0123456789abcdef"  # a key with nothing of its own yet

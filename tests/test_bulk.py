@@ -19,7 +19,7 @@ from mslm_core.notes import Note, NoteProblem, detect_note_format, read_notes
 from mslm_core.types import Assertion, Cue, Entity, LinkedConcept
 from store import bulk
 from store.db import session_factory
-from store.models import AnnotationChunk
+from store.tables import AnnotationChunk
 from worker import bulk as runner
 from worker.runner import run_training_job
 

@@ -19,7 +19,7 @@ from mslm_core.corpora import clinical, registry
 from mslm_core.errors import ConfigError
 from mslm_core.schema import CLINICAL_TYPES
 from store.db import session_factory
-from store.models import Dataset, Job
+from store.tables import Dataset, Job
 from worker.runner import run_evaluation, run_training_job
 
 # corpus A: chemicals and diseases; corpus B: findings, body sites and procedures that may be

@@ -32,7 +32,7 @@ from api.background import sweep
 from api.main import create_app
 from mslm_core.errors import ConfigError, CorpusError
 from mslm_settings import Settings
-from store.models import Job
+from store.tables import Job
 from worker.celery_app import TRAIN_QUEUE, queue_depth
 from worker.runner import run_evaluation, run_training_job
 
@@ -652,7 +652,7 @@ def test_lost_worker_is_requeued_then_failed_never_left_running(client, settings
     while attempts remain, then failed with the reason."""
     import datetime as dt
 
-    from store.models import utcnow
+    from store.tables import utcnow
 
     ds = upload_toy(client, tmp_path / "c")
     job = client.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": ds["id"]}).json()

@@ -255,7 +255,7 @@ def test_redis_and_postgresql(tmp_path, tiny_encoder, postgres_url, redis_url):
     from alembic.migration import MigrationContext
 
     from store.db import engine_for
-    from store.models import Base
+    from store.tables import Base
 
     with engine_for(postgres_url).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []

@@ -33,7 +33,7 @@ from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import bulk
 from store.db import session_factory
-from store.models import (
+from store.tables import (
     FAILED,
     SUCCEEDED,
     AnnotationChunk,
@@ -357,7 +357,7 @@ def extractor_for(
     linker = None
     if linking:
         from store.linking import build_linker
-        from store.service import active_vocabulary_id
+        from store.serving import active_vocabulary_id
 
         with factory() as session:
             vocabulary_id = active_vocabulary_id(session)

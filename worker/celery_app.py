@@ -104,7 +104,7 @@ def publish_chunk(app: Celery, job_id: str, seq: int) -> None:
 
 
 class CeleryQueue:
-    """The store's :class:`~store.service.TaskQueue` over Celery: a message per new row."""
+    """The store's :class:`~store.queue.TaskQueue` over Celery: a message per new row."""
 
     def __init__(self, app: Celery):
         self.app = app

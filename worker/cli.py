@@ -61,8 +61,8 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.alive_file:
         _keep_touching(args.alive_file)
     from store.db import session_factory
+    from store.jobs import sweep_worker_leftovers
     from store.migrate import wait_for_schema
-    from store.service import sweep_worker_leftovers
 
     wait_for_schema(settings.sqlalchemy_url)
     with session_factory(settings.sqlalchemy_url)() as session:

@@ -30,7 +30,10 @@ from mslm_core.typemap import TypeMap
 from mslm_settings import Settings
 from store import transitions
 from store.db import session_factory
-from store.models import (
+from store.jobs import allowed_encoder
+from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
+from store.registry import model_row_from_manifest
+from store.tables import (
     CANCELLED,
     FAILED,
     SUCCEEDED,
@@ -40,8 +43,6 @@ from store.models import (
     JobDataset,
     Model,
 )
-from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
-from store.service import allowed_encoder, model_row_from_manifest
 
 from .celery_app import worker_name
 

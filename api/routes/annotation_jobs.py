@@ -16,8 +16,10 @@ from fastapi.responses import StreamingResponse
 
 from mslm_core.notes import NOTE_FORMATS
 from store import bulk
-from store.models import FINAL_STATES, AnnotationJob, NoteInput
-from store.service import Conflict, NotFound, active_model_id, check_upload_quota
+from store.errors import Conflict, NotFound
+from store.quotas import check_upload_quota
+from store.serving import active_model_id
+from store.tables import FINAL_STATES, AnnotationJob
 from worker.celery_app import CeleryQueue
 
 from ..deps import AnnotateKey, IdPath, SessionDep, StateDep
@@ -85,7 +87,7 @@ def list_notes(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> NoteInputList:
     """The notes files this key uploaded (an admin key: all), newest first."""
-    rows, count = bulk.page(session, NoteInput, key.owner, limit, offset)
+    rows, count = bulk.list_inputs(session, key.owner, limit, offset)
     return NoteInputList(data=[NoteInputOut.model_validate(r) for r in rows], count=count)
 
 
@@ -159,7 +161,7 @@ def list_annotation_jobs(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> AnnotationJobList:
     """The annotation jobs this key submitted (an admin key: all), newest first."""
-    rows, count = bulk.page(session, AnnotationJob, key.owner, limit, offset, state)
+    rows, count = bulk.list_jobs(session, key.owner, limit, offset, state)
     return AnnotationJobList(data=[_out(session, j) for j in rows], count=count)
 
 
@@ -174,12 +176,7 @@ def get_annotation_job(job_id: IdPath, session: SessionDep, key: AnnotateKey) ->
 def cancel(job_id: IdPath, session: SessionDep, key: AnnotateKey) -> AnnotationJobOut:
     """Queued chunks are dropped at once; chunks being annotated finish and commit (a chunk
     is written whole or not at all), then the job is ``cancelled``. What was committed stays."""
-    job = bulk.get_job(session, job_id, key.owner)
-    if job.state in ("succeeded", "failed"):
-        raise Conflict(f"annotation job {job_id} already {job.state}")
-    bulk.request_cancel(session, job_id)
-    session.refresh(job)
-    return _out(session, job)
+    return _out(session, bulk.cancel(session, job_id, key.owner))
 
 
 @router.delete(

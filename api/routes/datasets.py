@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile, status
-from sqlalchemy import func, select
 
-from store.models import Dataset
-from store.service import Upload, create_dataset, delete_dataset, get_owned, visible_to
+from store import datasets as store_datasets
+from store.tables import Dataset
 
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
 from ..problems import V1_PROBLEMS, problem_responses
@@ -67,8 +66,8 @@ def upload(
             path = Path(tmp) / split  # never the client's file name
             with open(path, "wb") as out:
                 shutil.copyfileobj(part.file, out, 1 << 20)
-            uploads.append(Upload(split, Path(part.filename or split).name, path))
-        dataset = create_dataset(state.settings, session, uploads, name, key.key_id)
+            uploads.append(store_datasets.Upload(split, Path(part.filename or split).name, path))
+        dataset = store_datasets.create_dataset(state.settings, session, uploads, name, key.key_id)
     return _out(dataset)
 
 
@@ -86,16 +85,13 @@ def list_datasets(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> DatasetList:
     """The datasets this key uploaded (an admin key: all), newest first."""
-    query = visible_to(select(Dataset), Dataset, key.owner)
-    rows = session.scalars(query.order_by(Dataset.created_at.desc()).limit(limit).offset(offset))
-    count_query = visible_to(select(func.count()).select_from(Dataset), Dataset, key.owner)
-    count = session.scalar(count_query) or 0
+    rows, count = store_datasets.list_datasets(session, key.owner, limit, offset)
     return DatasetList(data=[_out(d) for d in rows], count=count)
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=problem_responses(404))
 def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> DatasetOut:
-    return _out(get_owned(session, Dataset, dataset_id, key.owner, "dataset"))
+    return _out(store_datasets.get_dataset(session, dataset_id, key.owner))
 
 
 @router.delete(
@@ -106,4 +102,4 @@ def get_dataset(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> Datas
 def remove(dataset_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey) -> None:
     """Delete a dataset no queued or running job uses (finished jobs keep their records).
     A train key deletes only its own datasets; another key's is 404, as if absent."""
-    delete_dataset(state.settings, session, dataset_id, key.owner)
+    store_datasets.delete_dataset(state.settings, session, dataset_id, key.owner)

@@ -6,9 +6,9 @@ from fastapi import APIRouter, status
 from fastapi.responses import FileResponse
 
 from mslm_core.calibration import CALIBRATION_PNG
-from store.models import Evaluation
+from store import evaluations as store_evaluations
+from store.errors import NotFound
 from store.paths import evaluation_dir
-from store.service import NotFound, create_evaluation, get_owned
 from worker.celery_app import CeleryQueue
 
 from ..deps import IdPath, SessionDep, StateDep, TrainKey
@@ -30,7 +30,7 @@ def submit(
     """Queue an evaluation: strict P/R/F1 (micro and per type), exact match, token macro-F1 —
     honest, on unmasked text, with the engine that serves the model — and the expected
     calibration error of its confidences before and after the model's temperature scaling."""
-    ev = create_evaluation(
+    ev = store_evaluations.create_evaluation(
         session,
         CeleryQueue(state.celery),
         body.model_id,
@@ -46,7 +46,7 @@ def submit(
 @router.get("/{evaluation_id}", response_model=EvaluationOut, responses=problem_responses(404))
 def get_evaluation(evaluation_id: IdPath, session: SessionDep, key: TrainKey) -> EvaluationOut:
     return EvaluationOut.model_validate(
-        get_owned(session, Evaluation, evaluation_id, key.owner, "evaluation")
+        store_evaluations.get_evaluation(session, evaluation_id, key.owner)
     )
 
 
@@ -62,7 +62,7 @@ def calibration_diagram(
     evaluation_id: IdPath, state: StateDep, session: SessionDep, key: TrainKey
 ) -> FileResponse:
     """The evaluation's reliability diagram (figures in its ``metrics.calibration``)."""
-    ev = get_owned(session, Evaluation, evaluation_id, key.owner, "evaluation")
+    ev = store_evaluations.get_evaluation(session, evaluation_id, key.owner)
     path = evaluation_dir(state.settings, evaluation_id) / CALIBRATION_PNG
     if not path.is_file():
         raise NotFound(f"calibration diagram of evaluation {evaluation_id} (state {ev.state})")

@@ -8,8 +8,8 @@ import asyncio
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
+from store.db import ping
 from worker.celery_app import ping_broker
 
 from ..deps import StateDep, authenticate
@@ -34,8 +34,7 @@ async def readyz(request: Request, state: StateDep) -> JSONResponse:
 
     def store() -> str | None:
         try:
-            with state.factory() as session:
-                session.execute(text("SELECT 1"))
+            ping(state.factory)
         except Exception as exc:
             return f"job store unreachable: {type(exc).__name__}"
         return None

@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
-from sqlalchemy import func, select
 
-from store.models import Job
-from store.service import Conflict, JobSource, NotFound, create_job, get_owned, visible_to
-from store.transitions import request_cancel
+from store import jobs as store_jobs
 from worker.celery_app import CeleryQueue
 
 from ..deps import IdPath, SessionDep, StateDep, TrainKey
@@ -43,11 +40,11 @@ def submit(
     Idempotency keys are per API key: another key's never matches."""
     given = body.idempotency_key or idempotency_key
     datasets = (
-        [JobSource(d.id, d.type_map, d.weight) for d in body.datasets]
+        [store_jobs.JobSource(d.id, d.type_map, d.weight) for d in body.datasets]
         if body.datasets is not None
         else str(body.dataset_id)
     )
-    job, created = create_job(
+    job, created = store_jobs.create_job(
         state.settings,
         session,
         CeleryQueue(state.celery),
@@ -73,17 +70,13 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> JobList:
     """The jobs this key submitted (an admin key: all), newest first."""
-    query = visible_to(select(Job), Job, key.owner)
-    count = visible_to(select(func.count()).select_from(Job), Job, key.owner)
-    if state is not None:
-        query, count = query.where(Job.state == state), count.where(Job.state == state)
-    rows = session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset))
-    return JobList(data=[JobOut.model_validate(j) for j in rows], count=session.scalar(count) or 0)
+    rows, count = store_jobs.list_jobs(session, key.owner, limit, offset, state)
+    return JobList(data=[JobOut.model_validate(j) for j in rows], count=count)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=problem_responses(404))
 def get_job(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
-    return JobOut.model_validate(get_owned(session, Job, job_id, key.owner, "job"))
+    return JobOut.model_validate(store_jobs.get_job(session, job_id, key.owner))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=problem_responses(404, 409))
@@ -91,13 +84,4 @@ def cancel(job_id: IdPath, session: SessionDep, key: TrainKey) -> JobOut:
     """A queued job is cancelled at once; a running one stops at its next training step
     (its state turns ``cancelled`` then). A finished job cannot be cancelled (409). A train
     key cancels only its own jobs."""
-    get_owned(session, Job, job_id, key.owner, "job")
-    after = request_cancel(session, job_id)
-    if after is None:
-        raise NotFound(f"job {job_id}")
-    job = session.get(Job, job_id)
-    assert job is not None
-    session.refresh(job)
-    if after in ("succeeded", "failed"):
-        raise Conflict(f"job {job_id} already {after}")
-    return JobOut.model_validate(job)
+    return JobOut.model_validate(store_jobs.cancel_job(session, job_id, key.owner))

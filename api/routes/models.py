@@ -8,12 +8,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 from fastapi.responses import FileResponse
-from sqlalchemy import func, select
 
 from mslm_core.calibration import CALIBRATION_PNG
 from mslm_core.errors import MSLMError
-from store.models import Model
-from store.service import NotFound, active_model_id, delete_model
+from store import registry
+from store.errors import NotFound
+from store.serving import active_model_id
 
 from ..deps import AdminKey, AnnotateKey, IdPath, SessionDep, StateDep
 from ..problems import V1_PROBLEMS, Problem, problem_responses
@@ -30,11 +30,9 @@ def list_models(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> ModelList:
     active = active_model_id(session)
-    rows = session.scalars(
-        select(Model).order_by(Model.created_at.desc()).limit(limit).offset(offset)
-    )
+    rows, count = registry.list_models(session, limit, offset)
     data = [ModelOut.model_validate(m).model_copy(update={"active": m.id == active}) for m in rows]
-    return ModelList(data=data, count=session.scalar(select(func.count()).select_from(Model)) or 0)
+    return ModelList(data=data, count=count)
 
 
 @router.get("/{model_id}", response_model=ModelDetail, responses=problem_responses(404))
@@ -42,9 +40,7 @@ def get_model(
     model_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
 ) -> ModelDetail:
     """The model and its bundle manifest (configuration, metrics, per-epoch history)."""
-    model = session.get(Model, model_id)
-    if model is None:
-        raise NotFound(f"model {model_id}")
+    model = registry.get_model(session, model_id)
     manifest_path = state.settings.artifacts / model.path / "manifest.json"
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -69,9 +65,7 @@ def calibration_diagram(
     """The model's reliability diagram: share of entities exactly right against their
     confidence, before and after the temperature scaling fitted on dev (figures in the
     manifest's ``calibration``)."""
-    model = session.get(Model, model_id)
-    if model is None:
-        raise NotFound(f"model {model_id}")
+    model = registry.get_model(session, model_id)
     path = state.settings.artifacts / model.path / CALIBRATION_PNG
     if not path.is_file():
         raise NotFound(f"calibration diagram of model {model_id}")
@@ -92,7 +86,7 @@ async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut
             409, f"model {model_id} cannot be served: {exc}", slug="model-unservable"
         ) from None
     with state.factory() as session:
-        model = session.get(Model, model_id)
+        model = registry.find_model(session, model_id)
         assert model is not None
         return ModelOut.model_validate(model).model_copy(update={"active": True})
 
@@ -108,7 +102,7 @@ async def remove(model_id: IdPath, state: StateDep, key: AdminKey) -> None:
 
     def delete() -> None:
         with state.factory() as session:
-            delete_model(state.settings, session, model_id)
+            registry.delete_model(state.settings, session, model_id)
 
     await asyncio.to_thread(delete)
     await state.models.drop(model_id)

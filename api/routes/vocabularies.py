@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile, status
-from sqlalchemy import func, select
 
-from store.models import StoredVocabulary
-from store.service import NotFound, active_vocabulary_id, delete_vocabulary, import_vocabulary
+from store import vocabularies as store_vocabularies
+from store.serving import active_vocabulary_id
+from store.tables import StoredVocabulary
 
 from ..deps import AdminKey, AnnotateKey, IdPath, SessionDep, StateDep
 from ..linking import DEFAULT
@@ -67,8 +67,8 @@ async def import_(
             path = Path(tmp) / "vocabulary"  # never the client's file name
             with open(path, "wb") as out:
                 shutil.copyfileobj(file.file, out, 1 << 20)
-            with state.factory() as session:
-                row = import_vocabulary(
+            with state.factory() as session:  # the row is detached when it closes
+                return store_vocabularies.import_vocabulary(
                     settings,
                     session,
                     path,
@@ -77,8 +77,6 @@ async def import_(
                     url_pattern,
                     key.key_id,
                 )
-                session.expunge(row)
-                return row
 
     row = await asyncio.to_thread(store)
     if activate:
@@ -96,22 +94,14 @@ def list_vocabularies(
 ) -> VocabularyList:
     """The imported vocabularies, newest first, and what answers link to now."""
     active = active_vocabulary_id(session)
-    rows = session.scalars(
-        select(StoredVocabulary)
-        .order_by(StoredVocabulary.created_at.desc())
-        .limit(limit)
-        .offset(offset)
-    )
-    count = session.scalar(select(func.count()).select_from(StoredVocabulary)) or 0
+    rows, count = store_vocabularies.list_vocabularies(session, limit, offset)
     linking = LinkingOut(**state.models.vocabularies.current.describe())
     return VocabularyList(data=[_out(r, active) for r in rows], count=count, linking=linking)
 
 
 @router.get("/{vocabulary_id}", response_model=VocabularyOut, responses=problem_responses(404))
 def get_vocabulary(vocabulary_id: IdPath, session: SessionDep, key: AnnotateKey) -> VocabularyOut:
-    row = session.get(StoredVocabulary, vocabulary_id)
-    if row is None:
-        raise NotFound(f"vocabulary {vocabulary_id}")
+    row = store_vocabularies.get_vocabulary(session, vocabulary_id)
     return _out(row, active_vocabulary_id(session))
 
 
@@ -133,4 +123,4 @@ async def activate(vocabulary_id: IdPath, state: StateDep, key: AdminKey) -> Lin
 )
 def remove(vocabulary_id: IdPath, state: StateDep, session: SessionDep, key: AdminKey) -> None:
     """Delete an imported vocabulary that answers do not link to."""
-    delete_vocabulary(state.settings, session, vocabulary_id)
+    store_vocabularies.delete_vocabulary(state.settings, session, vocabulary_id)

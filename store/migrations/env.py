@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 
 from store.db import engine_for
-from store.models import Base
+from store.tables import Base
 
 config = context.config
 

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
@@ -54,7 +54,7 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError("naive datetime: use store.models.utcnow()")
+            raise ValueError("naive datetime: use store.tables.utcnow()")
         value = value.astimezone(dt.UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
@@ -71,7 +71,8 @@ def new_id(prefix: str) -> str:
 
 
 class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {
+    # annotation (a type, or a generic alias such as dict[str, Any]) → the column type
+    type_annotation_map: ClassVar[dict[object, TypeEngine[Any]]] = {
         dict[str, Any]: JSONType,
         list[Any]: JSONType,
         dt.datetime: UTCDateTime(),

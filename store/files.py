@@ -1,0 +1,46 @@
+"""The files a row stands for (a dataset's corpora, a vocabulary and its index, a notes
+file): staged in a folder that is moved into place whole, named as the client named them
+only for showing, and removed again when their row cannot be committed."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from .tables import Base
+
+
+def shown_name(filename: str, default: str) -> str:
+    """A client's file name as the store keeps and shows it: its last part, without control
+    characters (a NUL in a multipart file name was a 500: PostgreSQL refuses it), at most 200
+    characters; ``default`` when nothing is left."""
+    name = "".join(c for c in Path(filename).name if c.isprintable())
+    return name[:200] or default
+
+
+@contextlib.contextmanager
+def staged(parent: Path) -> Iterator[Path]:
+    """A new staging folder under ``parent`` (swept as an orphan if the process dies), removed
+    when the block raises; the block moves it into place when it succeeds."""
+    staging = parent / f".staging-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def record(session: Session, row: Base, folder: Path) -> None:
+    """Commit ``row``; when that fails, the folder stored for it goes too."""
+    session.add(row)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
