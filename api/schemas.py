@@ -268,7 +268,7 @@ STRATEGY_NAMES = tuple(STRATEGIES)
 
 
 class JobDataset(Strict):
-    """One of the datasets a job trains on (README 'Training on several corpora')."""
+    """One of the datasets a job trains on (docs/clinical-schema.md, 'Jobs on several corpora')."""
 
     id: Identifier
     type_map: dict[Identifier, TypeTarget] = Field(
@@ -336,7 +336,7 @@ class JobCreate(_JobOptions):
     )
     strategy: Literal[STRATEGY_NAMES] | None = Field(  # type: ignore[valid-type]
         None,
-        description=f"default: {DEFAULT_STRATEGY} (README, 'Does MSLM help?')",
+        description=f"default: {DEFAULT_STRATEGY} (docs/benchmarks.md, 'Does MSLM help?')",
         # the web page's strategy list and its default are read from here
         json_schema_extra={"x-default": DEFAULT_STRATEGY},
     )
