@@ -187,6 +187,128 @@ def test_nothing_in_the_product_downloads_or_runs_the_harness():
     assert wrong == []
 
 
+# -- the data layer owns every query (issue 32) --------------------------------------------------
+#: All a module under api/ may take from SQLAlchemy: the type of a session and of the factory
+#: that makes one — ``api.deps`` opens the request's session and the routes hand it to the
+#: store's functions (``ModelManager``, ``VocabularyManager`` and ``KeyCache`` hold a factory
+#: for the same). Never a query construct (select, update, delete, insert, func, text, …).
+API_MAY_TAKE_FROM_SQLALCHEMY = {"sqlalchemy.orm": {"Session", "sessionmaker"}}
+#: What a session does that reads or writes the database: called under api/, a query of its
+#: own. Only ``store`` calls these; api/ passes its sessions on.
+QUERYING = {
+    "add",
+    "add_all",
+    "begin",
+    "begin_nested",
+    "commit",
+    "delete",
+    "execute",
+    "expunge",
+    "flush",
+    "get",
+    "merge",
+    "query",
+    "refresh",
+    "rollback",
+    "scalar",
+    "scalars",
+}
+#: Methods no other object under api/ has: called on anything, a query of its own.
+ALWAYS_QUERYING = {"commit", "execute", "rollback", "scalar", "scalars"}
+
+
+def _session_names(tree: ast.AST) -> set[str]:
+    """Names a module binds to a session: parameters typed ``Session``/``SessionDep``, the
+    targets of ``with <…>factory…() as name``, and any name that says ``session``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            if ast.unparse(node.annotation).split(".")[-1] in ("Session", "SessionDep"):
+                names.add(node.arg)
+        elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            if "factory" in ast.unparse(node.context_expr):
+                names.add(node.optional_vars.id)
+        elif isinstance(node, ast.Name) and "session" in node.id.lower():
+            names.add(node.id)
+    return names
+
+
+def _queries(source: str) -> list[str]:
+    """What ``source`` does that only the store may do: take a query construct from
+    SQLAlchemy, or call a session's reading or writing method."""
+    tree = ast.parse(source)
+    skipped = _under_type_checking(tree)
+    sessions = _session_names(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found += [
+                (node.lineno, f"import {a.name}")
+                for a in node.names
+                if a.name.split(".")[0] == "sqlalchemy"
+            ]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+            allowed = API_MAY_TAKE_FROM_SQLALCHEMY.get(node.module or "", set())
+            found += [
+                (node.lineno, f"from {node.module} import {a.name}")
+                for a in node.names
+                if a.name not in allowed
+            ]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method, receiver = node.func.attr, node.func.value
+            on_session = isinstance(receiver, ast.Name) and receiver.id in sessions
+            if method in ALWAYS_QUERYING or (method in QUERYING and on_session):
+                found.append((node.lineno, f"{ast.unparse(node.func)}()"))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def test_the_api_has_no_query_of_its_own():
+    """Issue 32: every query and commit is a function of ``store`` (one module per aggregate);
+    a route calls it and turns its result or its error into HTTP."""
+    wrong = {
+        name: found
+        for name, (path, _) in _product_modules().items()
+        if name.split(".")[0] == "api" and (found := _queries(path.read_text(encoding="utf-8")))
+    }
+    assert wrong == {}
+
+
+def test_the_query_finder_finds_them():
+    # the finder must see what the routes did before issue 32, or the test above proves nothing
+    before = """
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from store.models import Dataset
+
+def list_datasets(session: SessionDep, key):
+    rows = session.scalars(select(Dataset))
+    return rows, session.scalar(select(func.count()).select_from(Dataset))
+
+def get(model_id, db: Session):
+    return db.get(Dataset, model_id)
+
+def write(state):
+    with state.factory() as s:
+        s.add(Dataset())
+        s.commit()
+
+def fine(state, items: dict):
+    items.get("x")
+    router.delete("/x")
+"""
+    assert _queries(before) == [
+        "line 2: from sqlalchemy import func",
+        "line 2: from sqlalchemy import select",
+        "line 7: session.scalars()",
+        "line 8: session.scalar()",
+        "line 11: db.get()",
+        "line 15: s.add()",
+        "line 16: s.commit()",
+    ]
+
+
 # -- one declaration per fact (issue 32) --------------------------------------------------------
 def test_an_assertion_attribute_is_declared_once():
     """``types.Assertion`` declares the attributes; the context rules' categories, the API's
