@@ -12,7 +12,10 @@ from pathlib import Path
 # api_load_ab.py, keeps the inner run's file out of the committed results; the smoke runs of
 # tests/test_benchmarks_run.py write into a temporary folder)
 RESULTS = Path(os.environ.get("MSLM_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# MSLM_DATA: the folder holding the BLURB corpora in IOB (BC5CDR-IOB/, NCBI-disease-IOB/, …: the
+# splits as distributed; harness/datasets.py pins their sha256); by default the checkout's
+# sibling shared/data, where this project's machines keep them
+DATA = Path(os.environ.get("MSLM_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
 def machine() -> dict:

@@ -2,7 +2,7 @@
 repository's defaults: protocols from ``benchmarks/protocols/``, results in
 ``benchmarks/results/<protocol>/``, checkpoints in ``.mslm/bench/``).
 
-    python benchmarks/reproduce.py cpu-small [--data ../shared/data] [--device auto] [--fetch]
+    python benchmarks/reproduce.py cpu-small [--data DIR] [--device auto] [--fetch]
     python benchmarks/reproduce.py honest-mslm
     python benchmarks/reproduce.py paper --data DIR --fetch --device cuda
     python benchmarks/reproduce.py paper --smoke --base-model ENC --data D --results R --work W
@@ -37,7 +37,11 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("protocol", help="a name in benchmarks/protocols/ or a TOML file")
-    ap.add_argument("--data", default=str(DATA), help="directory holding the dataset folders")
+    ap.add_argument(
+        "--data",
+        default=str(DATA),
+        help="the folder of the dataset folders (default: MSLM_DATA or the sibling shared/data)",
+    )
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--fetch", action="store_true", help="download missing corpora first")
     ap.add_argument("--keep-bundles", action="store_true")

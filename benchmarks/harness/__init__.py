@@ -1,7 +1,7 @@
 """The benchmark harness: declared protocols of training runs, one result file per run
 (resumable), aggregation with paired tests, Markdown tables and plots.
 
-    mslm bench run benchmarks/protocols/cpu-small.toml --data ../shared/data
+    mslm bench run benchmarks/protocols/cpu-small.toml --data "$MSLM_DATA"
     python benchmarks/reproduce.py cpu-small            (the same, with the repo's defaults)
 
 Plots and statistics need the ``bench`` extra (matplotlib, scipy).

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 BASE_URL = "https://raw.githubusercontent.com/cambridgeltl/MTL-Bioinformatics-2016/master/data"
 SPLIT_FILES = ("train.tsv", "devel.tsv", "test.tsv")
 
-# sha256 of the files as distributed (checked against the copies in ../shared/data).
+# sha256 of the files as distributed (the BLURB IOB splits of MTL-Bioinformatics-2016).
 KNOWN_SHA256: dict[str, dict[str, str]] = {
     "NCBI-disease-IOB": {
         "train.tsv": "58379baf4614b8d757d93dd7a21b202849ca99f9b9d71b49185523ff5443300c",

@@ -65,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="append",
         default=[],
         metavar="NAME=DIR",
-        help="read NAME's files from a local folder (e.g. BC5CDR-IOB=../shared/data/BC5CDR-IOB)",
+        help="read NAME's files from a local folder (e.g. BC5CDR-IOB=/data/BC5CDR-IOB)",
     )
     q.add_argument("--archive", help="also write the corpora into this tar (.tar or .tar.gz)")
     q.set_defaults(handler=cmd_fetch)

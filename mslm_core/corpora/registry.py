@@ -5,7 +5,7 @@ Where a corpus comes from, in the order :func:`fetch_corpus` tries them:
 
 - the cache (``MSLM_CORPUS_CACHE``, default ``~/.cache/mslm/corpora``), when it holds the
   pinned commit already;
-- a local folder holding the same files (``from_dir``: ``../shared/data/BC5CDR-IOB``, say),
+- a local folder holding the same files (``from_dir``: ``/data/BC5CDR-IOB``, say),
   each looked up by its path in the repository or by its name alone;
 - a local clone or mirror of the repository (``git_dir``), read at the pinned commit;
 - raw.githubusercontent.com at the pinned commit.
@@ -78,7 +78,7 @@ def _manifest(name: str) -> dict[str, str]:
     return out
 
 
-# The BLURB IOB files (Crichton et al. 2017 splits), as ../shared/data holds them too.
+# The BLURB IOB files (Crichton et al. 2017 splits).
 MTL_COMMIT = "df0df02fae6dbb87d88ffcf323b9096528f06f84"
 BLURB_SHA256 = {
     "NCBI-disease-IOB": {
