@@ -148,7 +148,7 @@ def bootstrap(
         log.warning(
             "first start: falling back to %s — the clinical corpora are not in the corpus cache "
             "(%s) and could not be fetched (%s). This model knows only that corpus's types. "
-            "For the clinical model: %s; then start a job on them (README 'Clinical model')",
+            "For the clinical model: %s; then start a job on them (docs/clinical-schema.md)",
             Path(data_dir).name,
             settings.corpus_cache or "~/.cache/mslm/corpora",
             why,
