@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .corpus import PREDICTION_FORMATS, registry
+from .corpus.bioc import predictions_to_bioc
+from .corpus.pubtator import predictions_to_pubtator
 from .types import Entity
 
 __all__ = [
@@ -96,30 +98,27 @@ def _jsonl_part(
 def _bioc_part(
     ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
 ) -> str:
-    collection = render_predictions("bioc", texts, entities, model, ids=ids)
-    assert isinstance(collection, dict)
+    collection = predictions_to_bioc(texts, entities, model, ids)
     return "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in collection["documents"])
 
 
 def _bioc_document(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
     """One BioC collection: its head, the parts' documents (one per line) joined by commas."""
-    head = json.dumps(render_predictions("bioc", [], [], model), ensure_ascii=False)
-    assert head.endswith('"documents": []}')
-    yield head[: -len("]}")].encode()
+    empty = json.dumps(predictions_to_bioc([], [], model), ensure_ascii=False)
+    head, tail = empty.rsplit('"documents": []', 1)
+    yield (head + '"documents": [').encode()
     first = True
     for part in parts:
         for line in part.read_text(encoding="utf-8").splitlines():
             yield (("" if first else ",") + line).encode()
             first = False
-    yield b"]}"
+    yield ("]" + tail).encode()
 
 
 def _pubtator_part(
     ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
 ) -> str:
-    rendered = render_predictions("pubtator", texts, entities, model, ids=ids)
-    assert isinstance(rendered, str)
-    return rendered
+    return predictions_to_pubtator(texts, entities, ids)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from mslm_core.bundle import sha256_file
 from mslm_core.errors import ConfigError
 from mslm_core.notes import Note, detect_note_format, read_notes
+from mslm_core.render import OUTPUTS
 from mslm_settings import Settings
 
 from .access import get_owned, owned, owned_by, page
@@ -52,8 +53,8 @@ from .tables import (
 
 #: Errors kept per chunk in the job's report (the count is always exact).
 ERRORS_PER_CHUNK = 1000
-OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator")
-SUFFIX = {"jsonl": "jsonl", "bioc": "json", "pubtator": "txt"}
+#: The file outputs: mslm_core.render.OUTPUTS (the API's schema and the client follow it too)
+OUTPUT_FORMATS = tuple(OUTPUTS)
 
 
 # -- paths -------------------------------------------------------------------------------------
@@ -66,7 +67,13 @@ def job_dir(settings: Settings, job_id: str) -> Path:
 
 
 def part_path(settings: Settings, job_id: str, seq: int, fmt: str) -> Path:
-    return job_dir(settings, job_id) / "parts" / f"{seq:07d}.{SUFFIX[fmt]}"
+    return job_dir(settings, job_id) / "parts" / f"{seq:07d}.{OUTPUTS[fmt].part_suffix}"
+
+
+def part_paths(settings: Settings, job_id: str, fmt: str) -> list[Path]:
+    """The part files a job has written, in chunk order."""
+    parts = job_dir(settings, job_id) / "parts"
+    return sorted(parts.glob(f"*.{OUTPUTS[fmt].part_suffix}"))
 
 
 # -- note files --------------------------------------------------------------------------------

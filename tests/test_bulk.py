@@ -616,7 +616,7 @@ def test_the_format_lists_are_one_fact():
     from mslm_core.notes import NOTE_FORMATS
 
     assert typing.get_args(FileOutput.model_fields["format"].annotation) == bulk.OUTPUT_FORMATS
-    assert tuple(bulk.SUFFIX) == bulk.OUTPUT_FORMATS == client.OUTPUT_FORMATS
+    assert bulk.OUTPUT_FORMATS == client.OUTPUT_FORMATS
     assert client.NOTE_FORMATS == NOTE_FORMATS
 
 

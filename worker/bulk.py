@@ -185,29 +185,14 @@ class FileSink:
         self.format = job.output.get("format", "jsonl")
 
     def write(self, seq: int, notes: list[tuple[str, str, list[Entity]]]) -> None:
-        from mslm_core.render import render_predictions
+        from mslm_core.render import OUTPUTS
 
         path = bulk.part_path(self.settings, self.job.id, seq, self.format)
         path.parent.mkdir(parents=True, exist_ok=True)
         ids = [n for n, _, _ in notes]
         texts = [t for _, t, _ in notes]
         entities = [e for _, _, e in notes]
-        if self.format == "jsonl":
-            body = "".join(
-                json.dumps({"id": i, "entities": [e.to_dict() for e in ents]}, ensure_ascii=False)
-                + "\n"
-                for i, ents in zip(ids, entities, strict=True)
-            )
-        elif self.format == "bioc":
-            collection = render_predictions("bioc", texts, entities, self.job.model_id, ids=ids)
-            assert isinstance(collection, dict)
-            body = "".join(
-                json.dumps(d, ensure_ascii=False) + "\n" for d in collection["documents"]
-            )
-        else:
-            rendered = render_predictions("pubtator", texts, entities, self.job.model_id, ids=ids)
-            assert isinstance(rendered, str)
-            body = rendered
+        body = OUTPUTS[self.format].part(ids, texts, entities, self.job.model_id)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(body, encoding="utf-8")
         os.replace(tmp, path)

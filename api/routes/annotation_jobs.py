@@ -4,10 +4,8 @@ table. Submit (202), list, status with progress, cancel, the error report, the o
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +13,7 @@ from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
 from mslm_core.notes import NOTE_FORMATS
+from mslm_core.render import OUTPUTS
 from store import bulk
 from store.errors import Conflict, NotFound
 from store.quotas import check_upload_quota
@@ -36,7 +35,6 @@ from ..schemas import (
 )
 
 router = APIRouter(prefix="/v1/annotation-jobs", tags=["annotation jobs"], responses=V1_PROBLEMS)
-MEDIA = {"jsonl": "application/x-ndjson", "bioc": "application/json", "pubtator": "text/plain"}
 
 
 def _out(session: SessionDep, job: AnnotationJob) -> AnnotationJobOut:
@@ -206,7 +204,10 @@ def errors(job_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKe
         200: {
             "description": "the annotations: JSONL (one note per line: id, entities), a BioC "
             "JSON collection, or PubTator text — the job's output format",
-            "content": {m: {"schema": {"type": "string"}} for m in set(MEDIA.values())},
+            "content": {
+                m: {"schema": {"type": "string"}}
+                for m in dict.fromkeys(o.media_type for o in OUTPUTS.values())
+            },
         },
     },
 )
@@ -218,28 +219,9 @@ def output(job_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKe
         raise Conflict(f"annotation job {job_id} writes to a table, not a file")
     if job.state not in FINAL_STATES:
         raise Conflict(f"annotation job {job_id} is {job.state}: its output is not complete")
-    fmt = job.output.get("format", "jsonl")
-    parts = sorted((bulk.job_dir(state.settings, job.id) / "parts").glob(f"*.{bulk.SUFFIX[fmt]}"))
-    suffix = {"jsonl": "jsonl", "bioc": "bioc.json", "pubtator": "pubtator"}[fmt]
-    headers = {"Content-Disposition": f'attachment; filename="{job.id}.{suffix}"'}
+    out = OUTPUTS[job.output.get("format", "jsonl")]
+    parts = bulk.part_paths(state.settings, job.id, job.output.get("format", "jsonl"))
+    headers = {"Content-Disposition": f'attachment; filename="{job.id}.{out.suffix}"'}
     return StreamingResponse(
-        _stream(fmt, parts, job.model_id), media_type=MEDIA[fmt], headers=headers
+        out.document(job.model_id, parts), media_type=out.media_type, headers=headers
     )
-
-
-def _stream(fmt: str, parts: list[Path], model_id: str) -> Iterator[bytes]:
-    if fmt != "bioc":
-        for part in parts:
-            yield part.read_bytes()
-        return
-    from mslm_core.corpus.bioc import predictions_to_bioc
-
-    head = json.dumps(predictions_to_bioc([], [], model_id), ensure_ascii=False)
-    assert head.endswith('"documents": []}')
-    yield head[: -len("]}")].encode()
-    first = True
-    for part in parts:
-        for line in part.read_text(encoding="utf-8").splitlines():
-            yield (("" if first else ",") + line).encode()
-            first = False
-    yield b"]}"
