@@ -358,7 +358,7 @@ class JobCreate(_JobOptions):
         )
 
 
-# store.models.STATES (a test keeps them equal); an unknown state is a 422 naming the field
+# store.tables.STATES (a test keeps them equal); an unknown state is a 422 naming the field
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 

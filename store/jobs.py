@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from mslm_core.config import TrainConfig
+from mslm_core.config import JOB_OPTIONS, TrainConfig
 from mslm_core.errors import ConfigError
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_settings import Settings
@@ -30,19 +30,9 @@ from .transitions import request_cancel
 
 log = logging.getLogger(__name__)
 
-# Job parameters a client may set (docs/design.md), beyond which TrainConfig's defaults apply.
-JOB_FIELDS = (
-    "base_model",
-    "strategy",
-    "elm_rate",
-    "blm_rate",
-    "epochs",
-    "batch_size",
-    "learning_rate",
-    "max_length",
-    "seed",
-    "patience",
-)
+# Job parameters a client may set (docs/design.md), beyond which TrainConfig's defaults apply:
+# the fields TrainConfig marks as job options.
+JOB_FIELDS = JOB_OPTIONS
 
 
 def allowed_encoder(settings: Settings, name: str) -> str:
