@@ -66,7 +66,7 @@ def render_predictions(
     fmt = registry.formats().get(format)
     if fmt is not None and fmt.predictions is not None:
         return fmt.predictions.render(
-            texts, entities, model=model, ids=ids, from_name=from_name, to_name=to_name
+            texts, entities, registry.RenderOptions(model, ids, from_name, to_name)
         )
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
     raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")

@@ -27,7 +27,7 @@ from ..errors import CorpusError
 from ..types import ASSERTION_ATTRIBUTES
 from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write
 from .model import Corpus, SentenceList, Sink
-from .registry import Format, Predictions, register
+from .registry import Format, Predictions, RenderOptions, register
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -435,15 +435,9 @@ def _has_documents_key(head: str) -> bool:
 
 
 def _render(
-    texts: Sequence[str],
-    entities: Sequence[Sequence[Entity]],
-    *,
-    model: str,
-    ids: Sequence[str] | None,
-    from_name: str,
-    to_name: str,
+    texts: Sequence[str], entities: Sequence[Sequence[Entity]], o: RenderOptions
 ) -> dict[str, Any]:
-    return predictions_to_bioc(texts, entities, model, ids)
+    return predictions_to_bioc(texts, entities, o.model, o.ids)
 
 
 register(

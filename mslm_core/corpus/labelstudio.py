@@ -33,7 +33,7 @@ from ._shared import (
     sentence_from_spans,
 )
 from .model import Corpus, SentenceList, Sink
-from .registry import Format, Predictions, register
+from .registry import Format, Predictions, RenderOptions, register
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -332,16 +332,10 @@ def predictions_to_labelstudio(
 
 
 def _render(
-    texts: Sequence[str],
-    entities: Sequence[Sequence[Entity]],
-    *,
-    model: str,
-    ids: Sequence[str] | None,
-    from_name: str,
-    to_name: str,
+    texts: Sequence[str], entities: Sequence[Sequence[Entity]], o: RenderOptions
 ) -> list[dict[str, Any]]:
     return predictions_to_labelstudio(
-        texts, entities, model_version=model, from_name=from_name, to_name=to_name
+        texts, entities, model_version=o.model, from_name=o.from_name, to_name=o.to_name
     )
 
 

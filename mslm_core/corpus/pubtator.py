@@ -26,7 +26,7 @@ from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
 from ._shared import CharSpan, label_problem, sentence_from_spans
 from .model import Corpus, SentenceList, Sink
-from .registry import Format, Predictions, register
+from .registry import Format, Predictions, RenderOptions, register
 
 if TYPE_CHECKING:
     from ..types import Entity
@@ -246,16 +246,8 @@ def _sniff(head: bytes) -> bool:
     return TEXT_LINE.match(head.split(b"\n", 1)[0].decode("utf-8", "replace")) is not None
 
 
-def _render(
-    texts: Sequence[str],
-    entities: Sequence[Sequence[Entity]],
-    *,
-    model: str,
-    ids: Sequence[str] | None,
-    from_name: str,
-    to_name: str,
-) -> str:
-    return predictions_to_pubtator(texts, entities, ids)
+def _render(texts: Sequence[str], entities: Sequence[Sequence[Entity]], o: RenderOptions) -> str:
+    return predictions_to_pubtator(texts, entities, o.ids)
 
 
 register(

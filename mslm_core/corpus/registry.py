@@ -27,21 +27,23 @@ class FillTrusting(Protocol):
     def __call__(self, path: str, sink: Sink, trust_offsets: bool = False, /) -> None: ...
 
 
-class RenderPredictions(Protocol):
-    """Predictions (one list of entities per text) as a document of the format: ``model`` names
-    the model; ``ids`` name the texts (default: their indices); ``from_name``/``to_name``: the
-    names of a Label Studio labelling config (other formats ignore them)."""
+@dataclass(frozen=True)
+class RenderOptions:
+    """``model`` names the model that made the predictions; ``ids`` name the texts (default:
+    their indices); ``from_name``/``to_name``: the names of a Label Studio labelling config
+    (other formats ignore them)."""
 
-    def __call__(
-        self,
-        texts: Sequence[str],
-        entities: Sequence[Sequence[Entity]],
-        *,
-        model: str,
-        ids: Sequence[str] | None,
-        from_name: str,
-        to_name: str,
-    ) -> str | dict[str, Any] | list[dict[str, Any]]: ...
+    model: str
+    ids: Sequence[str] | None = None
+    from_name: str = "label"
+    to_name: str = "text"
+
+
+#: Predictions (one list of entities per text) as a document of the format.
+RenderPredictions = Callable[
+    [Sequence[str], Sequence[Sequence[Entity]], RenderOptions],
+    str | dict[str, Any] | list[dict[str, Any]],
+]
 
 
 @dataclass(frozen=True)
