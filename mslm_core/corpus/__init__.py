@@ -49,7 +49,7 @@ from typing import IO
 
 from ..errors import CorpusError
 from . import registry
-from ._io import MAX_ISSUES, IssueCollector, StrPath
+from ._io import MAX_ISSUES, IssueCollector, StrPath, open_binary
 from ._shared import label_problem
 from .model import Corpus, CorpusSummary, Mention, Sentence, SentenceList, Tally
 
@@ -112,15 +112,8 @@ def _check_format(path: str, format: str) -> str:
 def _sniff(path: str) -> tuple[str, bool]:
     """The format the content of ``path`` looks like (see :func:`detect_format`), and whether
     it is XML."""
-    try:
-        with open(path, "rb") as handle:
-            head = _head(handle)
-    except FileNotFoundError:
-        raise CorpusError.single(path, None, "file not found") from None
-    except IsADirectoryError:
-        raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
-    except OSError as e:
-        raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
+    with open_binary(path) as handle:
+        head = _head(handle)
     return registry.sniff(head), looks_like_xml(head)
 
 

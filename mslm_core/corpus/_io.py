@@ -8,13 +8,30 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeAlias
+from typing import IO, TypeAlias, cast
 
 from ..errors import CorpusError, CorpusIssue
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
 
 _BOM = "\ufeff"
+
+
+def open_binary(path: str, decompress: bool = False) -> IO[bytes]:
+    """``path`` opened for reading bytes (``decompress``: a ``.gz`` path through gzip); a
+    missing file, a directory or an unreadable file is a CorpusError naming it. The caller
+    closes it."""
+    try:
+        if decompress and str(path).endswith(".gz"):
+            return cast(IO[bytes], gzip.open(path, "rb"))  # a GzipFile reads as one
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise CorpusError.single(path, None, "file not found") from None
+    except IsADirectoryError:
+        raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
+    except OSError as e:
+        raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
+
 
 #: How many problems a reader collects before it stops and raises.
 MAX_ISSUES = 20
@@ -48,17 +65,8 @@ def numbered_lines(path: str, issues: IssueCollector) -> Iterator[tuple[int, str
     Reads in binary and decodes line by line, so an encoding error names its line; a UTF-8
     byte-order mark at the start of the file is dropped.
     """
-    try:
-        # a packaged vocabulary is gzip-compressed; what a service stores never is
-        opener = gzip.open if str(path).endswith(".gz") else open
-        handle = opener(path, "rb")
-    except FileNotFoundError:
-        raise CorpusError.single(path, None, "file not found") from None
-    except IsADirectoryError:
-        raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
-    except OSError as e:
-        raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
-    with handle:
+    # a packaged vocabulary is gzip-compressed; what a service stores never is
+    with open_binary(path, decompress=True) as handle:
         number = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):
             number += 1

@@ -111,18 +111,6 @@ def sentence_from_spans(
     return Sentence(text, words, mentions), stripped
 
 
-def open_binary(path: str) -> IO[bytes]:
-    """``path`` opened for reading bytes; a missing file or a directory is a CorpusError."""
-    try:
-        return open(path, "rb")  # the caller closes it
-    except FileNotFoundError:
-        raise CorpusError.single(path, None, "file not found") from None
-    except IsADirectoryError:
-        raise CorpusError.single(path, None, "is a directory, not a corpus file") from None
-    except OSError as e:
-        raise CorpusError.single(path, None, f"cannot open: {e.strerror or e}") from None
-
-
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 

@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CorpusError
 from ..types import ASSERTION_ATTRIBUTES
-from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write
+from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write, open_binary
 from .model import Corpus, SentenceList, Sink
 from .registry import Format, Predictions, RenderOptions, register
 
@@ -41,7 +41,6 @@ from ._shared import (
     json_field,
     json_reporter,
     label_problem,
-    open_binary,
     sentence_from_spans,
     skip_json_space,
 )

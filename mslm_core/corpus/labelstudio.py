@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorpusError
-from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write
+from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write, open_binary
 from ._shared import (
     CharSpan,
     JsonPath,
@@ -29,7 +29,6 @@ from ._shared import (
     json_array_lines,
     json_reporter,
     label_problem,
-    open_binary,
     sentence_from_spans,
 )
 from .model import Corpus, SentenceList, Sink
