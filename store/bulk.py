@@ -638,6 +638,27 @@ def error_report(session: Session, settings: Settings, job: AnnotationJob) -> li
     return out
 
 
+def claimed_job(session: Session, job_id: str) -> AnnotationJob:
+    """The annotation job a worker has just claimed (its plan or one of its chunks)."""
+    job = session.get(AnnotationJob, job_id)
+    if job is None:
+        raise NotFound(f"annotation job {job_id}")
+    return job
+
+
+def claimed_chunk(session: Session, job_id: str, seq: int) -> tuple[AnnotationJob, AnnotationChunk]:
+    """The chunk a worker has just claimed, and its job."""
+    chunk = session.get(AnnotationChunk, (job_id, seq))
+    if chunk is None:
+        raise NotFound(f"chunk {seq} of annotation job {job_id}")
+    return claimed_job(session, job_id), chunk
+
+
+def find_input(session: Session, input_id: str) -> NoteInput | None:
+    """The notes file, whoever owns it (a job's source); None when it was deleted."""
+    return session.get(NoteInput, input_id)
+
+
 def input_of(session: Session, input_id: str, owner: str | None) -> NoteInput:
     try:
         return get_owned(session, NoteInput, input_id, owner, "notes file")

@@ -53,6 +53,18 @@ def create_evaluation(
     return ev
 
 
+def claimed_evaluation(
+    session: Session, evaluation_id: str
+) -> tuple[Evaluation, Model | None, Dataset | None]:
+    """The evaluation a worker has just claimed, its model and its dataset (None: deleted
+    since)."""
+    ev = session.get(Evaluation, evaluation_id)
+    if ev is None:
+        raise NotFound(f"evaluation {evaluation_id}")
+    dataset = None if ev.dataset_id is None else session.get(Dataset, ev.dataset_id)
+    return ev, session.get(Model, ev.model_id), dataset
+
+
 def get_evaluation(session: Session, evaluation_id: str, owner: str | None) -> Evaluation:
     """The evaluation, or NotFound (also when it is another key's: see ``store.access``)."""
     return get_owned(session, Evaluation, evaluation_id, owner, "evaluation")

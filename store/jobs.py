@@ -171,6 +171,16 @@ def find_job(session: Session, job_id: str) -> Job | None:
     return session.get(Job, job_id)
 
 
+def claimed_job(
+    session: Session, job_id: str
+) -> tuple[Job, list[tuple[JobDataset, Dataset | None]]]:
+    """The job a worker has just claimed, with each of its datasets (None: deleted since)."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"job {job_id}")
+    return job, [(row, session.get(Dataset, row.dataset_id or "")) for row in job.datasets]
+
+
 def list_jobs(
     session: Session, owner: str | None, limit: int, offset: int, state: str | None = None
 ) -> tuple[list[Job], int]:

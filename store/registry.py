@@ -74,6 +74,12 @@ def find_model(session: Session, model_id: str) -> Model | None:
     return session.get(Model, model_id)
 
 
+def add_model(session: Session, row: Model) -> None:
+    """A trained model's row, in the session's transaction (the caller commits it with the
+    job's success: ``transitions.finish``)."""
+    session.add(row)
+
+
 def get_model(session: Session, model_id: str) -> Model:
     """The model (every key sees every model), or NotFound."""
     model = session.get(Model, model_id)

@@ -37,6 +37,11 @@ from .tables import (
 TaskRow = type[Job] | type[Evaluation]
 
 
+def cancel_requested(session: Session, job_id: str) -> bool:
+    """Whether a cancel of the training job was asked for (it reads this between steps)."""
+    return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+
+
 def claim(session: Session, cls: TaskRow, row_id: str, worker: str, running_quota: int = 0) -> bool:
     """queued → running for ``worker``; False when the row is not queued (taken, cancelled,
     finished, or unknown) or, with ``running_quota``, when its key has that many rows of its

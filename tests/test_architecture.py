@@ -275,6 +275,31 @@ def test_the_api_has_no_query_of_its_own():
     assert wrong == {}
 
 
+def test_the_worker_asks_the_store():
+    """The workers read and write the job store through ``store`` functions too (claim, the
+    claimed row, heartbeats, the model row, chunk results); what they run themselves is the
+    warehouse's SQL of annotation jobs (``worker/bulk.py``: a hospital's database, read-only
+    or its ``NOTE_NLP`` table, on connections of their own — never a store session)."""
+    wrong = {}
+    for name, (path, _) in _product_modules().items():
+        if name.split(".")[0] != "worker":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        sessions = _session_names(tree)
+        calls = [
+            f"line {node.lineno}: {ast.unparse(node.func)}()"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in QUERYING
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in sessions
+        ]
+        if calls:
+            wrong[name] = calls
+    assert wrong == {}
+
+
 def test_the_query_finder_finds_them():
     # the finder must see what the routes did before issue 32, or the test above proves nothing
     before = """

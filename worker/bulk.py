@@ -33,13 +33,11 @@ from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import bulk
 from store.db import session_factory
+from store.registry import find_model
 from store.tables import (
     FAILED,
     SUCCEEDED,
-    AnnotationChunk,
     AnnotationJob,
-    Model,
-    NoteInput,
     utcnow,
 )
 
@@ -330,7 +328,7 @@ def extractor_for(
     if key in _EXTRACTORS:
         return _EXTRACTORS[key]
     with factory() as session:
-        row = session.get(Model, job.model_id)
+        row = find_model(session, job.model_id)
         if row is None:
             raise MSLMError(f"model {job.model_id} is not in the store (deleted?)")
         path = settings.artifacts / row.path
@@ -374,7 +372,7 @@ _ENGINES: dict[str, Engine] = {}
 
 def source_of(settings: Settings, session: Session, job: AnnotationJob) -> FileSource | SqlSource:
     if job.source["kind"] == "file":
-        row = session.get(NoteInput, job.source["input"])
+        row = bulk.find_input(session, job.source["input"])
         if row is None:
             raise MSLMError(f"notes file {job.source['input']} is gone")
         return FileSource(bulk.notes_file(settings, row), row.problems)
@@ -406,8 +404,7 @@ def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
     with factory() as session:
         if not bulk.claim_plan(session, job_id, worker):
             return "skipped"
-        job = session.get(AnnotationJob, job_id)
-        assert job is not None
+        job = bulk.claimed_job(session, job_id)
         try:
             ranges, problems = source_of(settings, session, job).plan(job.chunk_size)
         except Exception as exc:  # the source cannot be read at all: the job cannot run
@@ -467,9 +464,7 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
     with factory() as session:
         if not bulk.claim_chunk(session, job_id, seq, worker):
             return "skipped"
-        job = session.get(AnnotationJob, job_id)
-        chunk = session.get(AnnotationChunk, (job_id, seq))
-        assert job is not None and chunk is not None
+        job, chunk = bulk.claimed_chunk(session, job_id, seq)
         try:
             source = source_of(settings, session, job)
             sink = sink_of(settings, job)

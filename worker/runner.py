@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core.bundle import read_manifest, verify_bundle
@@ -30,9 +29,10 @@ from mslm_core.typemap import TypeMap
 from mslm_settings import Settings
 from store import transitions
 from store.db import session_factory
-from store.jobs import allowed_encoder
+from store.evaluations import claimed_evaluation
+from store.jobs import allowed_encoder, claimed_job
 from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
-from store.registry import model_row_from_manifest
+from store.registry import add_model, model_row_from_manifest
 from store.tables import (
     CANCELLED,
     FAILED,
@@ -41,7 +41,6 @@ from store.tables import (
     Evaluation,
     Job,
     JobDataset,
-    Model,
 )
 
 from .celery_app import worker_name
@@ -87,8 +86,7 @@ class Heartbeat:
             self._polled = now
             try:
                 with self.factory() as session:
-                    flag = session.scalar(select(Job.cancel_requested).where(Job.id == self.row_id))
-                self.cancel_requested = bool(flag)
+                    self.cancel_requested = transitions.cancel_requested(session, self.row_id)
             except Exception as exc:
                 log.warning("cancel check of %s failed: %s", self.row_id, type(exc).__name__)
         return self.cancel_requested
@@ -233,9 +231,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                 job_id,
             )
             return "skipped"
-        job = session.get(Job, job_id)
-        assert job is not None
-        datasets = [(row, session.get(Dataset, row.dataset_id or "")) for row in job.datasets]
+        job, datasets = claimed_job(session, job_id)
         export = dict(job.export or {})
     work = work_dir(settings, job_id)
     heartbeat = Heartbeat(factory, Job, job_id, worker, settings.heartbeat_seconds)
@@ -283,7 +279,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
         with factory() as session:
             name = str(job.params.get("base_model") or settings.base_model)
             row = model_row_from_manifest(settings, manifest, target, job_id, name, job.created_by)
-            session.add(row)
+            add_model(session, row)
             # the model row and the job's success in one transaction, unless a cancel came
             # in after the last check: then neither
             succeeded = transitions.finish(
@@ -339,10 +335,7 @@ def run_evaluation(evaluation_id: str, settings: Settings) -> str:
     with factory() as session:
         if not transitions.claim(session, Evaluation, evaluation_id, worker):
             return "skipped"
-        ev = session.get(Evaluation, evaluation_id)
-        assert ev is not None
-        model = session.get(Model, ev.model_id)
-        dataset = session.get(Dataset, ev.dataset_id)
+        ev, model, dataset = claimed_evaluation(session, evaluation_id)
     heartbeat = Heartbeat(factory, Evaluation, evaluation_id, worker, settings.heartbeat_seconds)
 
     def end(state: str, **fields: Any) -> str:
