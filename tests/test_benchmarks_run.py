@@ -1,6 +1,6 @@
 """Every benchmark script runs, small: each one as a subprocess with tiny settings (a tiny
 random encoder, tiny corpora made here, a few steps, fractions of a second of load), so that
-each figure the README quotes can be made again by the code as it is today.
+each figure the README and docs/ quote can be made again by the code as it is today.
 
 A run must exit 0, print its figures as one JSON object on its last line (the house rule) and
 write them into a temporary results folder (``MSLM_BENCH_RESULTS``, or the script's own
