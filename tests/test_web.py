@@ -358,7 +358,7 @@ def test_bulk_view_runs_a_file_job_and_downloads_its_annotations(page, site, tmp
     page.set_input_files("#bulk-file", str(notes))
     from mslm_core.render import OUTPUTS  # the choices come from the service's declaration
 
-    page.wait_for_selector("#bulk-format option")
+    page.wait_for_selector("#bulk-format option", state="attached")
     formats = page.eval_on_selector_all("#bulk-format option", "os => os.map(o => o.value)")
     assert formats == list(OUTPUTS)
     page.select_option("#bulk-format", "jsonl")
