@@ -151,7 +151,7 @@ class BadKeyThrottle:
         n = len(self._recent(client))
         if n < self.free:
             return 0.0
-        return min(self.max_delay, 0.25 * 2 ** (n - self.free))
+        return float(min(self.max_delay, 0.25 * 2 ** (n - self.free)))
 
     def reset(self) -> None:
         self._failures.clear()

@@ -26,7 +26,7 @@ def _server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000)
 
 
-def serve(sub: argparse._SubParsersAction) -> None:
+def serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="run the HTTP API")
     _server_flags(p)
     p.add_argument("--workers", type=int, default=1, help="API processes")
@@ -49,14 +49,14 @@ def _bootstrap_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-epochs", type=int, help="(default: mslm train's)")
 
 
-def up(sub: argparse._SubParsersAction) -> None:
+def up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="API + workers in one command (embedded store/broker)")
     _server_flags(p)
     _bootstrap_flags(p)
     p.set_defaults(handler=run_up)
 
 
-def bootstrap_command(sub: argparse._SubParsersAction) -> None:
+def bootstrap_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bootstrap",
         help="on a fresh install, queue the first model's job (the compose stack's first start)",

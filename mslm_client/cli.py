@@ -23,7 +23,7 @@ from typing import Any
 from ._formats import NOTE_FORMATS, OUTPUT_FORMATS
 
 
-def bulk(sub: argparse._SubParsersAction) -> None:
+def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bulk", help="annotation jobs on a running service (bulk, OMOP NOTE_NLP)")
     p.add_argument("--url", help="the service (default: MSLM_URL, else http://127.0.0.1:8000)")
     p.add_argument("--api-key", help="an API key (default: MSLM_API_KEY)")

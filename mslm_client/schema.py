@@ -56,7 +56,7 @@ class Assertion:
     def __getattr__(self, name: str) -> bool:
         for attribute, value in self.__dict__.get("flags", ()):
             if attribute == name:
-                return value
+                return bool(value)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property

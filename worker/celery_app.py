@@ -18,7 +18,7 @@ import socket
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
+from kombu.entity import Queue
 
 from mslm_settings import Settings, get_settings
 

@@ -10,7 +10,7 @@ import time
 log = logging.getLogger("mslm.worker")
 
 
-def worker(sub: argparse._SubParsersAction) -> None:
+def worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("worker", help="run a fine-tuning/evaluation worker (Celery)")
     p.add_argument(
         "--queues",
