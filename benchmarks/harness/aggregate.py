@@ -83,7 +83,8 @@ def _on_gpu(run: dict[str, Any]) -> bool:
 
 
 def _cost(run: dict[str, Any], basis: str) -> float:
-    return run["train_cpu_seconds"] if basis == "cpu" else run["train_seconds"]
+    seconds: float = run["train_cpu_seconds"] if basis == "cpu" else run["train_seconds"]
+    return seconds
 
 
 def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -148,7 +149,7 @@ def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[st
     return row
 
 
-def paired_comparison(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]) -> dict:
+def paired_comparison(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]) -> dict[str, Any]:
     """``a`` against ``b``, run by run on the same seeds: test and dev F1 differences, their
     paired t-tests, and the training-cost ratio."""
     a_f1 = [r["test"]["strict"]["f1"] for r in a_runs]
@@ -328,7 +329,8 @@ def decide(protocol: Protocol, datasets: dict[str, Any]) -> dict[str, Any]:
         return {"rule": DECISION_RULE, "candidate": None, "default": base}
 
     def mean_dev(label: str) -> float:
-        return statistics.mean(t[label]["dev_f1_mean"] for t in datasets.values())
+        mean: float = statistics.mean(t[label]["dev_f1_mean"] for t in datasets.values())
+        return mean
 
     candidate = max(sorted(labels), key=mean_dev)
     beats = {ds: t[candidate]["dev_f1_mean"] > t[base]["dev_f1_mean"] for ds, t in datasets.items()}

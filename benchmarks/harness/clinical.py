@@ -88,7 +88,9 @@ def maccrobat_gold(folder: Path) -> list[GoldDocument]:
             for kind in ("History", "Family_history")
         }
 
-        def inside(kind: str, e: BratEntity, spans: dict = spans) -> bool:
+        def inside(
+            kind: str, e: BratEntity, spans: dict[str, list[tuple[int, int]]] = spans
+        ) -> bool:
             return any(a <= e.start and e.end <= b for a, b in spans[kind])
 
         ents = []

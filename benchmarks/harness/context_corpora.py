@@ -21,9 +21,15 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clinical import GoldDocument, GoldEntity
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from mslm_core.inference import EntityExtractor
 
 BIOSCOPE_FILE = "data/bioscope/clinical_merger/clinical_records_anon.xml"
 CMC_FILES = ("2007ChallengeTrainData.xml", "2007ChallengeTestDataNoCodes.xml")
@@ -76,7 +82,7 @@ class _Builder:
             self._put("\n")
 
 
-def bioscope_gold(anon: Path, cmc: Iterable[Path]) -> tuple[list[GoldDocument], dict]:
+def bioscope_gold(anon: Path, cmc: Iterable[Path]) -> tuple[list[GoldDocument], dict[str, Any]]:
     """The reports as gold documents (one span per word), and what could not be restored."""
     texts = cmc_texts(cmc)
     root = ET.parse(anon).getroot()
@@ -241,8 +247,8 @@ ATTRIBUTE_SECTIONS = ("family_history", "past_medical_history", "past_surgical_h
 
 
 def score_sections(
-    notes: list[tuple[str, str, str]], systems: dict[str, tuple[list[list], float]]
-) -> dict:
+    notes: list[tuple[str, str, str]], systems: dict[str, tuple[list[list[list[Any]]], float]]
+) -> dict[str, Any]:
     """Each system's sections (per note, ``[header start, header end, category]``) against
     the notes' header lines: the share of header lines it recognises as a section at all
     (coverage), and, for the sections that set an attribute, P/R/F1 against the header's own
@@ -252,7 +258,7 @@ def score_sections(
 
     lines = [[(m.start(), m.group(1)) for m in HEADER_LINE.finditer(t)] for _, _, t in notes]
     total = sum(map(len, lines))
-    out: dict = {"notes": len(notes), "header_lines": total, "ms_per_note": {}}
+    out: dict[str, Any] = {"notes": len(notes), "header_lines": total, "ms_per_note": {}}
     silver = [[silver_section(h) for _, h in ls] for ls in lines]
     out["silver_header_lines"] = {
         c: sum(s == c for ss in silver for s in ss) for c in ATTRIBUTE_SECTIONS
@@ -274,10 +280,10 @@ def score_sections(
                         said == c and gold != c,
                         gold == c and said != c,
                     )
-        block: dict = {"coverage": round(recognised / max(1, total), 4)}
+        block: dict[str, Any] = {"coverage": round(recognised / max(1, total), 4)}
         for j, c in enumerate(ATTRIBUTE_SECTIONS):
 
-            def f1(v: np.ndarray) -> tuple[float, float, float]:
+            def f1(v: npt.NDArray[np.int64]) -> tuple[float, float, float]:
                 tp, fp, fn = (int(x) for x in v)
                 p = tp / (tp + fp) if tp + fp else 0.0
                 r = tp / (tp + fn) if tp + fn else 0.0
@@ -295,7 +301,7 @@ def score_sections(
     return out
 
 
-def bioscope_findings(docs: list[GoldDocument], extractor) -> list[GoldDocument]:
+def bioscope_findings(docs: list[GoldDocument], extractor: EntityExtractor) -> list[GoldDocument]:
     """The reports with, as gold spans, the entities a model finds there (the types the
     context step negates: Problem, Test, Procedure, or every type of a model without the
     clinical schema), each negated or possible as its head — its last content word — is in

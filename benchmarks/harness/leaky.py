@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from mslm_core.collate import MaskingCollator
@@ -24,10 +26,17 @@ from mslm_core.metrics import evaluation_report
 from mslm_core.predict.decoding import decode_bio
 from mslm_core.train import Callback
 
+if TYPE_CHECKING:
+    from mslm_core.bundle import LoadedBundle
+    from mslm_core.model import MSLMModel
+    from mslm_core.train.loop import Trainer
+
 LABEL = "reference-leaky"
 
 
-def evaluate_reference_leaky(bundle, corpus: Corpus, seed: int = 0, device: str = "cpu") -> dict:
+def evaluate_reference_leaky(
+    bundle: LoadedBundle, corpus: Corpus, seed: int = 0, device: str = "cpu"
+) -> dict[str, Any]:
     """Metrics when every sentence is masked with its gold mentions (ELM/BLM of the bundle's
     training configuration) before prediction, as the research code does. Labelled
     ``protocol: reference-leaky``."""
@@ -38,8 +47,14 @@ def evaluate_reference_leaky(bundle, corpus: Corpus, seed: int = 0, device: str 
 
 
 def leaky_report(
-    model, tok, config: TrainConfig, types: list[str], corpus: Corpus, seed: int, device: str
-) -> dict:
+    model: MSLMModel,
+    tok: Any,
+    config: TrainConfig,
+    types: list[str],
+    corpus: Corpus,
+    seed: int,
+    device: str,
+) -> dict[str, Any]:
     """:func:`evaluate_reference_leaky` for a model in memory."""
     type_ids = {t: i for i, t in enumerate(types)}
     was_training = model.training
@@ -51,7 +66,7 @@ def leaky_report(
     strategy = build_strategy("mslm", elm_rate=config.elm_rate, blm_rate=config.blm_rate)
     collator = MaskingCollator(strategy, tok.mask_token_id, tok.pad_token_id or 0)
     tag_probs = [np.tile(np.eye(3, dtype=np.float32)[O], (len(w), 1)) for w in words]
-    feats_by_word: list[list[np.ndarray | None]] = [[None] * len(w) for w in words]
+    feats_by_word: list[list[npt.NDArray[np.float32] | None]] = [[None] * len(w) for w in words]
     # length-sorted batches pad little; each window's masking is seeded by its position in
     # the corpus, so the order changes no mask
     order = sorted(range(len(windows)), key=lambda i: (len(windows[i]), i))
@@ -101,11 +116,11 @@ class LeakyDevSelection(Callback):
     def __init__(self, dev: Corpus, path: Path, seed: int):
         self.dev, self.path, self.seed = dev, Path(path), seed
         self.state_file = self.path.with_suffix(".json")
-        self.state: dict = {"best_f1": -1.0, "best_epoch": None, "history": []}
+        self.state: dict[str, Any] = {"best_f1": -1.0, "best_epoch": None, "history": []}
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
 
-    def on_epoch_end(self, trainer) -> None:
+    def on_epoch_end(self, trainer: Trainer) -> None:
         entry = trainer.state.history[-1]
         if entry["stage"] != "joint":
             return

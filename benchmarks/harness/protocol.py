@@ -123,7 +123,7 @@ class Protocol:
     raw: dict[str, Any] = field(default_factory=dict)
 
     # -- runs -------------------------------------------------------------------------------
-    def settings_for(self, variant: str, cell: tuple[float, float] | None = None) -> dict:
+    def settings_for(self, variant: str, cell: tuple[float, float] | None = None) -> dict[str, Any]:
         settings = {**self.train, **self.variants[variant]}
         if cell is not None:
             settings.update(elm_rate=cell[0], blm_rate=cell[1])
@@ -373,7 +373,7 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
 
 def with_base_model(data: dict[str, Any], base_model: str) -> dict[str, Any]:
     """A protocol's TOML table with ``base_model`` the encoder of every run."""
-    out = json.loads(json.dumps(data))  # a deep copy of plain TOML values
+    out: dict[str, Any] = json.loads(json.dumps(data))  # a deep copy of plain TOML values
     out.setdefault("train", {})["base_model"] = base_model
     for settings in (out.get("variants") or {}).values():
         if isinstance(settings, dict) and "base_model" in settings:
@@ -387,7 +387,7 @@ def smoke_protocol(data: dict[str, Any]) -> dict[str, Any]:
     runs, on the first dataset and the first seed, for one epoch (two for a variant that
     trains longer than the others), with at most two grid cells. Named ``NAME-smoke``, so
     that its results never land on the protocol's own."""
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     out["name"] = f"{data.get('name')}-smoke"
     datasets = list(data.get("datasets") or [])[:1]
     seeds = list(data.get("seeds") or [])[:1]

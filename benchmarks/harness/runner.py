@@ -182,7 +182,8 @@ class Runner:
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return result
         except ValueError as exc:
             raise ConfigError(
                 f"{path}: unreadable run result ({exc}); delete it to re-run"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from mslm_core.corpus import Corpus, Mention, read_corpus
 from mslm_core.evaluate import score_predictions
@@ -49,12 +50,12 @@ class TextbookTagger:
 
     def word_probabilities(
         self, sentences: list[list[str]], batch_size: int = 64
-    ) -> list[np.ndarray]:
+    ) -> list[npt.NDArray[np.float32]]:
         """Per sentence [n_words, L]: the label probabilities at each word's first subword
         (a word cut off by truncation gets all its mass on O)."""
         import torch
 
-        out: list[np.ndarray] = [np.empty(0)] * len(sentences)
+        out: list[npt.NDArray[np.float32]] = [np.empty(0, np.float32)] * len(sentences)
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         self.model.eval()
         with torch.inference_mode():
@@ -144,6 +145,8 @@ def train_textbook(
         DataCollatorForTokenClassification,
         Trainer,
         TrainerCallback,
+        TrainerControl,
+        TrainerState,
         TrainingArguments,
     )
     from transformers.utils import logging as hf_logging
@@ -174,7 +177,7 @@ def train_textbook(
 
     torch.manual_seed(seed)
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
+    hf_logging.set_verbosity(logging.ERROR)  # what its untyped set_verbosity_error() does
     try:
         model = AutoModelForTokenClassification.from_pretrained(
             path,
@@ -210,7 +213,13 @@ def train_textbook(
     class DevEachEpoch(TrainerCallback):
         """Dev F1 after each epoch, for the curves only (the last epoch is kept)."""
 
-        def on_epoch_end(self, args, state, control, **kwargs):
+        def on_epoch_end(
+            self,
+            args: TrainingArguments,
+            state: TrainerState,
+            control: TrainerControl,
+            **kwargs: Any,
+        ) -> None:
             scoring, scoring_cpu = time.perf_counter(), time.process_time()
             metrics, _ = score(tagger, dev)
             now = time.perf_counter()
