@@ -301,7 +301,7 @@ def _one_of_dataset_id_or_datasets(schema: dict[str, Any]) -> None:
 
 def _job_option(name: str) -> tuple[Any, Any]:
     """A job option as the API takes it: the type, help and bounds of TrainConfig's field."""
-    spec = {f.name: f for f in dataclasses.fields(TrainConfig)}[name]
+    spec = _TRAIN_FIELDS[name]
     kind = next(t for t in typing.get_args(_TRAIN_HINTS[name]) or (_TRAIN_HINTS[name],) if t)
     bounds = spec.metadata["bounds"]
     limits = {} if bounds is None else {k: v for k, v in vars(bounds).items() if v is not None}
@@ -309,6 +309,7 @@ def _job_option(name: str) -> tuple[Any, Any]:
 
 
 _TRAIN_HINTS = typing.get_type_hints(TrainConfig)
+_TRAIN_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 if TYPE_CHECKING:  # its fields are mslm_core.config's JOB_OPTIONS (but the two below)
     _JobOptions = Strict
 else:

@@ -35,7 +35,7 @@ from mslm_settings import Settings
 from .access import get_owned, owned, owned_by, page
 from .db import rowcount
 from .errors import Conflict, NotFound
-from .files import shown_name, staged
+from .files import record, shown_name, staged
 from .tables import (
     CANCELLED,
     FAILED,
@@ -130,12 +130,7 @@ def create_note_input(
             created_by=owner,
         )
         staging.rename(target)
-    session.add(row)
-    try:
-        session.commit()
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
+    record(session, row, target)
     return row
 
 
