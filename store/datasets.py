@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,25 @@ from mslm_core.errors import ConfigError, CorpusError, CorpusIssue
 from mslm_core.typemap import WILDCARD, TypeMap
 from mslm_settings import Settings
 
+from . import documents as docs
 from .access import get_owned, owned, owned_by, page
+from .documents import Document
 from .errors import Conflict, NotFound
 from .files import record, shown_name, staged
 from .paths import dataset_dir
-from .tables import QUEUED, RUNNING, Dataset, Evaluation, Job, JobDataset, new_id
+from .tables import (
+    QUEUED,
+    RUNNING,
+    Dataset,
+    DatasetVersion,
+    Evaluation,
+    Job,
+    JobDataset,
+    new_id,
+    utcnow,
+)
+
+__all__ = ["Document", "Upload", "add_documents", "create_dataset", "create_from_documents"]
 
 SPLITS = ("train", "dev", "test")
 
@@ -103,8 +118,222 @@ def create_dataset(
         stats=stats,
         types=sorted(types),
     )
+    session.add(_version_row(dataset, created_by, {"source": "upload"}))
     record(session, dataset, target)
     return dataset
+
+
+def _version_row(
+    dataset: Dataset, created_by: str | None, change: dict[str, Any]
+) -> DatasetVersion:
+    return DatasetVersion(
+        dataset_id=dataset.id,
+        version=dataset.version or 1,
+        created_by=created_by,
+        created_at=utcnow(),
+        files=dataset.files,
+        stats=dataset.stats,
+        types=dataset.types,
+        pool=dataset.pool or {},
+        change=change,
+        kept=True,
+    )
+
+
+def create_from_documents(
+    settings: Settings,
+    session: Session,
+    documents: list[Document],
+    name: str | None,
+    created_by: str | None,
+    source: str,
+) -> Dataset:
+    """A dataset made of documents (a Label Studio project's, the first time one of its
+    tasks is annotated): version 1, its train split the labelled ones, its pool the others."""
+    docs.check(documents, ())
+    dataset_id = new_id("ds")
+    with staged(settings.artifacts / "datasets") as staging:
+        dataset = Dataset(id=dataset_id, name=(name or dataset_id)[:200], created_by=created_by)
+        dataset.version = 1
+        counts = _write_version(staging, "v1", documents, dataset, set())
+        target = dataset_dir(settings, dataset_id)
+        os.replace(staging, target)
+    change = {"source": source, "added": len(documents), "replaced": 0, "removed": 0, **counts}
+    session.add(_version_row(dataset, created_by, change))
+    record(session, dataset, target)
+    return dataset
+
+
+def _write_version(
+    folder: Path, name: str, documents: list[Document], dataset: Dataset, fixed_types: set[str]
+) -> dict[str, int]:
+    """Write ``documents`` as the version ``name`` (a folder under ``folder``) and point
+    ``dataset``'s train file, stats, types and pool at it; returns the labelled and unlabelled
+    counts. ``fixed_types``: the types of its dev and test splits, which never change."""
+    (folder / name).mkdir()
+    labelled = [d for d in documents if d.entities is not None]
+    pool = [d for d in documents if d.entities is None]
+    train = folder / name / "train.jsonl"
+    docs.write_lines(train, labelled)
+    scanned = docs.summary(train, len(labelled))
+    dataset.files = {
+        **(dataset.files or {}),
+        "train": {
+            "file": f"{name}/train.jsonl",
+            "filename": f"documents, version {dataset.version}",
+            "format": "jsonl",
+            "bytes": train.stat().st_size,
+            "sha256": sha256_file(train),
+            "documents": len(labelled),
+        },
+    }
+    dataset.stats = {**(dataset.stats or {}), "train": scanned.stats}
+    dataset.types = sorted(fixed_types | set(scanned.types))
+    dataset.pool = {}
+    if pool:
+        pool_file = folder / name / "pool.jsonl"
+        docs.write_lines(pool_file, pool)
+        dataset.pool = {
+            "file": f"{name}/pool.jsonl",
+            "documents": len(pool),
+            "bytes": pool_file.stat().st_size,
+            "sha256": sha256_file(pool_file),
+        }
+    return {"documents": len(labelled), "unlabelled": len(pool)}
+
+
+def current_documents(settings: Settings, dataset: Dataset) -> list[Document]:
+    """The dataset's latest documents, labelled then unlabelled (version 1 as uploaded: its
+    train split read as ``train-1``, ``train-2``, …)."""
+    folder = dataset_dir(settings, dataset.id)
+    train = dataset.files["train"]
+    if "documents" not in train:  # as uploaded
+        labelled = docs.from_upload(folder / train["file"])
+    else:
+        labelled = docs.read_lines(folder / train["file"])
+    return labelled + pool_documents(settings, dataset)
+
+
+def pool_documents(settings: Settings, dataset: Dataset) -> list[Document]:
+    """The dataset's unlabelled documents (its latest version's)."""
+    if not dataset.pool:
+        return []
+    return docs.read_lines(dataset_dir(settings, dataset.id) / dataset.pool["file"])
+
+
+def add_documents(
+    settings: Settings,
+    session: Session,
+    dataset_id: str,
+    owner: str | None,
+    documents: list[Document],
+    remove: Sequence[str] = (),
+    created_by: str | None = None,
+    source: str = "api",
+) -> DatasetVersion:
+    """A new version of the dataset: ``documents`` added, or replacing the document with
+    their id (an unlabelled one, ``entities=None``, goes to the pool — and takes a labelled
+    document of that id back there); ``remove``: ids deleted (an unknown id is an error).
+    Only the train split changes. Raises :class:`CorpusError` (``documents[3].entities[0]``)
+    and stores nothing when anything is wrong. Versions no job trained on are pruned of
+    their files when a newer one comes (their record stays)."""
+    docs.check(documents, remove)
+    # locked: a job created meanwhile records either this version or the one before
+    dataset = session.get(Dataset, dataset_id, with_for_update=True)
+    if not owned(dataset, owner):
+        raise NotFound(f"dataset {dataset_id}")
+    assert dataset is not None
+    current = current_documents(settings, dataset)
+    index = {d.id: k for k, d in enumerate(current)}
+    unknown = [i for i, doc_id in enumerate(remove) if doc_id not in index]
+    if unknown:
+        raise CorpusError(
+            [CorpusIssue(f"remove[{i}]", None, "no document has this id", None) for i in unknown]
+        )
+    replaced = 0
+    for doc in documents:
+        if doc.id in index:
+            current[index[doc.id]] = doc
+            replaced += 1
+        else:
+            index[doc.id] = len(current)
+            current.append(doc)
+    gone = set(remove)
+    current = [d for d in current if d.id not in gone]
+    fixed: set[str] = set()
+    for split in ("dev", "test"):
+        fixed.update((dataset.stats.get(split) or {}).get("mentions_per_type", {}))
+    previous = dataset.version
+    dataset.version = previous + 1
+    folder = dataset_dir(settings, dataset.id)
+    name = f"v{dataset.version}"
+    with staged(settings.artifacts / "datasets") as staging:
+        counts = _write_version(staging, name, current, dataset, fixed)
+        os.replace(staging / name, folder / name)
+        staging.rmdir()
+    change = {
+        "source": source,
+        "added": len(documents) - replaced,
+        "replaced": replaced,
+        "removed": len(gone),
+        **counts,
+    }
+    row = _version_row(dataset, created_by, change)
+    session.add(row)
+    pruned = _prune(session, dataset.id, dataset.version)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(folder / name, ignore_errors=True)
+        raise
+    for version in pruned:
+        shutil.rmtree(folder / f"v{version}", ignore_errors=True)
+    return row
+
+
+def _prune(session: Session, dataset_id: str, latest: int) -> list[int]:
+    """Versions before ``latest`` whose files no job needs (version 1, as uploaded, stays):
+    marked not kept; their folders go once the change is committed."""
+    used = set(
+        session.scalars(
+            select(JobDataset.version).where(
+                JobDataset.dataset_id == dataset_id, JobDataset.version.is_not(None)
+            )
+        )
+    )
+    stale = session.scalars(
+        select(DatasetVersion).where(
+            DatasetVersion.dataset_id == dataset_id,
+            DatasetVersion.version > 1,
+            DatasetVersion.version < latest,
+            DatasetVersion.kept.is_(True),
+        )
+    ).all()
+    pruned = []
+    for row in stale:
+        if row.version not in used:
+            row.kept = False
+            pruned.append(row.version)
+    return pruned
+
+
+def list_versions(
+    session: Session, dataset_id: str, owner: str | None
+) -> tuple[Dataset, list[DatasetVersion]]:
+    """The dataset and its versions, newest first."""
+    dataset = get_dataset(session, dataset_id, owner)
+    rows = session.scalars(
+        select(DatasetVersion)
+        .where(DatasetVersion.dataset_id == dataset_id)
+        .order_by(DatasetVersion.version.desc())
+    ).all()
+    return dataset, list(rows)
+
+
+def version_of(session: Session, dataset_id: str, version: int | None) -> DatasetVersion | None:
+    """One version of a dataset (None: version 1, what jobs made before versions trained
+    on), or None when the dataset is gone."""
+    return session.get(DatasetVersion, (dataset_id, version or 1))
 
 
 def get_dataset(session: Session, dataset_id: str, owner: str | None) -> Dataset:

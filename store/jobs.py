@@ -21,11 +21,21 @@ from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_settings import Settings
 
 from .access import get_owned, owned, owned_by, page
-from .datasets import checked_type_map
+from .datasets import checked_type_map, version_of
 from .errors import Conflict, NotFound
 from .queue import TaskQueue
 from .quotas import check_job_quota
-from .tables import QUEUED, RUNNING, Dataset, Job, JobDataset, Model, new_id, utcnow
+from .tables import (
+    QUEUED,
+    RUNNING,
+    Dataset,
+    DatasetVersion,
+    Job,
+    JobDataset,
+    Model,
+    new_id,
+    utcnow,
+)
 from .transitions import request_cancel
 
 log = logging.getLogger(__name__)
@@ -68,6 +78,8 @@ class JobSource:
     dataset_id: str
     type_map: dict[str, Any] = field(default_factory=dict)
     weight: float = 1.0
+    # the dataset's version the job trains on: its latest when the job is made
+    version: int | None = field(default=None, compare=False)
 
 
 def _job_sources(session: Session, sources: list[JobSource], owner: str | None) -> list[JobSource]:
@@ -92,8 +104,13 @@ def _job_sources(session: Session, sources: list[JobSource], owner: str | None) 
         where = f"datasets[{i}]"
         if not 0 < source.weight <= MAX_WEIGHT:
             raise ConfigError(f"{where}.weight: must be in (0, {MAX_WEIGHT:g}]")
-        type_map = checked_type_map(source.type_map, rows[source.dataset_id], f"{where}.type_map")
-        clean.append(JobSource(source.dataset_id, type_map, float(source.weight)))
+        row = rows[source.dataset_id]
+        if not (row.stats.get("train") or {}).get("sentences"):
+            raise ConfigError(
+                f"{where}.id: dataset {row.id} (version {row.version}) has no labelled document yet"
+            )
+        type_map = checked_type_map(source.type_map, row, f"{where}.type_map")
+        clean.append(JobSource(source.dataset_id, type_map, float(source.weight), row.version))
     return clean
 
 
@@ -107,12 +124,14 @@ def create_job(
     idempotency_key: str | None = None,
     created_by: str | None = None,
     owner: str | None = None,
+    activate: bool = False,
 ) -> tuple[Job, bool]:
     """A queued job and its message; returns (job, created). ``datasets``: a dataset id, or
     the datasets of a job on several corpora (:class:`JobSource`). The same idempotency key
     from the same key (``created_by``) with the same request returns the first job; with
     another request it is a Conflict; another key's jobs are never looked at. ``owner``: whose
-    datasets the caller sees (``store.access.owned``)."""
+    datasets the caller sees (``store.access.owned``). ``activate``: serve the model the job
+    makes once it succeeds (the worker does)."""
     clean = job_config(settings, params)
     check_job_quota(settings, session, created_by)
     sources = _job_sources(
@@ -133,9 +152,16 @@ def create_job(
         export=export,
         idempotency_key=idempotency_key,
         created_by=created_by,
+        activate=activate,
         published_at=utcnow(),
         datasets=[
-            JobDataset(position=i, dataset_id=s.dataset_id, type_map=s.type_map, weight=s.weight)
+            JobDataset(
+                position=i,
+                dataset_id=s.dataset_id,
+                type_map=s.type_map,
+                weight=s.weight,
+                version=s.version,
+            )
             for i, s in enumerate(sources)
         ],
     )
@@ -173,12 +199,15 @@ def find_job(session: Session, job_id: str) -> Job | None:
 
 def claimed_job(
     session: Session, job_id: str
-) -> tuple[Job, list[tuple[JobDataset, Dataset | None]]]:
-    """The job a worker has just claimed, with each of its datasets (None: deleted since)."""
+) -> tuple[Job, list[tuple[JobDataset, DatasetVersion | None]]]:
+    """The job a worker has just claimed, with the version of each of its datasets it was
+    made on (None: the dataset was deleted since)."""
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound(f"job {job_id}")
-    return job, [(row, session.get(Dataset, row.dataset_id or "")) for row in job.datasets]
+    return job, [
+        (row, version_of(session, row.dataset_id or "", row.version)) for row in job.datasets
+    ]
 
 
 def list_jobs(

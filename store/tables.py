@@ -102,6 +102,34 @@ class Dataset(Base):
     files: Mapped[dict[str, Any]] = mapped_column(default=dict)
     stats: Mapped[dict[str, Any]] = mapped_column(default=dict)  # split → corpus stats
     types: Mapped[list[Any]] = mapped_column(default=list)
+    # the latest version (``DatasetVersion``): ``files``/``stats``/``types`` are its; 1: as
+    # uploaded. ``pool``: its unlabelled documents {"file", "documents", "bytes", "sha256"}
+    # (empty: none), what ``suggest`` ranks
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    pool: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class DatasetVersion(Base):
+    """One version of a dataset: version 1 as uploaded, then one per change of its train
+    documents (added, replaced by id, removed; ``change`` counts them and names the source).
+    The dev and test splits never change, so scores stay comparable across versions. A
+    version's files are kept while it is the latest or a job trained on it (``kept``)."""
+
+    __tablename__ = "dataset_versions"
+
+    dataset_id: Mapped[str] = mapped_column(
+        ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_by: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    files: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    stats: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    types: Mapped[list[Any]] = mapped_column(default=list)
+    pool: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # {"source": upload | api | labelstudio, "added", "replaced", "removed", "unlabelled"}
+    change: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    kept: Mapped[bool] = mapped_column(Boolean, default=True)
 
 
 class Job(Base):
@@ -134,6 +162,8 @@ class Job(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
     model_id: Mapped[str | None] = mapped_column(String(80))
     error: Mapped[str | None] = mapped_column(Text)
+    # serve the model it makes once it succeeds (a Label Studio project's jobs ask for it)
+    activate: Mapped[bool] = mapped_column(Boolean, default=False)
     datasets: Mapped[list[JobDataset]] = relationship(
         order_by="JobDataset.position",
         lazy="selectin",
@@ -156,6 +186,7 @@ class JobDataset(Base):
     )
     type_map: Mapped[dict[str, Any]] = mapped_column(default=dict)
     weight: Mapped[float] = mapped_column(Float, default=1.0)
+    version: Mapped[int | None] = mapped_column(Integer)  # of the dataset, when the job was made
 
 
 class Model(Base):
@@ -307,3 +338,35 @@ class AnnotationChunk(Base):
     seconds: Mapped[float] = mapped_column(Float, default=0.0)  # of the last attempt
     errors: Mapped[list[Any]] = mapped_column(default=list)  # [{note_id, reason}]
     error: Mapped[str | None] = mapped_column(Text)  # the chunk as a whole failed
+
+
+class LabelStudioProject(Base):
+    """A Label Studio project that uses this service as its ML backend (``store.labelstudio``),
+    per API key: what ``/labelstudio/setup`` read from its labelling config, the dataset its
+    annotations make (None until the first one), and when it trains next — every
+    ``train_every`` new annotations, or when asked. ``annotations``: Label Studio's
+    annotation id → its task id (a deletion names only the annotation)."""
+
+    __tablename__ = "labelstudio_projects"
+    __table_args__ = (
+        UniqueConstraint("project", "key_id", name="uq_labelstudio_projects_project_key"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project: Mapped[str] = mapped_column(String(100))  # Label Studio's project id
+    key_id: Mapped[str] = mapped_column(String(40), index=True)  # the API key it connects with
+    dataset_id: Mapped[str | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    from_name: Mapped[str] = mapped_column(String(200))
+    to_name: Mapped[str] = mapped_column(String(200))
+    text_key: Mapped[str] = mapped_column(String(200))
+    labels: Mapped[list[Any]] = mapped_column(default=list)
+    train_every: Mapped[int] = mapped_column(Integer, default=10)
+    since_job: Mapped[int] = mapped_column(Integer, default=0)  # new annotations since then
+    last_job_id: Mapped[str | None] = mapped_column(String(40))
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the jobs' options
+    serve: Mapped[bool] = mapped_column(Boolean, default=True)  # activate what a job makes
+    annotations: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

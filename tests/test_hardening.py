@@ -170,7 +170,15 @@ def test_a_job_and_the_deletion_of_its_dataset_never_both_succeed(
     queue, outcomes = _Queue(), collections.Counter()
     for i in range(25):
         with factory() as session:
-            session.add(Dataset(id=f"ds-race{i}", name="race", files={}, stats={}, types=[]))
+            session.add(
+                Dataset(
+                    id=f"ds-race{i}",
+                    name="race",
+                    files={},
+                    stats={"train": {"sentences": 1}},
+                    types=[],
+                )
+            )
             session.commit()
 
         def submit(session, i=i):

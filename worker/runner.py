@@ -32,12 +32,12 @@ from store.db import session_factory
 from store.evaluations import claimed_evaluation
 from store.jobs import allowed_encoder, claimed_job
 from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
-from store.registry import add_model, model_row_from_manifest
+from store.registry import add_model, model_row_from_manifest, set_active_model
 from store.tables import (
     CANCELLED,
     FAILED,
     SUCCEEDED,
-    Dataset,
+    DatasetVersion,
     Evaluation,
     Job,
     JobDataset,
@@ -182,18 +182,19 @@ def _complete(bundle: Path) -> bool:
 
 
 def train_config(
-    settings: Settings, job: Job, datasets: list[tuple[JobDataset, Dataset]]
+    settings: Settings, job: Job, datasets: list[tuple[JobDataset, DatasetVersion]]
 ) -> TrainConfig:
     """The job's TrainConfig: its parameters, the encoder MSLM_BASE_MODELS allows under its
-    name, and its datasets' files — one dataset as uploaded as train/dev/test (dev: train
-    when it has none), several (or one with a type map or a weight) as ``sources``."""
+    name, and the files of the versions of its datasets it was made on — one dataset as
+    train/dev/test (dev: train when it has none), several (or one with a type map or a
+    weight) as ``sources``."""
     params = dict(job.params)
     params["base_model"] = allowed_encoder(
         settings, params.get("base_model") or settings.base_model
     )
 
-    def split_files(dataset: Dataset) -> dict[str, str | None]:
-        files, folder = dataset.files, dataset_dir(settings, dataset.id)
+    def split_files(dataset: DatasetVersion) -> dict[str, str | None]:
+        files, folder = dataset.files, dataset_dir(settings, dataset.dataset_id)
         return {
             "train": str(folder / files["train"]["file"]),
             "dev": str(folder / files.get("dev", files["train"])["file"]),
@@ -207,7 +208,7 @@ def train_config(
         corpora = {
             "sources": [
                 {
-                    "name": d.id,
+                    "name": d.dataset_id,
                     **split_files(d),
                     "type_map": row.type_map,
                     "weight": row.weight,
@@ -233,6 +234,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             return "skipped"
         job, datasets = claimed_job(session, job_id)
         export = dict(job.export or {})
+        activate = bool(job.activate)
     work = work_dir(settings, job_id)
     heartbeat = Heartbeat(factory, Job, job_id, worker, settings.heartbeat_seconds)
 
@@ -294,7 +296,10 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                 history=manifest.get("history", []),
                 progress={**heartbeat.fields.get("progress", {}), "done": True},
             )
-            if succeeded and transitions.activate_if_none(session, model_id):
+            if succeeded and activate:  # the job asked for it (a Label Studio project's)
+                set_active_model(session, model_id)
+                log.info("job %s asked to serve its model: %s is now active", job_id, model_id)
+            elif succeeded and transitions.activate_if_none(session, model_id):
                 log.info("nothing was served: model %s is now active", model_id)
         if not succeeded:
             shutil.rmtree(target, ignore_errors=True)
