@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
+from mslm_core.active import STRATEGIES as ACTIVE_STRATEGIES
 from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGIES, TrainConfig
 from mslm_core.corpus import PREDICTION_FORMATS
 from mslm_core.render import OUTPUTS
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_core.types import ASSERTION_ATTRIBUTES
+from store.documents import MAX_DOCUMENTS
 
 ASSERTION_ATTRIBUTE_NAMES = tuple(ASSERTION_ATTRIBUTES)
 OUTPUT_FORMATS = tuple(OUTPUTS)
@@ -238,6 +240,9 @@ class SplitFile(BaseModel):
     format: str
     bytes: int
     sha256: str
+    documents: int | None = Field(
+        None, description="documents with ids (a version after the first); null: as uploaded"
+    )
 
 
 class DatasetOut(BaseModel):
@@ -250,11 +255,105 @@ class DatasetOut(BaseModel):
     files: dict[str, SplitFile]
     stats: dict[str, dict[str, Any]] = Field(description="per split: sentences, mentions, …")
     types: list[str]
+    version: int = Field(description="the latest version (1: as uploaded)")
+    unlabelled: int = Field(description="documents waiting to be labelled (what suggest ranks)")
 
 
 class DatasetList(BaseModel):
     data: list[DatasetOut]
     count: int
+
+
+class EntityIn(Strict):
+    start: int = Field(ge=0, description="character offset of the first character")
+    end: int = Field(ge=1, description="character offset after the last character")
+    label: Identifier
+    concept: Identifier | None = None
+
+
+class DocumentIn(Strict):
+    id: Identifier = Field(description="the document's id: a document with this id is replaced")
+    text: str = Field(min_length=1)
+    entities: list[EntityIn] | None = Field(
+        None,
+        max_length=10_000,
+        description="its annotation ([] : labelled, no entity); null or absent: not labelled "
+        "yet — it goes to the pool that suggest ranks",
+    )
+
+
+class DocumentsChange(Strict):
+    documents: list[DocumentIn] = Field(default_factory=list, max_length=MAX_DOCUMENTS)
+    remove: list[Identifier] = Field(
+        default_factory=list, max_length=MAX_DOCUMENTS, description="ids of documents to delete"
+    )
+
+
+class VersionChange(BaseModel):
+    source: str = Field(description="upload, api or labelstudio")
+    added: int = 0
+    replaced: int = 0
+    removed: int = 0
+    documents: int | None = Field(None, description="labelled documents in the version")
+    unlabelled: int = 0
+
+
+class DatasetVersionOut(BaseModel):
+    dataset_id: str
+    version: int
+    created_by: str | None
+    created_at: dt.datetime
+    change: VersionChange
+    stats: dict[str, dict[str, Any]]
+    types: list[str]
+    kept: bool = Field(
+        description="its files are kept (the latest, or a job trained on it); the record always is"
+    )
+
+
+class DatasetVersionList(BaseModel):
+    data: list[DatasetVersionOut]
+    count: int
+
+
+class SuggestRequest(Strict):
+    limit: int = Field(10, ge=1, le=1000, description="how many documents to suggest")
+    strategy: Literal[ACTIVE_STRATEGIES] = Field(  # type: ignore[valid-type]
+        "least_confidence",
+        description="least_confidence: 1 - the normalised confidence of the note's decisions; "
+        "margin: the closest call between two choices; entropy: the mean normalised entropy",
+    )
+    diversity: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="0: by uncertainty alone; higher: near-identical notes are spread out "
+        "(maximal marginal relevance over TF-IDF)",
+    )
+    model: Identifier | None = Field(None, description="a model id; default: the active model")
+    max_documents: int = Field(
+        5000, ge=1, le=20_000, description="pool documents scored at most (the first ones)"
+    )
+
+
+class Suggestion(BaseModel):
+    id: str
+    text: str
+    uncertainty: float = Field(description="in [0, 1], from the model's calibrated confidences")
+    score: float = Field(description="the priority after diversity (the order)")
+    similar_to: str | None = Field(
+        None, description="the suggested document ranked before it that it is most like"
+    )
+
+
+class SuggestResponse(BaseModel):
+    model: str
+    strategy: str
+    diversity: float
+    version: int
+    pool: int = Field(description="unlabelled documents in the dataset's latest version")
+    scored: int
+    data: list[Suggestion]
 
 
 # -- jobs -------------------------------------------------------------------------------------
@@ -369,6 +468,9 @@ class JobDatasetOut(BaseModel):
     id: str | None = Field(validation_alias="dataset_id", description="null: deleted since")
     type_map: dict[str, Any]
     weight: float
+    version: int | None = Field(
+        None, description="the dataset's version it trained on (null: made before versions: 1)"
+    )
 
 
 class JobOut(BaseModel):

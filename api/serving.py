@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from mslm_core import active
 from mslm_core.context import ContextEngine, rules_for
 from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.inference import EntityExtractor
@@ -325,6 +326,7 @@ class ModelManager:
         self._models: OrderedDict[str, LoadedModel] = OrderedDict()
         self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
         self._lock = asyncio.Lock()
+        self._ranking = asyncio.Lock()  # suggest: one ranking at a time
 
     # -- loading ----------------------------------------------------------------------------
     def _path_of(self, model_id: str) -> str:
@@ -495,6 +497,19 @@ class ModelManager:
             except BatcherClosed:
                 continue
         raise InferenceError("the model was unloaded three times while this request waited")
+
+    async def uncertainties(
+        self, model_id: str | None, texts: list[str], strategy: str
+    ) -> tuple[LoadedModel, list[float]]:
+        """Each text's uncertainty under ``strategy`` (``mslm_core.active``) with ``model_id``
+        (or the active model), one ranking at a time per replica, in a thread: annotation
+        requests keep being answered meanwhile."""
+        loaded = await self.get(model_id)
+        async with self._ranking:
+            scores = await asyncio.to_thread(
+                active.uncertainties, loaded.extractor.predictor, texts, strategy
+            )
+        return loaded, scores
 
     @property
     def active(self) -> LoadedModel | None:

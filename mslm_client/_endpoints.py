@@ -15,6 +15,8 @@ from .schema import (
     AnnotateResponse,
     AnnotationJob,
     Dataset,
+    DatasetVersion,
+    Document,
     Evaluation,
     Job,
     JobDataset,
@@ -23,6 +25,7 @@ from .schema import (
     NoteFile,
     Page,
     Readiness,
+    Suggestions,
     Vocabulary,
 )
 
@@ -154,6 +157,40 @@ def get_dataset(dataset_id: str) -> Call[Dataset]:
 
 def delete_dataset(dataset_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/datasets/{_segment(dataset_id)}", _nothing)
+
+
+def add_documents(
+    dataset_id: str, documents: Sequence[Document], remove: Sequence[str]
+) -> Call[DatasetVersion]:
+    """``POST /v1/datasets/{id}/documents``: a new version per call, so it is not sent twice."""
+    body = {"documents": [d.to_dict() for d in documents], "remove": list(remove)}
+    path = f"/v1/datasets/{_segment(dataset_id)}/documents"
+    return Call("POST", path, _json(DatasetVersion.from_dict), json=body)
+
+
+def list_dataset_versions(dataset_id: str) -> Call[Page[DatasetVersion]]:
+    path = f"/v1/datasets/{_segment(dataset_id)}/versions"
+    return Call("GET", path, _page(DatasetVersion.from_dict))
+
+
+def suggest(
+    dataset_id: str,
+    limit: int,
+    strategy: str,
+    diversity: float,
+    model: str | None,
+    max_documents: int,
+) -> Call[Suggestions]:
+    body: dict[str, Any] = {
+        "limit": limit,
+        "strategy": strategy,
+        "diversity": diversity,
+        "max_documents": max_documents,
+    }
+    if model is not None:
+        body["model"] = model
+    path = f"/v1/datasets/{_segment(dataset_id)}/suggest"
+    return Call("POST", path, _json(Suggestions.from_dict), json=body, idempotent=True)
 
 
 # -- jobs -------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from .schema import (
     AnnotateResponse,
     AnnotationJob,
     Dataset,
+    DatasetVersion,
+    Document,
     Entity,
     Evaluation,
     Job,
@@ -25,6 +27,7 @@ from .schema import (
     NoteFile,
     Page,
     Readiness,
+    Suggestions,
     Vocabulary,
 )
 
@@ -178,6 +181,37 @@ class Client:
 
     def delete_dataset(self, dataset_id: str) -> None:
         self._request(ep.delete_dataset(dataset_id))
+
+    def add_documents(
+        self,
+        dataset_id: str,
+        documents: Sequence[Document] = (),
+        *,
+        remove: Sequence[str] = (),
+    ) -> DatasetVersion:
+        """A new version of the dataset: ``documents`` added (or replacing the one with their
+        id; ``entities=None``: not labelled yet, into the pool), ``remove``: ids deleted."""
+        return self._request(ep.add_documents(dataset_id, documents, remove))
+
+    def list_dataset_versions(self, dataset_id: str) -> Page[DatasetVersion]:
+        """The dataset's versions, newest first."""
+        return self._request(ep.list_dataset_versions(dataset_id))
+
+    def suggest(
+        self,
+        dataset_id: str,
+        *,
+        limit: int = 10,
+        strategy: str = "least_confidence",
+        diversity: float = 0.5,
+        model: str | None = None,
+        max_documents: int = 5000,
+    ) -> Suggestions:
+        """The dataset's unlabelled documents to label next, most useful first (the served
+        model's calibrated uncertainty, with diversity)."""
+        return self._request(
+            ep.suggest(dataset_id, limit, strategy, diversity, model, max_documents)
+        )
 
     # -- jobs ---------------------------------------------------------------------------------
     def create_job(

@@ -7,6 +7,7 @@ so an older client keeps working.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -215,10 +216,11 @@ class SplitFile:
     format: str
     bytes: int
     sha256: str
+    documents: int | None = None  # documents with ids (a version after the first)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SplitFile:
-        return cls(d["filename"], d["format"], int(d["bytes"]), d["sha256"])
+        return cls(d["filename"], d["format"], int(d["bytes"]), d["sha256"], d.get("documents"))
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,8 @@ class Dataset:
     stats: dict[str, dict[str, Any]]  # split → sentences, mentions, types, …
     types: list[str]
     created_by: str | None = None  # the id of the API key that uploaded it
+    version: int = 1  # the latest (1: as uploaded)
+    unlabelled: int = 0  # documents waiting in the pool (what suggest ranks)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Dataset:
@@ -241,6 +245,112 @@ class Dataset:
             stats=dict(d.get("stats", {})),
             types=list(d.get("types", [])),
             created_by=d.get("created_by"),
+            version=int(d.get("version", 1)),
+            unlabelled=int(d.get("unlabelled", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to add to a dataset (or to replace the one with its ``id``): ``entities``
+    as ``(start, end, label)`` character offsets, end exclusive; None: not labelled yet (it
+    waits in the pool that :meth:`Client.suggest` ranks)."""
+
+    id: str
+    text: str
+    entities: Sequence[tuple[int, int, str]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"id": self.id, "text": self.text}
+        if self.entities is not None:
+            body["entities"] = [{"start": a, "end": b, "label": t} for a, b, t in self.entities]
+        return body
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    source: str  # upload | api | labelstudio
+    added: int = 0
+    replaced: int = 0
+    removed: int = 0
+    documents: int | None = None  # labelled documents in the version
+    unlabelled: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VersionChange:
+        return cls(
+            d.get("source", ""),
+            int(d.get("added", 0)),
+            int(d.get("replaced", 0)),
+            int(d.get("removed", 0)),
+            d.get("documents"),
+            int(d.get("unlabelled", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    dataset_id: str
+    version: int
+    created_at: dt.datetime
+    change: VersionChange
+    stats: dict[str, dict[str, Any]]
+    types: list[str]
+    kept: bool  # its files are kept (the latest, or a job trained on it)
+    created_by: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DatasetVersion:
+        return cls(
+            dataset_id=d["dataset_id"],
+            version=int(d["version"]),
+            created_at=_required_time(d["created_at"]),
+            change=VersionChange.from_dict(d.get("change") or {}),
+            stats=dict(d.get("stats", {})),
+            types=list(d.get("types", [])),
+            kept=bool(d.get("kept", True)),
+            created_by=d.get("created_by"),
+        )
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A pool document to label next: its uncertainty in [0, 1] and its priority (``score``)
+    after diversity; ``similar_to``: the suggestion before it that it is most like."""
+
+    id: str
+    text: str
+    uncertainty: float
+    score: float
+    similar_to: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Suggestion:
+        return cls(
+            d["id"], d["text"], float(d["uncertainty"]), float(d["score"]), d.get("similar_to")
+        )
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    model: str
+    strategy: str
+    diversity: float
+    version: int
+    pool: int  # unlabelled documents in the dataset
+    scored: int
+    data: list[Suggestion]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Suggestions:
+        return cls(
+            model=d["model"],
+            strategy=d["strategy"],
+            diversity=float(d["diversity"]),
+            version=int(d["version"]),
+            pool=int(d["pool"]),
+            scored=int(d["scored"]),
+            data=[Suggestion.from_dict(x) for x in d.get("data", [])],
         )
 
 
@@ -281,13 +391,19 @@ class JobDataset:
     id: str | None  # None: deleted since
     type_map: dict[str, Any] = field(default_factory=dict)
     weight: float = 1.0
+    version: int | None = None  # in a job: the dataset's version it trained on (not sent)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "type_map": dict(self.type_map), "weight": self.weight}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobDataset:
-        return cls(d.get("id"), dict(d.get("type_map") or {}), float(d.get("weight", 1.0)))
+        return cls(
+            d.get("id"),
+            dict(d.get("type_map") or {}),
+            float(d.get("weight", 1.0)),
+            d.get("version"),
+        )
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .active import STRATEGIES as ACTIVE_STRATEGIES
 from .config import BASE_DEFAULTS, STRATEGIES, TrainConfig
 from .corpus import FORMATS, PREDICTION_FORMATS
 from .errors import ConfigError, MSLMError
+from .notes import NOTE_FORMATS
 
 if TYPE_CHECKING:
     from .inference import EntityExtractor
@@ -181,6 +183,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--link-threshold", type=float, default=0.5, help="(default: 0.5)")
     p.add_argument("--link-candidates", type=int, default=5, help="(default: 5)")
+    _engine_flags(p)
+
+    p = sub.add_parser(
+        "suggest", help="which unlabelled notes to label next (active learning; JSON out)"
+    )
+    p.add_argument("--model", required=True, help="bundle directory")
+    p.add_argument("notes", help="a notes file: JSONL {id, text}, text lines, BioC or PubTator")
+    p.add_argument("--notes-format", choices=NOTE_FORMATS, help="(default: told by the file)")
+    p.add_argument("--limit", type=int, default=10, help="notes to suggest (default: 10)")
+    p.add_argument(
+        "--strategy",
+        default="least_confidence",
+        choices=ACTIVE_STRATEGIES,
+        help="the uncertainty (docs/active-learning.md; default: least_confidence)",
+    )
+    p.add_argument(
+        "--diversity",
+        type=float,
+        default=0.5,
+        help="0: by uncertainty alone; up to 1: near-identical notes spread out (default: 0.5)",
+    )
     _engine_flags(p)
 
     p = sub.add_parser("vocab", help="concept vocabularies")
@@ -404,6 +427,46 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_suggest(args: argparse.Namespace) -> int:
+    from .active import rank, uncertainties
+    from .notes import Note, detect_note_format, read_notes
+
+    if not 0.0 <= args.diversity <= 1.0:
+        raise ConfigError(f"--diversity must be in [0, 1], got {args.diversity}")
+    if args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    path = Path(args.notes)
+    notes, skipped = [], 0
+    for item in read_notes(path, args.notes_format or detect_note_format(path)):
+        if isinstance(item, Note):
+            notes.append(item)
+        else:
+            skipped += 1
+            print(f"{path}: {item.where}: {item.reason} (skipped)", file=sys.stderr)
+    extractor = _extractor(args)
+    texts = [n.text for n in notes]
+    scores = uncertainties(extractor.predictor, texts, args.strategy)
+    ranked = rank(texts, scores, args.limit, args.diversity)
+    out = {
+        "model": extractor.id,
+        "strategy": args.strategy,
+        "diversity": args.diversity,
+        "notes": len(notes),
+        "skipped": skipped,
+        "data": [
+            {
+                "id": notes[s.index].id,
+                "uncertainty": round(s.uncertainty, 6),
+                "score": round(s.score, 6),
+                "similar_to": None if s.similar_to is None else notes[s.similar_to].id,
+            }
+            for s in ranked
+        ],
+    }
+    print(json.dumps(out, ensure_ascii=False, indent=2))
+    return 0
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from .corpus import detect_format, output_format, parse_type_map, read_corpus, write_corpus
 
@@ -497,6 +560,7 @@ COMMANDS = {
     "evaluate": cmd_evaluate,
     "calibrate": cmd_calibrate,
     "annotate": cmd_annotate,
+    "suggest": cmd_suggest,
     "export": cmd_export,
     "convert": cmd_convert,
 }

@@ -20,8 +20,9 @@ from mslm_core.corpus import read_corpus, scan_corpus
 from mslm_core.corpus.model import CorpusSummary
 from mslm_core.errors import CorpusError, CorpusIssue
 
-#: The documents one change may carry (a request's worth: larger corpora are uploaded).
-MAX_DOCUMENTS = 10_000
+#: The documents one change may carry (a request's worth, within the API's 50,000 JSON values
+#: a body may hold: larger corpora are uploaded as files).
+MAX_DOCUMENTS = 1_000
 MAX_ID = 200
 
 Entity = tuple[int, int, str]

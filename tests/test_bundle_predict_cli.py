@@ -339,3 +339,23 @@ def test_a_manifest_that_is_not_an_object_is_a_bundle_error(tmp_path, content):
     (tmp_path / "manifest.json").write_text(content)
     with pytest.raises(BundleError, match="must be a JSON object"):
         verify_bundle(tmp_path)
+
+
+def test_cli_suggest_ranks_notes_to_label_next(bundle, tmp_path, capsys):
+    notes = tmp_path / "pool.jsonl"
+    rows = [
+        {"id": "a", "text": "The patient has breast cancer."},
+        {"id": "b", "text": "The patient has breast cancer!"},
+        {"id": "c", "text": "Cisplatin was given twice."},
+        {"id": "d"},  # no text: skipped, said on stderr
+    ]
+    notes.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["suggest", "--model", str(bundle), str(notes), "--limit", "3"]
+    assert cli.main([*args, "--strategy", "entropy", "--diversity", "0"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["notes"] == 3 and out["skipped"] == 1 and "skipped" in captured.err
+    assert sorted(s["id"] for s in out["data"]) == ["a", "b", "c"]
+    u = [s["uncertainty"] for s in out["data"]]
+    assert u == sorted(u, reverse=True) and all(0 <= x <= 1 for x in u)
+    assert cli.main([*args, "--diversity", "1.5"]) == 2

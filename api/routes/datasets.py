@@ -3,6 +3,7 @@ stats, delete."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from pathlib import Path
@@ -10,12 +11,25 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile, status
 
+from mslm_core.active import rank
 from store import datasets as store_datasets
-from store.tables import Dataset
+from store.tables import Dataset, DatasetVersion
 
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
-from ..problems import V1_PROBLEMS, problem_responses
-from ..schemas import NO_CONTROL, DatasetList, DatasetOut, SplitFile
+from ..problems import V1_PROBLEMS, Problem, problem_responses
+from ..schemas import (
+    NO_CONTROL,
+    DatasetList,
+    DatasetOut,
+    DatasetVersionList,
+    DatasetVersionOut,
+    DocumentsChange,
+    SplitFile,
+    Suggestion,
+    SuggestRequest,
+    SuggestResponse,
+    VersionChange,
+)
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], responses=V1_PROBLEMS)
 
@@ -23,7 +37,11 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], responses=V1_PROBLE
 def _out(d: Dataset) -> DatasetOut:
     files = {
         k: SplitFile(
-            filename=v["filename"], format=v["format"], bytes=v["bytes"], sha256=v["sha256"]
+            filename=v["filename"],
+            format=v["format"],
+            bytes=v["bytes"],
+            sha256=v["sha256"],
+            documents=v.get("documents"),
         )
         for k, v in d.files.items()
     }
@@ -35,6 +53,21 @@ def _out(d: Dataset) -> DatasetOut:
         files=files,
         stats=d.stats,
         types=d.types,
+        version=d.version,
+        unlabelled=(d.pool or {}).get("documents", 0),
+    )
+
+
+def _version_out(v: DatasetVersion) -> DatasetVersionOut:
+    return DatasetVersionOut(
+        dataset_id=v.dataset_id,
+        version=v.version,
+        created_by=v.created_by,
+        created_at=v.created_at,
+        change=VersionChange(**v.change),
+        stats=v.stats,
+        types=v.types,
+        kept=v.kept,
     )
 
 
@@ -103,3 +136,97 @@ def remove(dataset_id: IdPath, state: StateDep, session: SessionDep, key: TrainK
     """Delete a dataset no queued or running job uses (finished jobs keep their records).
     A train key deletes only its own datasets; another key's is 404, as if absent."""
     store_datasets.delete_dataset(state.settings, session, dataset_id, key.owner)
+
+
+@router.post(
+    "/{dataset_id}/documents",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DatasetVersionOut,
+    responses=problem_responses(404, 413),
+)
+def change_documents(
+    dataset_id: IdPath, body: DocumentsChange, state: StateDep, session: SessionDep, key: TrainKey
+) -> DatasetVersionOut:
+    """A new version of the dataset's train split: each document added, or replacing the
+    document with its id (``entities`` null: not labelled yet — it waits in the pool that
+    ``suggest`` ranks, and a labelled document of that id goes back there); ``remove``:
+    documents deleted by id. The dev and test splits never change. A job records the version
+    it trained on; a bad document is refused with its field (``documents[3].entities[0].end``)
+    and nothing is stored."""
+    limit = state.settings.max_text_chars
+    too_long = [i for i, d in enumerate(body.documents) if len(d.text) > limit]
+    if too_long:
+        raise Problem(
+            422,
+            f"document {too_long[0]} has more than {limit} characters (MSLM_MAX_TEXT_CHARS)",
+            slug="text-too-long",
+            errors=[
+                {"field": f"body.documents.{i}.text", "message": f"at most {limit} characters"}
+                for i in too_long[:20]
+            ],
+        )
+    documents = [
+        store_datasets.Document(
+            d.id,
+            d.text,
+            None if d.entities is None else [(e.start, e.end, e.label) for e in d.entities],
+            None
+            if d.entities is None
+            else {k: e.concept for k, e in enumerate(d.entities) if e.concept} or None,
+        )
+        for d in body.documents
+    ]
+    version = store_datasets.add_documents(
+        state.settings, session, dataset_id, key.owner, documents, body.remove, key.key_id
+    )
+    return _version_out(version)
+
+
+@router.get(
+    "/{dataset_id}/versions", response_model=DatasetVersionList, responses=problem_responses(404)
+)
+def versions(dataset_id: IdPath, session: SessionDep, key: TrainKey) -> DatasetVersionList:
+    """The dataset's versions, newest first: what each change added, replaced and removed,
+    and the counts of the version it made."""
+    _, rows = store_datasets.list_versions(session, dataset_id, key.owner)
+    return DatasetVersionList(data=[_version_out(v) for v in rows], count=len(rows))
+
+
+@router.post(
+    "/{dataset_id}/suggest",
+    response_model=SuggestResponse,
+    responses=problem_responses(404, 503),
+)
+async def suggest(
+    dataset_id: IdPath, body: SuggestRequest, state: StateDep, session: SessionDep, key: TrainKey
+) -> SuggestResponse:
+    """The unlabelled documents of the dataset to label next, most useful first: ranked by
+    the served model's calibrated uncertainty (``strategy``) with ``diversity`` so that
+    near-identical notes are not all suggested together (docs/active-learning.md)."""
+    dataset = store_datasets.get_dataset(session, dataset_id, key.owner)
+    pool = await asyncio.to_thread(store_datasets.pool_documents, state.settings, dataset)
+    scored = pool[: body.max_documents]
+    texts = [d.text for d in scored]
+    try:
+        loaded, scores = await state.models.uncertainties(body.model, texts, body.strategy)
+    except KeyError:
+        raise Problem(404, f"model {body.model} not found", slug="not-found") from None
+    ranked = rank(texts, scores, body.limit, body.diversity)
+    return SuggestResponse(
+        model=loaded.id,
+        strategy=body.strategy,
+        diversity=body.diversity,
+        version=dataset.version,
+        pool=len(pool),
+        scored=len(scored),
+        data=[
+            Suggestion(
+                id=scored[s.index].id,
+                text=scored[s.index].text,
+                uncertainty=s.uncertainty,
+                score=s.score,
+                similar_to=None if s.similar_to is None else scored[s.similar_to].id,
+            )
+            for s in ranked
+        ],
+    )
