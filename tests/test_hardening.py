@@ -376,9 +376,20 @@ def test_a_train_key_sees_and_changes_only_its_own_datasets_and_jobs(pg_client, 
     assert f"key={mine['created_by']}" in posts[0] and f"key={theirs['created_by']}" in posts[1]
 
 
+def _old_insert(conn, orm_class):
+    """An INSERT into ``orm_class``'s table as the database has it at an older revision: only
+    the columns it has then, with the ORM's types and defaults (a column added by a later
+    revision would be refused)."""
+    from sqlalchemy import MetaData, Table, insert, inspect
+
+    table = orm_class.__table__
+    present = {c["name"] for c in inspect(conn).get_columns(table.name)}
+    columns = [c._copy() for c in table.columns if c.name in present]
+    return insert(Table(table.name, MetaData(), *columns))
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_migration_0002_keeps_rows_and_makes_idempotency_keys_per_owner(backend, tmp_path, request):
-    from sqlalchemy import insert
     from sqlalchemy.exc import IntegrityError
 
     from store.db import engine_for
@@ -414,10 +425,12 @@ def test_migration_0002_keeps_rows_and_makes_idempotency_keys_per_owner(backend,
             "history": [],
             "metrics": {},
         }
-        conn.execute(insert(Job), [{**row, "id": "job-b", "created_by": "key-b"}])  # other owner
-        conn.execute(insert(Dataset), [{"id": "ds-1", "name": "x", "created_by": "key-a"}])
+        conn.execute(_old_insert(conn, Job), [{**row, "id": "job-b", "created_by": "key-b"}])
+        conn.execute(
+            _old_insert(conn, Dataset), [{"id": "ds-1", "name": "x", "created_by": "key-a"}]
+        )
     with pytest.raises(IntegrityError), engine.begin() as conn:  # same owner, same key
-        conn.execute(insert(Job), [{**row, "id": "job-c", "created_by": "key-a"}])
+        conn.execute(_old_insert(conn, Job), [{**row, "id": "job-c", "created_by": "key-a"}])
     from alembic import command
 
     with engine.begin() as conn:  # 0001 holds one job per idempotency key, whoever's
@@ -556,7 +569,15 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
     upgrade(url, "0004")
     assert current_revision(url) == "0004"
     with engine.begin() as conn:
-        rows = conn.execute(select(JobDataset)).all()
+        rows = conn.execute(
+            select(
+                JobDataset.job_id,
+                JobDataset.position,
+                JobDataset.dataset_id,
+                JobDataset.type_map,
+                JobDataset.weight,
+            )
+        ).all()
         assert [(r.job_id, r.position, r.dataset_id, r.type_map, r.weight) for r in rows] == [
             ("job-old", 0, "ds-1", {}, 1.0)
         ]
@@ -567,6 +588,75 @@ def test_migration_0004_gives_every_job_its_datasets(backend, tmp_path, request)
             assert conn.execute(select(JobDataset.dataset_id)).scalar() is None
     command.downgrade(alembic_config(url), "0003")
     assert current_revision(url) == "0003"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0006_gives_every_dataset_its_first_version(backend, tmp_path, request):
+    """Issue 33: a dataset uploaded before versions is its version 1 (its files, stats and
+    types), with no pool; a job made before records no version (it trained on 1); a downgrade
+    drops the versions and the columns."""
+    from alembic import command
+    from sqlalchemy import select
+
+    from store.db import engine_for
+    from store.migrate import alembic_config, current_revision, upgrade
+    from store.tables import Dataset, DatasetVersion, JobDataset
+
+    url = (
+        f"sqlite:///{tmp_path / 'm.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    upgrade(url, "0005")
+    engine = engine_for(url)
+    files = '{"train": {"file": "train.tsv"}}'
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO datasets (id, name, created_by, created_at, files, stats, types) "
+            f"VALUES ('ds-1', 'x', 'key-a', '2026-01-01 00:00:00', '{files}', "
+            """'{"train": {"sentences": 3}}', '["Disease"]')"""
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO jobs (id, state, dataset_id, params, export, created_at, attempts, "
+            "cancel_requested, progress, history, metrics) VALUES ('job-old', 'succeeded', "
+            "'ds-1', '{}', '{}', '2026-01-01 00:00:00', 1, false, '{}', '[]', '{}')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO job_datasets (job_id, position, dataset_id, type_map, weight) "
+            "VALUES ('job-old', 0, 'ds-1', '{}', 1.0)"
+        )
+    upgrade(url, "0006")
+    assert current_revision(url) == "0006"
+    with engine.begin() as conn:
+        assert conn.execute(select(Dataset.version, Dataset.pool)).one() == (1, {})
+        version = conn.execute(
+            select(
+                DatasetVersion.dataset_id,
+                DatasetVersion.version,
+                DatasetVersion.created_by,
+                DatasetVersion.files,
+                DatasetVersion.stats,
+                DatasetVersion.types,
+                DatasetVersion.change,
+                DatasetVersion.kept,
+            )
+        ).one()
+        assert tuple(version) == (
+            "ds-1",
+            1,
+            "key-a",
+            {"train": {"file": "train.tsv"}},
+            {"train": {"sentences": 3}},
+            ["Disease"],
+            {"source": "upload"},
+            True,
+        )
+        assert conn.execute(select(JobDataset.version)).scalar() is None
+    command.downgrade(alembic_config(url), "0005")
+    assert current_revision(url) == "0005"
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT name FROM datasets").scalar() == "x"
     engine.dispose()
 
 
