@@ -269,6 +269,9 @@ def add_documents(
     name = f"v{dataset.version}"
     with staged(settings.artifacts / "datasets") as staging:
         counts = _write_version(staging, name, current, dataset, fixed)
+        # a folder of this name is an orphan (a process that died before its commit): the
+        # version was never recorded, and the row's lock keeps anyone else from making it now
+        shutil.rmtree(folder / name, ignore_errors=True)
         os.replace(staging / name, folder / name)
         staging.rmdir()
     change = {

@@ -311,3 +311,15 @@ def test_suggest_ranks_the_pool_with_the_served_model(settings, tmp_path):
             json={"strategy": "confusion"},
         )
         assert r.status_code == 422
+
+
+def test_a_version_folder_left_by_a_dead_process_does_not_block_the_next_change(settings, tmp_path):
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp_path / "corpus")
+        orphan = settings.artifacts / "datasets" / dataset["id"] / "v2"
+        orphan.mkdir()
+        (orphan / "train.jsonl").write_text("half written", encoding="utf-8")
+        r = _documents(c, dataset["id"], {"documents": [{"id": "n", "text": "Pool note ."}]})
+        assert r.status_code == 201 and r.json()["version"] == 2
+        assert "half written" not in (orphan / "train.jsonl").read_text(encoding="utf-8")
+        assert (orphan / "pool.jsonl").exists()
