@@ -84,6 +84,25 @@ async def authenticate(state: AppState, client: str, secret: str | None) -> Prin
     return principal
 
 
+def key_of_header(authorization: str, token: bool = False) -> str | None:
+    """The key an ``Authorization`` header carries: ``Bearer KEY``, or ``Basic`` with the key
+    as its password (a browser on /docs, Label Studio's ML backend connection); with
+    ``token``, ``Token KEY`` too (Label Studio's own scheme, on /labelstudio)."""
+    import base64
+    import binascii
+
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer" or (token and scheme.lower() == "token"):
+        return value.strip() or None
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2] or None
+    return None
+
+
 def require(scope: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
     """A dependency that wants a key with ``scope``. The middleware reads ``required_scope``
     off a route's dependencies so that a request with a body is refused before it is read."""

@@ -33,7 +33,7 @@ from .auth import (
     sync_configured_keys,
 )
 from .background import counts, follow_active_model, reaper
-from .deps import AppState, authenticate
+from .deps import AppState, authenticate, key_of_header
 from .metrics import Metrics
 from .middleware import BODY_METHODS, ServiceMiddleware
 from .problems import Problem
@@ -44,6 +44,7 @@ from .routes import (
     evaluations,
     health,
     jobs,
+    labelstudio,
     models,
     vocabularies,
 )
@@ -115,14 +116,17 @@ ROUTERS = (
     vocabularies.router,
     evaluations.router,
     annotation_jobs.router,
+    labelstudio.router,
 )
 
 #: Paths whose bodies are files (MSLM_MAX_UPLOAD_MB); others are JSON.
 UPLOADS = ("/v1/datasets", "/v1/vocabularies", "/v1/annotation-jobs/inputs")
 #: Paths whose JSON bodies carry texts (MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS); other JSON
 #: bodies are small settings (a job, an evaluation).
-TEXTS = ("/v1/annotate",)
+TEXTS = ("/v1/annotate", "/labelstudio/predict", "/labelstudio/webhook")
 SETTINGS_BODY_LIMIT = 4 << 20
+#: Paths whose requests with a body need a key with the route's scope before it is read.
+KEYED = ("/v1/", "/labelstudio/")
 #: What MSLM_PROTECT_METADATA puts behind a key.
 METADATA = ("/metrics", "/docs", "/openapi.json")
 
@@ -145,22 +149,10 @@ def body_limits(settings: Settings) -> Any:
 
 
 def _bearer_or_basic(scope: Any) -> str | None:
-    """The key a request carries: ``Bearer KEY``, or ``Basic`` with the key as its password
-    (what a browser sends for /docs)."""
-    import base64
-    import binascii
-
+    """The key a request carries (``deps.key_of_header``)."""
     headers = dict(scope.get("headers") or [])
-    scheme, _, value = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip() or None
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        return decoded.partition(":")[2] or None
-    return None
+    token = str(scope.get("path", "")).startswith("/labelstudio/")
+    return key_of_header(headers.get(b"authorization", b"").decode("latin-1"), token)
 
 
 def _route_scopes(routers: list[Any]) -> Any:
@@ -230,7 +222,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 status, detail, slug, _ = refusal(exc)
                 return status, detail, slug, {"WWW-Authenticate": 'Bearer, Basic realm="mslm"'}
             return None
-        if method not in BODY_METHODS or not path.startswith("/v1/"):
+        if method not in BODY_METHODS or not path.startswith(KEYED):
             return None
         try:
             principal = await authenticate(state, client, _bearer_or_basic(scope))
