@@ -240,9 +240,8 @@ def add_documents(
     docs.check(documents, remove)
     # locked: a job created meanwhile records either this version or the one before
     dataset = session.get(Dataset, dataset_id, with_for_update=True)
-    if not owned(dataset, owner):
+    if dataset is None or not owned(dataset, owner):
         raise NotFound(f"dataset {dataset_id}")
-    assert dataset is not None
     current = current_documents(settings, dataset)
     index = {d.id: k for k, d in enumerate(current)}
     unknown = [i for i, doc_id in enumerate(remove) if doc_id not in index]

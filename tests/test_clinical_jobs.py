@@ -106,8 +106,8 @@ def test_a_job_on_several_datasets_trains_and_reports_each(settings):
         job = first.json()
         assert job["dataset_id"] == a["id"]
         assert job["datasets"] == [
-            {"id": a["id"], "type_map": MAP_A, "weight": 0.5},
-            {"id": b["id"], "type_map": MAP_B, "weight": 1.0},
+            {"id": a["id"], "type_map": MAP_A, "weight": 0.5, "version": 1},
+            {"id": b["id"], "type_map": MAP_B, "weight": 1.0, "version": 1},
         ]
         assert post({"datasets": datasets, "idempotency_key": "multi-1"}).json()["id"] == job["id"]
         changed = [datasets[0], {**datasets[1], "weight": 2.0}]
@@ -156,7 +156,7 @@ def test_a_job_on_one_dataset_as_uploaded_is_unchanged(settings):
     with TestClient(create_app(settings)) as c:
         a = upload(c, A, "a")
         job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": a["id"], **JOB}).json()
-        assert job["datasets"] == [{"id": a["id"], "type_map": {}, "weight": 1.0}]
+        assert job["datasets"] == [{"id": a["id"], "type_map": {}, "weight": 1.0, "version": 1}]
         assert run_training_job(job["id"], settings) == "succeeded"
         done = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
         assert "sources" not in done["metrics"]["test"]

@@ -299,11 +299,12 @@ def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_
     job_id = page.text_content("#status").split()[1]
     job = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
     assert job["datasets"] == [  # in the page's order: the newest first
-        {"id": second["id"], "type_map": {"Sign": "Problem"}, "weight": 0.5},
+        {"id": second["id"], "type_map": {"Sign": "Problem"}, "weight": 0.5, "version": 1},
         {
             "id": first_id,
             "type_map": {"Chemical": ["Drug", "Procedure"], "Disease": "Problem"},
             "weight": 1.0,
+            "version": 1,
         },
     ]
     assert job["params"]["epochs"] == 2
