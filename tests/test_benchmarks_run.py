@@ -333,6 +333,25 @@ def _protocol(name: str, cost: int, script: str = "reproduce.py") -> Run:
 
 
 RUNS: dict[str, Run] = {
+    "active_learning": Run(
+        "active_learning.py",
+        lambda t: [
+            "--smoke",
+            "--corpora",
+            "NCBI-disease",
+            "--base-model",
+            str(t.tiny_encoder),
+            "--data",
+            str(t.data),
+            "--device",
+            "cpu",
+            "--results",
+            str(t.results / "active_learning"),
+        ],
+        "active_learning/summary.json",
+        needs=("tiny_encoder", "data"),
+        cost=30,
+    ),
     "api_load": Run(
         "api_load.py",
         lambda t: [
