@@ -55,7 +55,7 @@ def id_problem(value: object) -> str | None:
         return "must be a string"
     if not 0 < len(value) <= MAX_ID:
         return f"must have 1 to {MAX_ID} characters"
-    if not value.isprintable():
+    if any(c < " " or c == "\x7f" for c in value):  # as the API's Identifier: no C0, no DEL
         return "contains control characters"
     return None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, status
@@ -44,6 +45,7 @@ from worker.celery_app import CeleryQueue
 from ..auth import Principal
 from ..deps import AppState, Credentials, SessionDep, StateDep, authenticate, key_of_header
 from ..problems import Problem, problem_responses
+from ..schemas import NO_CONTROL
 
 log = logging.getLogger(__name__)
 router = APIRouter(
@@ -93,7 +95,7 @@ class _Loose(BaseModel):
 
 
 class SetupRequest(_Loose):
-    project: str = Field(max_length=100, description="PROJECT_ID.CREATED_AT")
+    project: str = Field(max_length=100, pattern=NO_CONTROL, description="PROJECT_ID.CREATED_AT")
     schema_: str = Field(alias="schema", description="the labelling config (XML)")
     extra_params: dict[str, Any] | str | None = None
 
@@ -105,12 +107,14 @@ class Task(_Loose):
 
 class PredictRequest(_Loose):
     tasks: list[Task] = Field(max_length=10_000)
-    project: str | None = Field(default=None, max_length=100)
+    project: str | None = Field(default=None, max_length=100, pattern=NO_CONTROL)
     label_config: str | None = None
 
 
 class TrainRequest(_Loose):
-    project: str = Field(min_length=1, max_length=100, description="Label Studio's project id")
+    project: str = Field(
+        min_length=1, max_length=100, pattern=NO_CONTROL, description="Label Studio's project id"
+    )
 
 
 def _project_id(uid: str) -> str:
@@ -232,6 +236,8 @@ def webhook(
         return {"status": "ignored", "action": str(action)[:100]}
     if not isinstance(project, dict) or project.get("id") is None:
         raise Problem(422, "an event without its project", slug="validation")
+    if not re.fullmatch(NO_CONTROL, str(project["id"])) or len(str(project["id"])) > 100:
+        raise Problem(422, "project.id: at most 100 characters, none a control", slug="validation")
     row = store_ls.get_project(session, str(project["id"]), key.key_id, lock=True)
     job: Job | None = None
     if action == "START_TRAINING":
