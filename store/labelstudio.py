@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mslm_core.active import STRATEGIES
 from mslm_core.errors import ConfigError
 from mslm_core.labelstudio_ml import LabelConfig
 from mslm_settings import Settings
@@ -32,6 +33,9 @@ def document_id(task_id: object) -> str:
     return f"task-{task_id}"
 
 
+OPTION_NAMES = ("train_every", "serve", "params", "strategy", "diversity")
+
+
 @dataclass(frozen=True)
 class Options:
     """A connection's options, from Label Studio's "extra params": train every N new
@@ -41,6 +45,9 @@ class Options:
     train_every: int = 10
     serve: bool = True
     params: dict[str, Any] | None = None
+    # the order Label Studio's uncertainty sampling hands tasks out in (``mslm_core.active``)
+    strategy: str = "least_confidence"
+    diversity: float = 0.5
 
     @classmethod
     def parse(cls, settings: Settings, extra: Any) -> Options:
@@ -48,11 +55,11 @@ class Options:
             return cls()
         if not isinstance(extra, dict):
             raise ConfigError("extra_params: must be a JSON object")
-        unknown = sorted(set(extra) - {"train_every", "serve", "params"})
+        unknown = sorted(set(extra) - set(OPTION_NAMES))
         if unknown:
             raise ConfigError(
                 f"extra_params: unknown field(s) {', '.join(unknown)} "
-                "(valid: train_every, serve, params)"
+                f"(valid: {', '.join(OPTION_NAMES)})"
             )
         every = extra.get("train_every", cls.train_every)
         if isinstance(every, bool) or not isinstance(every, int):
@@ -70,11 +77,23 @@ class Options:
                 job_config(settings, params)
             except ConfigError as exc:
                 raise ConfigError(f"extra_params.params: {exc}") from None
-        return cls(every, serve, params)
+        strategy = extra.get("strategy", cls.strategy)
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"extra_params.strategy: one of {', '.join(STRATEGIES)}")
+        diversity = extra.get("diversity", cls.diversity)
+        if isinstance(diversity, bool) or not isinstance(diversity, (int, float)):
+            raise ConfigError("extra_params.diversity: must be a number")
+        if not 0.0 <= diversity <= 1.0:
+            raise ConfigError("extra_params.diversity: must be in [0, 1]")
+        return cls(every, serve, params, strategy, float(diversity))
 
 
 def config_of(row: LabelStudioProject) -> LabelConfig:
     return LabelConfig(row.from_name, row.to_name, row.text_key, tuple(row.labels))
+
+
+def options_of(row: LabelStudioProject) -> Options:
+    return Options(row.train_every, row.serve, dict(row.params or {}), row.strategy, row.diversity)
 
 
 def connect(
@@ -94,6 +113,7 @@ def connect(
     row.labels = list(config.labels)
     row.train_every, row.serve = options.train_every, options.serve
     row.params = dict(options.params or {})
+    row.strategy, row.diversity = options.strategy, options.diversity
     row.updated_at = utcnow()
     session.commit()
     return row

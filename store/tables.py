@@ -367,6 +367,9 @@ class LabelStudioProject(Base):
     last_job_id: Mapped[str | None] = mapped_column(String(40))
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the jobs' options
     serve: Mapped[bool] = mapped_column(Boolean, default=True)  # activate what a job makes
+    # the task order of Label Studio's uncertainty sampling (mslm_core.active)
+    strategy: Mapped[str] = mapped_column(String(32), default="least_confidence")
+    diversity: Mapped[float] = mapped_column(Float, default=0.5)
     annotations: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

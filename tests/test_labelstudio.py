@@ -161,6 +161,10 @@ def test_setup_reads_the_config_and_refuses_a_bad_one(client):
     assert wrong.status_code == 422 and "train_every" in wrong.json()["detail"]
     wrong = _setup(client, params={"epochs": -1})
     assert wrong.status_code == 422 and "extra_params.params" in wrong.json()["detail"]
+    wrong = _setup(client, strategy="confusion")
+    assert wrong.status_code == 422 and "extra_params.strategy" in wrong.json()["detail"]
+    wrong = _setup(client, diversity=2)
+    assert wrong.status_code == 422 and "extra_params.diversity" in wrong.json()["detail"]
 
 
 def test_predict_fills_the_projects_labels_in_our_order(client):
@@ -194,6 +198,12 @@ def test_predict_fills_the_projects_labels_in_our_order(client):
     expected = rank(texts, uncertainties(extractor.predictor, texts, "least_confidence"))
     by_score = sorted(range(len(texts)), key=lambda i: results[i]["score"])
     assert by_score == [s.index for s in expected]
+    # a project that asks for another order gets it
+    assert _setup(client, strategy="margin", diversity=0.0).status_code == 200
+    results = client.post("/labelstudio/predict", headers=basic(LS_KEY), json=body).json()
+    margin = uncertainties(extractor.predictor, texts, "margin")
+    by_score = sorted(range(len(texts)), key=lambda i: results["results"][i]["score"])
+    assert by_score == [s.index for s in rank(texts, margin, diversity=0.0)]
 
 
 def test_annotations_grow_the_dataset_and_every_n_start_a_job_that_is_served(client, service):

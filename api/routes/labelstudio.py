@@ -56,9 +56,6 @@ router = APIRouter(
 basic = HTTPBasic(
     auto_error=False, description="Label Studio's basic auth: any user, the API key as password"
 )
-#: the uncertainty the order follows, and how much it trades for variety (mslm_core.active)
-STRATEGY = "least_confidence"
-DIVERSITY = 0.5
 SCOPES = ("annotate", "train")
 
 
@@ -146,25 +143,29 @@ async def versions(state: StateDep, key: LabelStudioKey) -> dict[str, Any]:
     return {"versions": [state.models.active_id] if state.models.active_id else []}
 
 
-def _config_for(state: AppState, key_id: str, body: PredictRequest) -> LabelConfig:
+def _config_for(
+    state: AppState, key_id: str, body: PredictRequest
+) -> tuple[LabelConfig, store_ls.Options]:
+    """The project's labelling config and its options (a project never connected but whose
+    config comes with the request: the default options)."""
     if body.project:
         with state.factory() as session:
             try:
                 row = store_ls.get_project(session, _project_id(body.project), key_id)
-                return store_ls.config_of(row)
+                return store_ls.config_of(row), store_ls.options_of(row)
             except NotFound:
                 pass
     if not body.label_config:
         project = _project_id(body.project) if body.project else "(none given)"
         raise NotFound(f"Label Studio project {project} (connect it, or send its label_config)")
-    return parse_label_config(body.label_config)
+    return parse_label_config(body.label_config), store_ls.Options()
 
 
 @router.post("/predict", responses=problem_responses(413, 503))
 async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) -> dict[str, Any]:
     """Pre-annotations of ``tasks`` by the served model, in the order Label Studio sent them:
     ``{"results": [{"model_version", "score", "result": [regions]}]}``."""
-    config = await asyncio.to_thread(_config_for, state, key.key_id, body)
+    config, options = await asyncio.to_thread(_config_for, state, key.key_id, body)
     values = [t.data.get(config.text_key) for t in body.tasks]
     texts = [v if isinstance(v, str) else "" for v in values]
     loaded, found = await state.models.annotate(None, texts)
@@ -173,8 +174,9 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
         [dataclasses.replace(e, type=mapping[e.type]) for e in ents if e.type in mapping]
         for ents in found
     ]
-    _, uncertainty = await state.models.uncertainties(loaded.id, texts, STRATEGY)
-    scores = order_scores(rank(texts, uncertainty, diversity=DIVERSITY), len(texts), DIVERSITY)
+    _, uncertainty = await state.models.uncertainties(loaded.id, texts, options.strategy)
+    ranking = rank(texts, uncertainty, diversity=options.diversity)
+    scores = order_scores(ranking, len(texts), options.diversity)
     tasks = predictions_to_labelstudio(
         texts, entities, loaded.id, config.text_key, config.from_name, config.to_name
     )

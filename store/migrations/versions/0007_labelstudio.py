@@ -46,6 +46,8 @@ def upgrade() -> None:
         sa.Column("last_job_id", sa.String(length=40), nullable=True),
         sa.Column("params", json_type, nullable=False),
         sa.Column("serve", sa.Boolean(), nullable=False),
+        sa.Column("strategy", sa.String(length=32), nullable=False),
+        sa.Column("diversity", sa.Float(), nullable=False),
         sa.Column("annotations", json_type, nullable=False),
         sa.Column("created_at", when, nullable=False),
         sa.Column("updated_at", when, nullable=False),
