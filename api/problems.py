@@ -5,7 +5,7 @@ or file and line of a corpus). Internal errors never leak their message."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -113,6 +113,22 @@ class Problem(Exception):
         super().__init__(detail)
         self.status, self.detail, self.slug = status, detail, slug
         self.errors, self.headers = errors, headers
+
+
+def refuse_long_texts(texts: Sequence[str], limit: int, what: str, field: str) -> None:
+    """A 422 naming every text over ``limit`` characters (MSLM_MAX_TEXT_CHARS), at most 20:
+    ``what`` says what a text is ("text", "document"), ``field`` is its path with ``{i}``."""
+    too_long = [i for i, t in enumerate(texts) if len(t) > limit]
+    if too_long:
+        raise Problem(
+            422,
+            f"{what} {too_long[0]} has more than {limit} characters (MSLM_MAX_TEXT_CHARS)",
+            slug="text-too-long",
+            errors=[
+                {"field": field.format(i=i), "message": f"at most {limit} characters"}
+                for i in too_long[:20]
+            ],
+        )
 
 
 def problem_response(

@@ -289,3 +289,13 @@ def test_predict_for_a_project_never_set_up_needs_its_config(client):
     body = {"tasks": tasks, "project": "99.1", "label_config": CONFIG}
     given = client.post("/labelstudio/predict", headers=basic(LS_KEY), json=body)
     assert given.status_code == 200 and len(given.json()["results"]) == 1
+
+
+def test_predict_refuses_a_task_over_the_text_limit(client, service):
+    assert _setup(client).status_code == 200
+    limit = service.max_text_chars
+    tasks = [{"id": 1, "data": {"note": "Fine ."}}, {"id": 2, "data": {"note": "x" * (limit + 1)}}]
+    body = {"tasks": tasks, "project": "7.1764000000"}
+    response = client.post("/labelstudio/predict", headers=basic(LS_KEY), json=body)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "body.tasks.1.data.note"

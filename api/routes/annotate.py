@@ -14,7 +14,7 @@ from mslm_core.render import kept as keep
 from mslm_core.types import Entity
 
 from ..deps import AnnotateKey, AppState, StateDep
-from ..problems import V1_PROBLEMS, Problem, problem_responses
+from ..problems import V1_PROBLEMS, Problem, problem_responses, refuse_long_texts
 from ..schemas import AnnotateRequest, AnnotateResponse, BioCCollection, LabelStudioTask
 from ..serving import LoadedModel
 
@@ -107,17 +107,7 @@ async def _annotate(
             slug="too-many-texts",
             errors=[{"field": "body.texts", "message": f"at most {s.max_texts} texts"}],
         )
-    too_long = [i for i, t in enumerate(body.texts) if len(t) > s.max_text_chars]
-    if too_long:
-        raise Problem(
-            422,
-            f"text {too_long[0]} has more than {s.max_text_chars} characters (MSLM_MAX_TEXT_CHARS)",
-            slug="text-too-long",
-            errors=[
-                {"field": f"body.texts.{i}", "message": f"at most {s.max_text_chars} characters"}
-                for i in too_long[:20]
-            ],
-        )
+    refuse_long_texts(body.texts, s.max_text_chars, "text", "body.texts.{i}")
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
     work = asyncio.ensure_future(state.models.annotate(body.model, body.texts))

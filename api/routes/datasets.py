@@ -16,7 +16,7 @@ from store import datasets as store_datasets
 from store.tables import Dataset, DatasetVersion
 
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
-from ..problems import V1_PROBLEMS, Problem, problem_responses
+from ..problems import V1_PROBLEMS, Problem, problem_responses, refuse_long_texts
 from ..schemas import (
     NO_CONTROL,
     DatasetList,
@@ -153,18 +153,8 @@ def change_documents(
     documents deleted by id. The dev and test splits never change. A job records the version
     it trained on; a bad document is refused with its field (``documents[3].entities[0].end``)
     and nothing is stored."""
-    limit = state.settings.max_text_chars
-    too_long = [i for i, d in enumerate(body.documents) if len(d.text) > limit]
-    if too_long:
-        raise Problem(
-            422,
-            f"document {too_long[0]} has more than {limit} characters (MSLM_MAX_TEXT_CHARS)",
-            slug="text-too-long",
-            errors=[
-                {"field": f"body.documents.{i}.text", "message": f"at most {limit} characters"}
-                for i in too_long[:20]
-            ],
-        )
+    texts = [d.text for d in body.documents]
+    refuse_long_texts(texts, state.settings.max_text_chars, "document", "body.documents.{i}.text")
     documents = [
         store_datasets.Document(
             d.id,

@@ -44,7 +44,7 @@ from worker.celery_app import CeleryQueue
 
 from ..auth import Principal
 from ..deps import AppState, Credentials, SessionDep, StateDep, authenticate, key_of_header
-from ..problems import Problem, problem_responses
+from ..problems import Problem, problem_responses, refuse_long_texts
 from ..schemas import NO_CONTROL
 
 log = logging.getLogger(__name__)
@@ -161,13 +161,15 @@ def _config_for(
     return parse_label_config(body.label_config), store_ls.Options()
 
 
-@router.post("/predict", responses=problem_responses(413, 503))
+@router.post("/predict", responses=problem_responses(413, 422, 503))
 async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) -> dict[str, Any]:
     """Pre-annotations of ``tasks`` by the served model, in the order Label Studio sent them:
     ``{"results": [{"model_version", "score", "result": [regions]}]}``."""
     config, options = await asyncio.to_thread(_config_for, state, key.key_id, body)
     values = [t.data.get(config.text_key) for t in body.tasks]
     texts = [v if isinstance(v, str) else "" for v in values]
+    field = f"body.tasks.{{i}}.data.{config.text_key}"
+    refuse_long_texts(texts, state.settings.max_text_chars, "task", field)
     loaded, found = await state.models.annotate(None, texts)
     mapping = type_map(loaded.extractor.info.types, config.labels)
     entities: list[list[Entity]] = [
