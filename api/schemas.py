@@ -332,7 +332,11 @@ class SuggestRequest(Strict):
     )
     model: Identifier | None = Field(None, description="a model id; default: the active model")
     max_documents: int = Field(
-        5000, ge=1, le=20_000, description="pool documents scored at most (the first ones)"
+        1000,
+        ge=1,
+        le=10_000,
+        description="pool documents scored at most (the first ones): scoring costs what "
+        "annotating costs",
     )
 
 

@@ -232,7 +232,7 @@ class AsyncClient:
         strategy: str = "least_confidence",
         diversity: float = 0.5,
         model: str | None = None,
-        max_documents: int = 5000,
+        max_documents: int = 1000,
     ) -> Suggestions:
         """The dataset's unlabelled documents to label next, most useful first (the served
         model's calibrated uncertainty, with diversity)."""

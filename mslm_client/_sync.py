@@ -205,7 +205,7 @@ class Client:
         strategy: str = "least_confidence",
         diversity: float = 0.5,
         model: str | None = None,
-        max_documents: int = 5000,
+        max_documents: int = 1000,
     ) -> Suggestions:
         """The dataset's unlabelled documents to label next, most useful first (the served
         model's calibrated uncertainty, with diversity)."""
