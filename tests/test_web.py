@@ -312,6 +312,44 @@ def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_
     shot(page, "web-job-datasets.png")
 
 
+def test_the_job_form_suggests_what_to_label_next(page, site):
+    """Issue 33: a dataset's version and its unlabelled pool show beside it; the served model
+    ranks the pool, near-identical notes spread out."""
+    base, *_ = site
+    files = {
+        split: (f"{split}.tsv", "Cisplatin\tB-Chemical\ncaused\tO\nfever\tB-Disease\n", "text")
+        for split in ("train", "dev")
+    }
+    ds = httpx.post(
+        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": "growing"}
+    ).json()
+    pool = [
+        {"id": "twin-a", "text": "Patient denies chest pain and fever today ."},
+        {"id": "twin-b", "text": "Patient denies chest pain and fever today !"},
+        {"id": "other", "text": "Cisplatin was stopped after renal failure ."},
+    ]
+    r = httpx.post(
+        f"{base}/v1/datasets/{ds['id']}/documents", headers=auth(TRAIN), json={"documents": pool}
+    )
+    assert r.status_code == 201, r.text
+    connect(page, TRAIN)
+    page.click("#tab-jobs")
+    row = f"[data-ds='{ds['id']}']"
+    page.wait_for_selector(row)
+    assert "version 2, 3 to label" in page.text_content(f"{row} .ds-meta")
+    page.check(f"{row} input[type=checkbox]")
+    page.click(f"{row} button.suggest")
+    page.wait_for_selector(f"{row} .suggestions li")
+    items = page.locator(f"{row} .suggestions li")
+    assert items.count() == 3
+    ids = [items.nth(i).get_attribute("data-doc") for i in range(3)]
+    assert sorted(ids) == ["other", "twin-a", "twin-b"]
+    assert "twin" not in ids[1] or "twin" not in ids[0]  # the twins are not both first
+    assert "uncertainty" in page.text_content(f"{row} .suggestions")
+    assert "unlabelled documents suggested" in page.text_content("#status")
+    page.uncheck(f"{row} input[type=checkbox]")  # the other job tests choose their own
+
+
 def test_model_view_shows_the_evaluation_report_and_reliability_diagram(page):
     connect(page, ADMIN)
     page.click("#tab-models")

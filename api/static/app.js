@@ -372,7 +372,31 @@
     const list = $("job-dataset-list");
     const kept = new Map([...list.querySelectorAll("[data-ds]")].map((row) => [row.dataset.ds, row]));
     const rows = datasets.map((d, i) => kept.get(d.id) || datasetRow(d, i === 0 && kept.size === 0));
+    datasets.forEach((d, i) => {
+      rows[i].querySelector(".ds-meta").textContent = datasetMeta(d);
+      rows[i].querySelector(".suggest").hidden = !d.unlabelled;
+    });
     list.replaceChildren(...rows);
+  }
+
+  // a dataset grows in versions; its unlabelled documents wait in a pool (docs/active-learning.md)
+  function datasetMeta(d) {
+    const pool = d.unlabelled ? `, ${d.unlabelled} to label` : "";
+    return ` version ${d.version}${pool}`;
+  }
+
+  // the pool's documents to label next, most useful first, by the served model's uncertainty
+  async function suggestFor(d, list) {
+    try {
+      const answer = await api("POST", `/v1/datasets/${encodeURIComponent(d.id)}/suggest`, { limit: 10 });
+      list.replaceChildren(...answer.data.map((s) => el("li", { dataset: { doc: s.id } },
+        el("code", {}, s.id), ` uncertainty ${s.uncertainty.toFixed(2)}`,
+        s.similar_to ? ` (like ${s.similar_to})` : "", el("br"),
+        el("span", { class: "snippet" }, s.text.length > 160 ? `${s.text.slice(0, 160)}…` : s.text))));
+      say(`${answer.data.length} of ${answer.pool} unlabelled documents suggested by ${answer.model} (${answer.strategy}).`);
+    } catch (error) {
+      fail(error);
+    }
   }
 
   function datasetRow(d, checked) {
@@ -390,10 +414,14 @@
         el("caption", {}, `Types of ${d.name}`),
         el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Type"), el("th", { scope: "col" }, "Target"))),
         el("tbody", {}, ...types)));
+    const suggestions = el("ol", { class: "suggestions", "aria-label": `Label next in ${d.name}` });
+    const suggest = el("button", { type: "button", class: "suggest" }, "Suggest what to label next");
+    suggest.addEventListener("click", () => suggestFor(d, suggestions));
+    detail.append(suggest, suggestions);
     detail.hidden = !checked;
     box.addEventListener("change", () => { detail.hidden = !box.checked; });
     return el("div", { class: "ds", dataset: { ds: d.id } },
-      box, el("label", { for: `job-ds-${key}` }, `${d.name} (${d.id})`), detail);
+      box, el("label", { for: `job-ds-${key}` }, `${d.name} (${d.id})`, el("span", { class: "ds-meta" })), detail);
   }
 
   // "" keeps the type, "-" drops it, "A|B" (or "A, B") lists the types it may be
