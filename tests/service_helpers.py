@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -125,3 +129,33 @@ def serving(app: Any, **options: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def process_group(
+    argv: list[str], env: dict[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` run with the environment ``env`` (all of it), its output appended to ``log``,
+    in a process group of its own; the group stopped at the end (SIGTERM, then SIGKILL after
+    20 s)."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +25,18 @@ from typing import Any
 
 import httpx
 import pytest
-from service_helpers import JOB, KEYS, TRAIN, auth, service_env, serving, upload_toy, wait_for
+from service_helpers import (
+    JOB,
+    KEYS,
+    TRAIN,
+    auth,
+    free_port,
+    process_group,
+    service_env,
+    serving,
+    upload_toy,
+    wait_for,
+)
 
 VERSION = "1.23.2"
 REPO = Path(__file__).resolve().parents[1]
@@ -78,30 +86,6 @@ def _labelstudio_python() -> Path:
     return VENV / "bin" / "python"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-
 @contextlib.contextmanager
 def label_studio(python: Path, folder: Path) -> Iterator[tuple[str, Callable[[], None]]]:
     """Label Studio on SQLite in ``folder``, its admin's legacy token LS_TOKEN; no signup,
@@ -109,7 +93,7 @@ def label_studio(python: Path, folder: Path) -> Iterator[tuple[str, Callable[[],
     SSRF_PROTECTION_ENABLED: a deployment on a private network needs the same). Yields its
     URL at once (it takes a minute to migrate its database) and a wait for it to answer."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(folder),
@@ -131,7 +115,7 @@ def label_studio(python: Path, folder: Path) -> Iterator[tuple[str, Callable[[],
     args += ["--data-dir", str(folder / "data"), "--enable-legacy-api-token"]
     url = f"http://127.0.0.1:{port}"
     log = folder / "label-studio.log"
-    with _process(args, env, log) as proc:
+    with process_group(args, env, log) as proc:
 
         def up() -> bool:
             if proc.poll() is not None:
@@ -175,7 +159,7 @@ def test_label_studio_goes_from_an_empty_project_to_a_model_of_its_own(tmp_path,
     app = create_app(settings)
     with (
         serving(app) as api,
-        _process(worker, worker_env, tmp_path / "worker.log"),
+        process_group(worker, worker_env, tmp_path / "worker.log"),
         label_studio(python, tmp_path / "ls") as (ls_url, ls_ready),
     ):
         ours.base_url = httpx.URL(api)

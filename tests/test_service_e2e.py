@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -21,7 +19,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, service_env, toy_files, wait_for
+from service_helpers import (
+    ADMIN,
+    ANNOTATE,
+    JOB,
+    TRAIN,
+    auth,
+    free_port,
+    process_group,
+    service_env,
+    toy_files,
+    wait_for,
+)
 
 PG_ADMIN = os.environ.get("MSLM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("MSLM_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -83,34 +92,12 @@ def redis_url():
         yield url
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def process(args: list[str], env: dict[str, str], log: Path):
     """A ``mslm`` subprocess with ``env`` added; killed (group) at the end."""
     full = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mslm_core.cli", *args],
-            env=full,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    with process_group([sys.executable, "-m", "mslm_core.cli", *args], full, log) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 def api_client(port: int, log: Path) -> httpx.Client:
