@@ -477,11 +477,16 @@ def test_item5_heavy_valid_texts_do_not_block_everyone(api, record):
     free = _short(api)().status_code
     left = {"abandoned_counted": _abandoned(api) - before, "next_short_request_s": 0.0}
     left["next_short_request_s"] = round(time.perf_counter() - started, 2)
+    # blocked, a short request waits for the heavy ones to end (before the fix: 73 s, 2.5 times
+    # one heavy text alone); served in turns, it waits for one step of theirs at most. Judged
+    # against one heavy text's own time on this machine, not in seconds: the same build took
+    # 14.7 s for it on an AVX-512 Xeon and 45-60 s on an AVX2 EPYC
+    one_ms = 1000 * one_s
     ok = (
         one.status_code == 200
         and codes == [200] * 3
-        and three["short_requests"]["median_ms"] < 1500
-        and three["short_requests"]["max_ms"] < 15_000
+        and three["short_requests"]["median_ms"] < max(1500, 0.1 * one_ms)
+        and three["short_requests"]["max_ms"] < 0.5 * one_ms
         and free == 200
         and one_fig["api_rss_kept_mb"] < 200
         and three["api_rss_kept_mb"] < one_fig["api_rss_kept_mb"] + 100
@@ -496,7 +501,7 @@ def test_item5_heavy_valid_texts_do_not_block_everyone(api, record):
         if ok
         else "FAIL",
     )
-    assert ok, (one_fig, three, left)
+    assert ok, json.dumps({"one": one_fig, "three": three, "left": left})
 
 
 def _abandoned(api: Api) -> float:
