@@ -163,15 +163,18 @@ def record_annotations(
         row.since_job += sum(a.document.entities is not None for a in given)
     row.updated_at = utcnow()
     documents = list({a.document.id: a.document for a in given}.values())
+    _change(settings, session, row, documents)
+    return row.since_job >= row.train_every and not _job_open(session, row)
+
+
+def _change(
+    settings: Settings, session: Session, row: LabelStudioProject, documents: list[Document]
+) -> None:
+    """``documents`` into the project's dataset: made by the first change, a new version by
+    every later one (either commits the row's changes with it)."""
     if row.dataset_id is None:
-        dataset = create_from_documents(
-            settings,
-            session,
-            documents,
-            f"Label Studio project {row.project}",
-            row.key_id,
-            SOURCE,
-        )
+        name = f"Label Studio project {row.project}"
+        dataset = create_from_documents(settings, session, documents, name, row.key_id, SOURCE)
         row.dataset_id = dataset.id
         session.commit()
     else:
@@ -184,7 +187,6 @@ def record_annotations(
             created_by=row.key_id,
             source=SOURCE,
         )
-    return row.since_job >= row.train_every and not _job_open(session, row)
 
 
 def forget_annotations(
@@ -208,15 +210,7 @@ def forget_annotations(
         if document_id(t) in texts
     ]
     if documents:
-        add_documents(
-            settings,
-            session,
-            row.dataset_id,
-            row.key_id,
-            documents,
-            created_by=row.key_id,
-            source=SOURCE,
-        )
+        _change(settings, session, row, documents)
     else:
         session.commit()
     return len(documents)
