@@ -14,13 +14,20 @@ backup, ``down -v``, restore into fresh volumes (the same annotations back).
 
 Standard library only: it runs with the machine's ``python3``. Settings (environment):
 SMOKE_WORK (scratch folder), SMOKE_OUT (results; default benchmarks/results/deploy),
-SMOKE_PORT (18000), SMOKE_ENGINE (docker|podman), SMOKE_KEEP=1 (leave the stack and images).
+SMOKE_PORT (18000), SMOKE_ENGINE (docker|podman), SMOKE_KEEP=1 (leave the stack and images),
+SMOKE_LOCK_WAIT (seconds to wait for another run on this host; 3600).
+
+One run at a time per host: the stack's project name, its ports and the image tags are
+fixed, so a second run (two CI jobs on one runner, or a local run left going) would recreate the
+first one's containers under it. A run takes an exclusive lock first and waits for one that
+holds it; containers of the project found after that are a dead run's leftovers and are removed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -42,6 +49,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "mslm-smoke"
+LOCK = Path(tempfile.gettempdir()) / "mslm-compose-smoke.lock"
 DEBIAN_SUITE = "bookworm"
 BASE_PACKAGES = "python3,python3-venv,ca-certificates"
 BASE_TAG = "localhost/mslm-debian-python:3.11-bookworm"
@@ -209,6 +217,45 @@ class Smoke:
 
     def compose(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[bytes]:
         return self.run([*self.compose_cmd, *args], **kw)
+
+    def take_lock(self) -> None:
+        """Hold :data:`LOCK` for the rest of this process (the kernel lets go when it ends,
+        however it ends); wait up to SMOKE_LOCK_WAIT s for another run that holds it."""
+        self.lock = LOCK.open("a+")
+        wait = float(os.environ.get("SMOKE_LOCK_WAIT", "3600"))
+        deadline = time.monotonic() + wait
+        said = False
+        while True:
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Failed(
+                        f"another compose smoke run has held {LOCK} for over {wait:.0f} s"
+                    ) from None
+                if not said:
+                    self.lock.seek(0)
+                    holder = self.lock.read().strip() or "?"
+                    self.log(f"another compose smoke run holds {LOCK} ({holder}): waiting")
+                    said = True
+                time.sleep(5)
+        self.lock.seek(0)
+        self.lock.truncate()
+        self.lock.write(f"pid {os.getpid()}, started {self.report['started']}\n")
+        self.lock.flush()
+
+    def remove_leftovers(self) -> None:
+        """Containers and volumes of the project that a killed run left behind (this run holds
+        the lock, so no live run owns them): gone before the first start, which would otherwise
+        recreate some and keep others."""
+        left = self.run(
+            [self.engine, "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+            check=False,
+        ).stdout.split()
+        if left:
+            self.log(f"{len(left)} container(s) left by an earlier run of {PROJECT}: removed")
+            self.compose("down", "-v", "--remove-orphans", check=False, timeout=300)
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[dict[str, Any]]:
@@ -958,6 +1005,8 @@ class Smoke:
     def main(self) -> int:
         code = 0
         try:
+            with self.step("one run at a time on this host"):
+                self.take_lock()
             with self.step("container engine"):
                 self.setup_engine()
             with self.step("base images") as r:
@@ -978,6 +1027,7 @@ class Smoke:
                 )
             with self.step("the quick start: .env and secrets/"):
                 self.quick_start()
+                self.remove_leftovers()
             self.walk()
             self.report["status"] = "passed"
         except NoEngine as exc:

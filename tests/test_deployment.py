@@ -421,3 +421,37 @@ def test_alert_rules_name_metrics_the_api_exports():
         used |= set(re.findall(r"\b(mslm_[a-z_]+|up)\b", rule["expr"]))
     bare = {re.sub(r"_(bucket|count|sum)$", "", u) for u in used}
     assert bare <= exported, bare - exported
+
+
+def test_compose_smoke_runs_one_at_a_time_per_host(tmp_path, monkeypatch):
+    """Two smoke runs on one host share the project name, ports and image tags: the second
+    waits for the first's lock (here: gives up at once) instead of recreating its containers."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import compose_smoke
+
+    monkeypatch.setattr(compose_smoke, "LOCK", tmp_path / "smoke.lock")
+    monkeypatch.setenv("SMOKE_WORK", str(tmp_path / "work"))
+    monkeypatch.setenv("SMOKE_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("SMOKE_LOCK_WAIT", "0")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); f.write('pid 1, the other run'); f.flush(); "
+            "print('held', flush=True); time.sleep(60)",
+            str(tmp_path / "smoke.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(compose_smoke.Failed, match="another compose smoke run"):
+            compose_smoke.Smoke().take_lock()
+    finally:
+        holder.kill()
+        holder.wait()
+    smoke = compose_smoke.Smoke()
+    smoke.take_lock()  # free once the holder is gone
+    assert f"pid {os.getpid()}" in (tmp_path / "smoke.lock").read_text()
