@@ -726,3 +726,16 @@ def test_the_sync_and_async_clients_are_twins():
         for p in ours.parameters.values():
             q = theirs.parameters[p.name]
             assert (p.kind, p.default) == (q.kind, q.default), f"{name}({p.name})"
+
+
+def test_the_clients_suggest_defaults_are_the_services():
+    """``Client.suggest`` sends every option, so its defaults must be the service's own: a
+    default changed in ``SuggestRequest`` alone would silently not reach client users."""
+    import inspect
+
+    from api.schemas import SuggestRequest
+    from mslm_client import Client
+
+    params = inspect.signature(Client.suggest).parameters
+    for name, field in SuggestRequest.model_fields.items():
+        assert params[name].default == field.default, name
