@@ -632,3 +632,98 @@ def test_compare_must_name_variants(tmp_path, tiny_encoder):
         parse_protocol({**data, "compare": [["vanilla", "nope"]]}, "p")
     with pytest.raises(ConfigError, match="decision"):
         parse_protocol({**data, "decision": "no"}, "p")
+
+
+def test_ci95_is_student_t_over_the_paired_differences():
+    from scipy import stats
+
+    from harness.aggregate import ci95
+
+    diffs = [0.01, 0.03, 0.02, 0.05]
+    lo, hi = stats.t.interval(0.95, 3, loc=sum(diffs) / 4, scale=stats.sem(diffs))
+    assert ci95(diffs) == pytest.approx([lo, hi])
+    assert ci95([0.02]) is None
+
+
+def _curve_protocol() -> Protocol:
+    return parse_protocol(
+        {
+            "name": "p",
+            "datasets": ["a@100", "a@1000", "b@100", "b@1000"],
+            "seeds": [1, 2, 3],
+            "baseline": "vanilla",
+            "variants": {"vanilla": {"strategy": "vanilla"}, "big": {"strategy": "mslm"}},
+            "compare": [["big", "vanilla"]],
+            "decision": "by-size",
+        }
+    )
+
+
+def _curve_results(big_at_1000: list[float]) -> list[dict]:
+    """``big`` 3 points ahead on dev at 100 sentences on every (corpus, seed), and at 1,000
+    by ``big_at_1000`` (per seed, both corpora); it costs twice vanilla's training."""
+    results = []
+    for ds in ("a", "b"):
+        for seed in (1, 2, 3):
+            base = 0.60 + 0.01 * seed + (0.05 if ds == "b" else 0.0)
+            for n, ahead in ((100, 0.03 + 0.002 * seed), (1000, big_at_1000[seed - 1])):
+                v = base + (0.1 if n == 1000 else 0.0)
+                results.append(_result(f"{ds}@{n}", "vanilla", seed, v, v, seconds=10.0))
+                results.append(
+                    _result(f"{ds}@{n}", "big", seed, v + ahead, v + ahead, seconds=20.0)
+                )
+    return results
+
+
+def test_the_default_by_size_is_the_best_on_dev_or_the_cheapest_tied_with_it():
+    p = _curve_protocol()
+    # at 1,000 sentences big is ahead by a hair in two seeds and behind in one: a tie
+    s = summarize(p, _curve_results([0.004, -0.006, 0.003]))
+    d = s["decision"]
+    first, second = d["by_size"]
+    assert (first["n"], first["best"], first["tied"], first["winner"]) == (100, "big", [], "big")
+    assert (second["best"], second["tied"], second["winner"]) == ("big", ["vanilla"], "vanilla")
+    assert d["default"] == "auto" and not d["pending"]
+    assert [(a["up_to_sentences"], a["variant"]) for a in d["auto"]] == [
+        (316, "big"),  # the geometric mean of 100 and 1,000
+        (None, "vanilla"),
+    ]
+    assert d["auto"][0]["settings"]["strategy"] == "mslm"
+    md = render_markdown(s)
+    assert "**Default: `auto`** — `big` up to 316 sentences, `vanilla` above." in md
+    # clearly ahead at 1,000 too: one default for every size
+    d = summarize(p, _curve_results([0.02, 0.025, 0.03]))["decision"]
+    assert d["default"] == "big" and [a["up_to_sentences"] for a in d["auto"]] == [None]
+    # a size with a run missing: nothing is decided
+    partial = [r for r in _curve_results([0.02] * 3) if (r["dataset"], r["seed"]) != ("b@1000", 3)]
+    d = summarize(p, partial)["decision"]
+    assert d["default"] is None and d["pending"] and d["by_size"][1]["winner"] is None
+    assert "No default yet" in render_markdown(summarize(p, partial))
+
+
+def test_the_learning_curve_gives_each_size_its_scores_and_paired_intervals():
+    s = summarize(_curve_protocol(), _curve_results([0.004, -0.006, 0.003]))
+    curve = s["curve"]["a"]
+    assert curve["sizes"] == [100, 1000]
+    assert [q["n"] for q in curve["variants"]["big"]] == [100, 1000]
+    assert curve["variants"]["vanilla"][1]["test_f1_mean"] == pytest.approx(0.72)
+    (at_100, at_1000) = curve["pairs"]["big − vanilla"]
+    assert at_100["f1_diff_mean"] == pytest.approx(0.034)
+    assert at_100["f1_diff_ci95"][0] > 0  # ahead in every seed by 3.2–3.6 points
+    assert at_1000["f1_diff_ci95"][0] < 0 < at_1000["f1_diff_ci95"][1]
+    md = render_markdown(s)
+    assert "## Learning curve: a" in md and "| 100 | 1 |" not in md
+    assert "| 100 | 1,2,3 | 3.40 | [+2.90, +3.90] |" in md
+
+
+def test_a_decision_by_size_needs_two_sizes():
+    with pytest.raises(ConfigError, match="by-size"):
+        parse_protocol(
+            {
+                "name": "p",
+                "datasets": ["a@100", "b"],
+                "seeds": [1],
+                "variants": {"vanilla": {"strategy": "vanilla"}},
+                "decision": "by-size",
+            }
+        )

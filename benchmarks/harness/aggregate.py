@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .paper import paper_numbers
-from .protocol import Protocol, cell_label
+from .protocol import Protocol, cell_label, dataset_folder, dataset_size
 from .select import plan_is_done, screen_ranking
 
 DECISION_RULE = (
@@ -23,6 +23,16 @@ DECISION_RULE = (
     "dev strict F1 (mean over datasets of the mean over seeds); it becomes the default only if "
     "its mean dev F1 beats the baseline's on every dataset, else the baseline stays the "
     "default. Test scores are reported, never used to choose."
+)
+DECISION_BY_SIZE_RULE = (
+    "at each training-set size N: among the variants run on every seed of every corpus at N, "
+    "the best is the one with the highest mean dev strict F1 (mean over corpora of the mean "
+    "over seeds); a variant is tied with it when their paired dev F1 difference, pooled over "
+    "(corpus, seed), has a 95 % confidence interval (t) that contains 0; the winner at N is "
+    "the cheapest (mean training cost) of the best and those tied with it. One winner at "
+    "every size is the default; else the default is `auto`, which takes each size's winner, "
+    "switching at the geometric mean of two neighbouring sizes. Test scores are reported, "
+    "never used to choose."
 )
 
 
@@ -49,6 +59,20 @@ def paired_t_p(a: list[float], b: list[float]) -> float | None:
 
     p = float(stats.ttest_rel(a, b).pvalue)
     return None if math.isnan(p) else p
+
+
+def ci95(diffs: list[float]) -> list[float] | None:
+    """The 95 % confidence interval (Student's t) of the mean of paired differences, or None
+    with fewer than two."""
+    if len(diffs) < 2:
+        return None
+    from scipy import stats
+
+    mean = statistics.mean(diffs)
+    half = (
+        float(stats.t.ppf(0.975, len(diffs) - 1)) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    )
+    return [mean - half, mean + half]
 
 
 def _epochs_to(history: list[dict[str, Any]], target: float) -> tuple[int | None, float | None]:
@@ -156,15 +180,19 @@ def paired_comparison(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]
     b_f1 = [r["test"]["strict"]["f1"] for r in b_runs]
     a_dev = [r["dev"]["strict"]["f1"] for r in a_runs]
     b_dev = [r["dev"]["strict"]["f1"] for r in b_runs]
-    diff_mean, diff_std = _mean_std([x - y for x, y in zip(a_f1, b_f1, strict=True)])
+    diffs = [x - y for x, y in zip(a_f1, b_f1, strict=True)]
+    dev_diffs = [x - y for x, y in zip(a_dev, b_dev, strict=True)]
+    diff_mean, diff_std = _mean_std(diffs)
     basis = _cost_basis(a_runs + b_runs)
     base_seconds = statistics.mean(_cost(r, basis) for r in b_runs)
     return {
         "n_pairs": len(a_runs),
         "f1_diff_mean": diff_mean,
         "f1_diff_std": diff_std,
+        "f1_diff_ci95": ci95(diffs),
         "p_value": paired_t_p(a_f1, b_f1),
-        "dev_f1_diff_mean": statistics.mean(x - y for x, y in zip(a_dev, b_dev, strict=True)),
+        "dev_f1_diff_mean": statistics.mean(dev_diffs),
+        "dev_f1_diff_ci95": ci95(dev_diffs),
         "dev_p_value": paired_t_p(a_dev, b_dev),
         "train_time_ratio": (
             statistics.mean(_cost(r, basis) for r in a_runs) / base_seconds
@@ -228,7 +256,14 @@ def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, An
         "screen": _screen(protocol, results),
         "paper": {ds: paper_numbers(ds) for ds in protocol.datasets if paper_numbers(ds)},
         "comparisons": comparisons or None,
-        "decision": decide(protocol, datasets) if protocol.decision else None,
+        "curve": learning_curve(protocol, datasets, comparisons),
+        "decision": (
+            decide_by_size(protocol, results)
+            if protocol.decision == "by-size"
+            else decide(protocol, datasets)
+            if protocol.decision
+            else None
+        ),
         "complete": plan_is_done(protocol, results),
         "n_runs": len(results),
         "run_time": _run_time(results),
@@ -344,6 +379,143 @@ def decide(protocol: Protocol, datasets: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def learning_curve(
+    protocol: Protocol, datasets: dict[str, Any], comparisons: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Each corpus the protocol trains at several sizes (``NAME@N``): every variant's test and
+    dev F1 and training cost by size, and the ``compare`` pairs' paired differences (with
+    their 95 % intervals) by size. None when no corpus has two sizes."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for ds in protocol.datasets:
+        n = dataset_size(ds)
+        if n is not None:
+            groups.setdefault(dataset_folder(ds), []).append((n, ds))
+    curves: dict[str, Any] = {}
+    for folder, sized in groups.items():
+        if len(sized) < 2:
+            continue
+        sized.sort()
+        variants: dict[str, list[dict[str, Any]]] = {}
+        for label in protocol.variants:
+            points = [
+                {
+                    "n": n,
+                    "seeds": row["seeds"],
+                    "test_f1_mean": row["f1_mean"],
+                    "test_f1_std": row["f1_std"],
+                    "dev_f1_mean": row["dev_f1_mean"],
+                    "train_cost_mean": row["train_cost_mean"],
+                    "train_cost": row["train_cost"],
+                }
+                for n, ds in sized
+                if (row := datasets.get(ds, {}).get(label))
+            ]
+            if points:
+                variants[label] = points
+        pairs: dict[str, list[dict[str, Any]]] = {}
+        for n, ds in sized:
+            for c in comparisons.get(ds) or []:
+                pairs.setdefault(f"{c['a']} − {c['b']}", []).append(
+                    {
+                        "n": n,
+                        "seeds": c["seeds"],
+                        **{
+                            k: c[k]
+                            for k in (
+                                "f1_diff_mean",
+                                "f1_diff_ci95",
+                                "p_value",
+                                "dev_f1_diff_mean",
+                                "dev_f1_diff_ci95",
+                                "train_time_ratio",
+                            )
+                        },
+                    }
+                )
+        curves[folder] = {"sizes": [n for n, _ in sized], "variants": variants, "pairs": pairs}
+    return curves or None
+
+
+def decide_by_size(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The default strategy by training-set size (:data:`DECISION_BY_SIZE_RULE`), from the
+    runs themselves (dev scores only)."""
+    results = [r for r in results if r["protocol"] == protocol.name and r["phase"] == "variants"]
+    seeds = sorted(protocol.seeds)
+    sizes = sorted({n for ds in protocol.datasets if (n := dataset_size(ds)) is not None})
+    steps: list[dict[str, Any]] = []
+    for n in sizes:
+        corpora = [ds for ds in protocol.datasets if dataset_size(ds) == n]
+        runs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
+        for r in results:
+            if r["dataset"] in corpora:
+                runs.setdefault(r["label"], {}).setdefault((r["dataset"], r["seed"]), r)
+        keys = [(ds, s) for ds in corpora for s in seeds]
+        complete = sorted(label for label, got in runs.items() if all(k in got for k in keys))
+        if not complete:
+            steps.append({"n": n, "winner": None, "pending": True})
+            continue
+
+        dev = {
+            label: {k: float(runs[label][k]["dev"]["strict"]["f1"]) for k in keys}
+            for label in complete
+        }
+        mean_dev = {
+            label: statistics.mean(
+                statistics.mean(dev[label][(ds, s)] for s in seeds) for ds in corpora
+            )
+            for label in complete
+        }
+        basis = _cost_basis([r for label in complete for r in runs[label].values()])
+        cost = {
+            label: statistics.mean(_cost(runs[label][k], basis) for k in keys) for label in complete
+        }
+        best = max(complete, key=lambda label: mean_dev[label])
+        tied = []
+        for label in complete:
+            interval = ci95([dev[best][k] - dev[label][k] for k in keys])
+            if label != best and (interval is None or interval[0] <= 0.0):
+                tied.append(label)
+        winner = min([best, *tied], key=lambda label: (cost[label], label))
+        steps.append(
+            {
+                "n": n,
+                "best": best,
+                "tied": tied,
+                "winner": winner,
+                "pending": len(complete) < len(protocol.variants),
+                "mean_dev_f1": mean_dev,
+                "train_cost": cost,
+                "train_cost_basis": basis,
+            }
+        )
+    winners = [s["winner"] for s in steps]
+    pending = any(s.get("pending") for s in steps) or None in winners
+    if None in winners or not winners:
+        default: str | None = None
+        auto: list[dict[str, Any]] = []
+    else:
+        auto = []
+        for step, following in zip(steps, [*steps[1:], None], strict=True):
+            if following is not None and following["winner"] == step["winner"]:
+                continue
+            up_to = None if following is None else round(math.sqrt(step["n"] * following["n"]))
+            auto.append(
+                {
+                    "up_to_sentences": up_to,
+                    "variant": step["winner"],
+                    "settings": protocol.settings_for(step["winner"]),
+                }
+            )
+        default = auto[0]["variant"] if len(auto) == 1 else "auto"
+    return {
+        "rule": DECISION_BY_SIZE_RULE,
+        "by_size": steps,
+        "default": default,
+        "auto": auto,
+        "pending": pending,
+    }
+
+
 # -- Markdown ---------------------------------------------------------------------------------
 def _pct(mean: float | None, std: float | None = None) -> str:
     if mean is None:
@@ -378,7 +550,96 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _ci(interval: list[float] | None) -> str:
+    return "—" if interval is None else f"[{100 * interval[0]:+.2f}, {100 * interval[1]:+.2f}]"
+
+
+def _curve_lines(curves: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for folder, curve in curves.items():
+        labels = list(curve["variants"])
+        lines += [
+            f"## Learning curve: {folder}",
+            "",
+            "Test F1 (honest, %) by training sentences, mean ± std over seeds; dev F1 in brackets.",
+            "",
+            "| sentences | " + " | ".join(f"`{label}`" for label in labels) + " |",
+            "|---|" + "---|" * len(labels),
+        ]
+        for n in curve["sizes"]:
+            cells = []
+            for label in labels:
+                point = next((q for q in curve["variants"][label] if q["n"] == n), None)
+                cells.append(
+                    "—"
+                    if point is None
+                    else f"{_pct(point['test_f1_mean'], point['test_f1_std'])} "
+                    f"({_pct(point['dev_f1_mean'])})"
+                )
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+        for pair, points in curve["pairs"].items():
+            lines += [
+                f"Paired differences `{pair}` (points; 95 % interval, t, over seeds):",
+                "",
+                "| sentences | seeds | Δ test F1 | 95 % interval | p | Δ dev F1 | dev 95 % "
+                "interval | train cost × |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for q in points:
+                ratio = q["train_time_ratio"]
+                lines.append(
+                    f"| {q['n']} | {','.join(map(str, q['seeds']))} | {_pct(q['f1_diff_mean'])} "
+                    f"| {_ci(q['f1_diff_ci95'])} | {_p(q['p_value'])} "
+                    f"| {_pct(q['dev_f1_diff_mean'])} | {_ci(q['dev_f1_diff_ci95'])} "
+                    f"| {'—' if ratio is None else f'{ratio:.2f}'} |"
+                )
+            lines.append("")
+    return lines
+
+
+def _decision_by_size_lines(d: dict[str, Any]) -> list[str]:
+    lines = ["## Decision, by training-set size", "", d["rule"], ""]
+    lines += [
+        "| sentences | best (dev) | tied with it | winner | mean dev F1 | train cost |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step in d["by_size"]:
+        if step["winner"] is None:
+            lines.append(f"| {step['n']} | — | — | pending | — | — |")
+            continue
+        devs = ", ".join(f"`{k}` {_pct(v)}" for k, v in step["mean_dev_f1"].items())
+        costs = (
+            ", ".join(f"`{k}` {v:.0f} s" for k, v in step["train_cost"].items())
+            + f" ({step['train_cost_basis']})"
+        )
+        tied = ", ".join(f"`{t}`" for t in step["tied"]) or "none"
+        lines.append(
+            f"| {step['n']} | `{step['best']}` | {tied} | **`{step['winner']}`** | {devs} "
+            f"| {costs} |"
+        )
+    lines.append("")
+    if d["default"] is None:
+        lines.append("**No default yet: runs are missing.**")
+    elif d["default"] == "auto":
+        parts = [
+            f"`{a['variant']}` up to {a['up_to_sentences']} sentences"
+            if a["up_to_sentences"] is not None
+            else f"`{a['variant']}` above"
+            for a in d["auto"]
+        ]
+        lines.append("**Default: `auto`** — " + ", ".join(parts) + ".")
+    else:
+        lines.append(f"**Default: `{d['default']}`** at every size measured.")
+    if d.get("pending") and d["default"] is not None:
+        lines.append("")
+        lines.append("Not final: some variants have not run on every seed at every size.")
+    return lines
+
+
 def _decision_lines(d: dict[str, Any]) -> list[str]:
+    if "by_size" in d:
+        return _decision_by_size_lines(d)
     lines = ["## Decision", "", d["rule"], ""]
     if d.get("candidate"):
         beats = ", ".join(
@@ -490,6 +751,8 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
                     f"| {'—' if ratio is None else f'{ratio:.2f}'} |"
                 )
         lines.append("")
+    if summary.get("curve"):
+        lines += _curve_lines(summary["curve"])
     if summary["decision"] is not None:
         lines += _decision_lines(summary["decision"])
     rt = summary.get("run_time")

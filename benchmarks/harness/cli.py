@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .protocol import Protocol, parse_protocol, smoke_protocol, with_base_model
+from .protocol import Protocol, dataset_folder, parse_protocol, smoke_protocol, with_base_model
 
 BENCHMARKS = Path(__file__).resolve().parents[1]
 REPO = BENCHMARKS.parent
@@ -125,7 +125,13 @@ def main(argv: list[str] | None = None, command: str | None = None) -> int:
         summary = aggregate(protocol, results_dir, command=None)
     else:
         if args.fetch:
-            missing = [d for d in protocol.datasets if not (Path(args.data) / d).is_dir()]
+            from mslm_core.corpora.clinical import CORPORA
+
+            # NAME@N reads folder NAME; the clinical corpora come through the corpus cache
+            folders = dict.fromkeys(dataset_folder(d) for d in protocol.datasets)
+            missing = [
+                d for d in folders if d not in CORPORA and not (Path(args.data) / d).is_dir()
+            ]
             if missing:
                 fetch(missing, args.data)
         summary = run_protocol(

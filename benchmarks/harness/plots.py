@@ -4,7 +4,10 @@
 - ``grid_heatmap.png`` — ELM × BLM heat-maps of dev F1 and test EM (paper Fig. 4);
 - ``strategies.png`` — test F1 per variant, honest and reference-leaky (paper Fig. 5);
 - ``confidence_examples.png`` — per-word entity probability on a few test sentences,
-  baseline vs MSLM variants (paper Fig. 2).
+  baseline vs MSLM variants (paper Fig. 2);
+- ``learning_curve.png`` — test F1 by training-set size per variant, and the ``compare``
+  pairs' paired differences with their 95 % intervals (protocols with ``NAME@N`` datasets at
+  several sizes).
 """
 
 from __future__ import annotations
@@ -176,6 +179,51 @@ def plot_confidences(
     return path
 
 
+def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
+    curves = summary.get("curve") or {}
+    if not curves:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, len(curves), figsize=(6 * len(curves), 8), squeeze=False)
+    for k, (folder, curve) in enumerate(curves.items()):
+        top, bottom = axes[0][k], axes[1][k]
+        for label, points in curve["variants"].items():
+            xs = [q["n"] for q in points]
+            ys = [100 * _nan(q["test_f1_mean"]) for q in points]
+            err = [100 * _nan(q["test_f1_std"]) for q in points]
+            top.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+        top.set_title(f"{folder}: test F1 (honest), mean ± std over seeds")
+        top.set_ylabel("test strict F1 (%)")
+        for pair, points in curve["pairs"].items():
+            xs = [q["n"] for q in points]
+            ys = [100 * _nan(q["f1_diff_mean"]) for q in points]
+            lo = [
+                y - 100 * q["f1_diff_ci95"][0] if q["f1_diff_ci95"] else 0
+                for y, q in zip(ys, points, strict=True)
+            ]
+            hi = [
+                100 * q["f1_diff_ci95"][1] - y if q["f1_diff_ci95"] else 0
+                for y, q in zip(ys, points, strict=True)
+            ]
+            bottom.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=pair)
+        bottom.axhline(0.0, color="grey", lw=0.8)
+        bottom.set_title(f"{folder}: paired Δ test F1, 95 % interval")
+        bottom.set_ylabel("Δ test F1 (points)")
+        for ax in (top, bottom):
+            ax.set_xscale("log")
+            ax.set_xticks(curve["sizes"], [str(n) for n in curve["sizes"]])
+            ax.minorticks_off()  # the log axis's own "2 × 10²" between the sizes
+            ax.set_xlabel("training sentences")
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+    fig.suptitle(f"{summary['protocol']}: learning curve")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_plots(
     summary: dict[str, Any], results: list[dict[str, Any]], out_dir: Path
 ) -> list[Path]:
@@ -184,9 +232,12 @@ def write_plots(
         plot_dev_curves(summary, out_dir / "dev_f1_curves.png"),
         plot_strategies(summary, out_dir / "strategies.png"),
     ]
-    grid = plot_grid(summary, out_dir / "grid_heatmap.png")
-    if grid:
-        written.append(grid)
+    for extra in (
+        plot_grid(summary, out_dir / "grid_heatmap.png"),
+        plot_learning_curve(summary, out_dir / "learning_curve.png"),
+    ):
+        if extra:
+            written.append(extra)
     baseline = summary["baseline"]
     candidate = (summary["decision"] or {}).get("candidate")
     for ds, table in summary["datasets"].items():

@@ -118,7 +118,9 @@ class Protocol:
     screen: ScreenSpec | None = None
     # pairs of variants compared run by run in the summary, beside each against the baseline
     compare: list[tuple[str, str]] = field(default_factory=list)
-    decision: bool = True  # whether the summary decides the default strategy
+    # whether the summary decides the default strategy: one for every size (True), or one per
+    # training-set size from a learning curve ("by-size": NAME@N datasets at several N)
+    decision: bool | str = True
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -201,6 +203,12 @@ def dataset_folder(name: str) -> str:
     sentences; dev and test whole)."""
     m = _SIZED.match(name)
     return m["folder"] if m else name
+
+
+def dataset_size(name: str) -> int | None:
+    """``N`` of ``NAME@N`` (None: the whole training split)."""
+    m = _SIZED.match(name)
+    return int(m["n"]) if m else None
 
 
 def dataset_settings(name: str) -> dict[str, Any]:
@@ -350,8 +358,10 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
     ):
         raise _fail(f"{where}.compare", "must be a list of [variant, variant] pairs")
     decision = data.get("decision", True)
-    if not isinstance(decision, bool):
-        raise _fail(f"{where}.decision", "must be true or false")
+    if not isinstance(decision, bool) and decision != "by-size":
+        raise _fail(f"{where}.decision", 'must be true, false or "by-size"')
+    if decision == "by-size" and len({dataset_size(d) for d in datasets} - {None}) < 2:
+        raise _fail(f"{where}.decision", '"by-size" needs datasets at two sizes or more (NAME@N)')
     description = data.get("description", "")
     return Protocol(
         name=name,
@@ -384,12 +394,20 @@ def with_base_model(data: dict[str, Any], base_model: str) -> dict[str, Any]:
 def smoke_protocol(data: dict[str, Any]) -> dict[str, Any]:
     """A protocol's TOML table cut to a smoke run (CI: ``bench.py run --smoke`` with a tiny
     encoder and tiny corpora): every variant and every phase (screen, grid, confirm) still
-    runs, on the first dataset and the first seed, for one epoch (two for a variant that
+    runs, on the first dataset (and, for a learning curve, its next size) and the first seed,
+    for one epoch (two for a variant that
     trains longer than the others), with at most two grid cells. Named ``NAME-smoke``, so
     that its results never land on the protocol's own."""
     out: dict[str, Any] = json.loads(json.dumps(data))
     out["name"] = f"{data.get('name')}-smoke"
     datasets = list(data.get("datasets") or [])[:1]
+    if datasets and dataset_size(datasets[0]) is not None:  # a learning curve: two sizes
+        folder = dataset_folder(datasets[0])
+        datasets += [
+            d
+            for d in data["datasets"][1:]
+            if dataset_folder(d) == folder and dataset_size(d) is not None
+        ][:1]
     seeds = list(data.get("seeds") or [])[:1]
     out["datasets"], out["seeds"] = datasets, seeds
     train = out.setdefault("train", {})

@@ -23,6 +23,7 @@ from typing import Any
 from mslm_core import __version__
 from mslm_core.bundle import verify_bundle
 from mslm_core.config import TrainConfig
+from mslm_core.corpora import clinical
 from mslm_core.corpus import Corpus, read_corpus, split_paths
 from mslm_core.errors import BundleError, ConfigError
 from mslm_core.evaluate import evaluate_bundle, predictions_digest
@@ -189,9 +190,26 @@ class Runner:
                 f"{path}: unreadable run result ({exc}); delete it to re-run"
             ) from exc
 
+    def dataset_dir(self, dataset: str) -> Path:
+        """The folder of a protocol dataset (``NAME@N`` reads folder ``NAME``): under the data
+        root, else — for a corpus of the clinical recipe (``MACCROBAT2020``, ``CHIA``) — its
+        prepared folder in the corpus cache (fetched at its pinned commit if need be)."""
+        name = dataset_folder(dataset)
+        folder = self.data_root / name
+        if not folder.is_dir() and name in clinical.CORPORA:
+            return clinical.prepare(name)
+        return folder
+
+    def _where(self, path: Path) -> str:
+        """A split's path as a result records it: relative to the data root, or
+        ``corpus-cache:…`` for a prepared clinical corpus."""
+        if path.is_relative_to(self.data_root):
+            return str(path.relative_to(self.data_root))
+        return f"corpus-cache:{path.parent.name}/{path.name}"
+
     def dataset_paths(self, dataset: str) -> dict[str, Path]:
-        """The splits of a protocol dataset (``NAME@N`` reads folder ``NAME``)."""
-        folder = self.data_root / dataset_folder(dataset)
+        """The splits of a protocol dataset (:meth:`dataset_dir`)."""
+        folder = self.dataset_dir(dataset)
         paths = split_paths(folder)
         missing = [s for s in ("train", "dev", "test") if s not in paths]
         if missing:
@@ -249,9 +267,9 @@ class Runner:
             else {"elm_rate": spec.cell[0], "blm_rate": spec.cell[1]},
             "settings": {
                 **run.pop("settings"),
-                "train": str(paths["train"].relative_to(self.data_root)),
-                "dev": str(paths["dev"].relative_to(self.data_root)),
-                "test": str(paths["test"].relative_to(self.data_root)),
+                "train": self._where(paths["train"]),
+                "dev": self._where(paths["dev"]),
+                "test": self._where(paths["test"]),
             },
             **run,
             "wall_seconds": {
