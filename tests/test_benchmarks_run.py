@@ -569,6 +569,7 @@ RUNS: dict[str, Run] = {
             ("baseline-cpu", 12),
             ("honest-mslm", 25),
             ("honest-mslm-full", 10),
+            ("mslm-curve", 20),
             ("paper", 22),
             ("quality-ablation", 40),
         )
@@ -831,3 +832,27 @@ def test_a_smoke_protocol_keeps_every_variant_and_phase_on_one_dataset_and_seed(
     longer = parse_protocol(smoke_protocol(load_protocol(PROTOCOLS / "baseline-cpu.toml").raw))
     assert longer.settings_for("vanilla-4-epochs")["epochs"] == 2  # still one epoch more
     assert longer.settings_for("vanilla")["epochs"] == 1
+
+
+def test_a_protocol_reads_a_clinical_corpus_from_the_corpus_cache(
+    corpus_cache, tmp_path, monkeypatch
+):
+    """``MACCROBAT2020@N`` with no such folder under the data root is the clinical recipe's
+    prepared folder in the corpus cache (its own types), and a run records it as such."""
+    from harness import Runner, load_protocol
+
+    monkeypatch.setenv("MSLM_CORPUS_CACHE", str(corpus_cache))
+    protocol = load_protocol(PROTOCOLS / "mslm-curve.toml")
+    runner = Runner(protocol, tmp_path / "empty", tmp_path / "results", tmp_path / "work", "cpu")
+    paths = runner.dataset_paths("MACCROBAT2020@100")
+    assert sorted(paths) == ["dev", "test", "train"]
+    assert paths["train"].is_relative_to(corpus_cache)
+    assert runner._where(paths["test"]) == "corpus-cache:MACCROBAT2020/test.jsonl"
+    from mslm_core.errors import CorpusError
+
+    # the recipe's IOB corpora too (the pinned BLURB files); any other name is not looked up
+    assert runner._where(runner.dataset_paths("BC5CDR-IOB@100")["dev"]).startswith(
+        "corpus-cache:BC5CDR-IOB/"
+    )
+    with pytest.raises(CorpusError, match="BC5CDR-chem-IOB: directory not found"):
+        runner.dataset_paths("BC5CDR-chem-IOB@100")
