@@ -454,6 +454,13 @@ RUNS: dict[str, Run] = {
         needs=("tiny_encoder", "corpus_cache"),
         cost=50,
     ),
+    "clinical_misses": Run(
+        "clinical_misses.py",
+        lambda t: ["--model", str(t.bundle), "--cache", str(t.corpus_cache)],
+        "clinical/misses.json",
+        needs=("bundle", "corpus_cache"),
+        cost=8,
+    ),
     "context_scaling": Run(
         "context_scaling.py",
         lambda t: ["--sizes", "100", "300", "--rounds", "1"],
@@ -856,3 +863,45 @@ def test_a_protocol_reads_a_clinical_corpus_from_the_corpus_cache(
     )
     with pytest.raises(CorpusError, match="BC5CDR-chem-IOB: directory not found"):
         runner.dataset_paths("BC5CDR-chem-IOB@100")
+
+
+def test_clinical_misses_sorts_each_gold_mention_and_counts_spurious_predictions(corpus_cache):
+    """The breakdown of benchmarks/clinical_misses.py against predictions written by hand
+    (BC5CDR's toy test split: Chemical → Drug, Disease → Problem)."""
+    from types import SimpleNamespace
+
+    from clinical_misses import breakdown
+
+    from mslm_core.corpora import clinical
+
+    def m(start, end, label):
+        return SimpleNamespace(start=start, end=end, label=label)
+
+    by_first_word = {
+        # "breast cancer" (Problem): found
+        "The": [m(3, 5, "Problem")],
+        # "Aspirin" (Drug) typed as a Test; "fever" (Problem) as a Drug; "reduces" spurious
+        "Aspirin": [m(0, 1, "Test"), m(1, 2, "Problem"), m(2, 3, "Drug")],
+        # "diabetes" found with other boundaries; "cancer" missed
+        "No": [m(2, 4, "Problem")],
+        # "Cisplatin" found; "renal failure" missed; an Anatomy elsewhere is not scored
+        "Cisplatin": [m(0, 1, "Drug"), m(5, 7, "Anatomy")],
+    }
+
+    class Scripted:
+        def predict_words(self, sentences):
+            return [by_first_word[words[0]] for words in sentences]
+
+    (source,) = clinical.sources(corpus_cache, ("BC5CDR-IOB",))
+    report = breakdown(Scripted(), source)
+    assert report["counts"] == {
+        "found": 2,
+        "the other annotated type": 1,
+        "a type this corpus does not annotate": 1,
+        "overlapping span": 1,
+        "nothing": 2,
+    }
+    assert report["gold_mentions"] == 7 and report["retyped"] == {"Drug → Test": 1}
+    # Problem/Drug predictions: 5, of which "reduces" (Problem) touches no gold mention
+    assert report["predictions_of_annotated_types"] == 5
+    assert report["spurious_share"] == 20.0
