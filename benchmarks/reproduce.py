@@ -50,6 +50,9 @@ def main() -> int:
     ap.add_argument("--work", default=str(REPO / ".mslm" / "bench"), help="checkpoints, bundles")
     ap.add_argument("--base-model", help="the encoder of every run (an alias, a directory)")
     ap.add_argument(
+        "--datasets", nargs="+", metavar="NAME", help="only these datasets now (NAME or NAME@N)"
+    )
+    ap.add_argument(
         "--smoke",
         action="store_true",
         help="every variant and phase on the first dataset and seed, one epoch (CI)",
@@ -75,6 +78,7 @@ def main() -> int:
     argv += ["--fetch"] * args.fetch + ["--keep-bundles"] * args.keep_bundles
     argv += ["--smoke"] * args.smoke
     argv += ["--base-model", args.base_model] if args.base_model else []
+    argv += ["--datasets", *args.datasets] if args.datasets else []
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     shown = ["python", "benchmarks/reproduce.py", *sys.argv[1:]]
     return bench_main(argv, " ".join(map(shlex.quote, shown)))

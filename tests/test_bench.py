@@ -173,6 +173,44 @@ def test_runs_side_by_side_score_as_one_after_the_other(tmp_path, data_root, tin
         Runner(protocol, data_root, tmp_path / "r", tmp_path / "w", jobs=0)
 
 
+def test_datasets_runs_a_part_of_a_protocol_now(tmp_path, data_root, tiny_encoder):
+    protocol = load_protocol(write_protocol(tmp_path, tiny_encoder, grid=False))
+    results, trained = tmp_path / "results" / "tiny", []
+
+    def runner(only, proto=protocol):
+        return Runner(
+            proto,
+            data_root,
+            results,
+            tmp_path / "work",
+            device="cpu",
+            on_run=lambda spec, _r, skipped: trained.append(spec.slug) if not skipped else None,
+            only=only,
+        )
+
+    runner(["toy-b"]).run_all()
+    assert sorted(trained) == sorted(
+        f"toy-b/{v}/seed{s}" for v in ("vanilla", "mslm-clean") for s in (1, 2)
+    )
+    summary = aggregate(protocol, results, plots=False)
+    assert not summary["complete"] and summary["datasets"]["toy-b"]["vanilla"]["seeds"] == [1, 2]
+    trained.clear()
+    runner(None).run_all()  # the rest later: only what is missing
+    assert sorted(trained) == sorted(
+        f"toy-a/{v}/seed{s}" for v in ("vanilla", "mslm-clean") for s in (1, 2)
+    )
+    assert aggregate(protocol, results, plots=False)["complete"]
+
+    with pytest.raises(ConfigError, match=r"toy-c: not in protocol tiny \(its datasets: toy-a"):
+        runner(["toy-b", "toy-c"])
+    # a plan whose next choice needs every dataset's runs cannot be cut by dataset
+    gridded = load_protocol(write_protocol(tmp_path, tiny_encoder, grid=True))
+    with pytest.raises(ConfigError, match="datasets not selected"):
+        Runner(
+            gridded, data_root, tmp_path / "r2", tmp_path / "w2", "cpu", only=["toy-a"]
+        ).run_all()
+
+
 def _result(ds, label, seed, dev, test, history=None, seconds=10.0):
     report = {"strict": {"precision": test, "recall": test, "f1": test}, "exact_match": test}
     return {

@@ -59,14 +59,19 @@ def run_protocol(
     keep_bundles: bool = False,
     command: str | None = None,
     jobs: int = 1,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run every run of ``protocol`` not yet done (``jobs`` at a time), then aggregate."""
+    """Run every run of ``protocol`` not yet done (``jobs`` at a time; on the datasets ``only``
+    names, if given), then aggregate everything there is: runs not yet done show as pending."""
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "protocol.json").write_text(
         json.dumps(protocol.raw, indent=1) + "\n", encoding="utf-8"
     )
-    Runner(protocol, data_root, results_dir, work_dir, device, keep_bundles, jobs=jobs).run_all()
+    runner = Runner(
+        protocol, data_root, results_dir, work_dir, device, keep_bundles, jobs=jobs, only=only
+    )
+    runner.run_all()
     return aggregate(protocol, results_dir, command)
 
 

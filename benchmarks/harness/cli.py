@@ -45,6 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--base-model", help="the encoder of every run (an alias, a directory)")
     r.add_argument(
+        "--datasets",
+        nargs="+",
+        metavar="NAME",
+        help="run only these of the protocol's datasets now (NAME@N, or NAME for all its "
+        "sizes); the summary shows the others' runs as pending until they are done",
+    )
+    r.add_argument(
         "--smoke",
         action="store_true",
         help="a smoke run (CI, with --base-model a tiny encoder): every variant and phase on "
@@ -143,6 +150,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> int:
             keep_bundles=args.keep_bundles,
             command=command,
             jobs=args.jobs,
+            only=args.datasets,
         )
     print(json.dumps(headline(summary)))
     return 0

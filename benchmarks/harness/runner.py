@@ -161,9 +161,11 @@ class Runner:
         keep_bundles: bool = False,
         on_run: Callable[[RunSpec, dict[str, Any], bool], None] | None = None,
         jobs: int = 1,
+        only: list[str] | None = None,
     ):
         if jobs < 1:
             raise ConfigError(f"jobs: {jobs} — at least 1 run at a time")
+        self.datasets = select_datasets(protocol, only)
         self.protocol = protocol
         self.data_root = Path(data_root)
         self.results_dir = Path(results_dir)
@@ -220,8 +222,8 @@ class Runner:
         return paths
 
     def check_datasets(self) -> None:
-        """Fail before any training when a dataset is missing."""
-        for ds in self.protocol.datasets:
+        """Fail before any training when a dataset to run is missing."""
+        for ds in self.datasets:
             self.dataset_paths(ds)
 
     def _test_corpus(self, dataset: str) -> Corpus:
@@ -428,10 +430,15 @@ class Runner:
         results: dict[str, dict[str, Any]] = {}
         while True:
             specs, final = plan(self.protocol, list(results.values()))
-            todo = [s for s in specs if s.slug not in results]
+            todo = [s for s in specs if s.slug not in results and s.dataset in self.datasets]
             if not todo:
                 if final:
                     return list(results.values())
+                if any(s.dataset not in self.datasets for s in specs):
+                    raise ConfigError(
+                        f"{self.protocol.name}: the plan's next choice waits for runs on "
+                        "datasets not selected; run it without --datasets"
+                    )
                 raise AssertionError("a protocol plan waits for runs it does not ask for")
             for spec, record in zip(todo, self._run_many(todo), strict=True):
                 results[spec.slug] = record
@@ -485,6 +492,21 @@ class Runner:
 
 
 _WORKER: Runner | None = None
+
+
+def select_datasets(protocol: Protocol, only: list[str] | None) -> list[str]:
+    """The protocol's datasets to run now: all of them, or those ``only`` names — a dataset
+    exactly (``BC5CDR-IOB@500``) or every size of a folder (``MACCROBAT2020``). A name that
+    selects nothing is an error that lists the protocol's datasets."""
+    if not only:
+        return list(protocol.datasets)
+    unknown = [n for n in only if not any(n in (d, dataset_folder(d)) for d in protocol.datasets)]
+    if unknown:
+        raise ConfigError(
+            f"--datasets {', '.join(unknown)}: not in protocol {protocol.name} "
+            f"(its datasets: {', '.join(protocol.datasets)})"
+        )
+    return [d for d in protocol.datasets if d in only or dataset_folder(d) in only]
 
 
 def _init_worker(
