@@ -3,6 +3,7 @@ corpora in the corpus cache, until the clinical model answers.
 
     python benchmarks/first_start.py [--cache DIR] [--port 8765] [--timeout-minutes 180]
         [--epochs N] [--base-model ENCODER] [--poll-seconds 5]   # CI: a tiny encoder, 1 epoch
+        [--keep-home DIR]   # keep the home (the served bundle, for assertion.py and the misses)
 
 What a hospital's first ``bash scripts/run.sh`` does, on this machine: a new ``MSLM_HOME``
 (SQLite, the embedded broker), the API and one worker, ``--bootstrap clinical``. Timed from the
@@ -42,10 +43,22 @@ def main() -> None:
         "--base-model", help="the first model's encoder (an alias or a directory; default: minilm)"
     )
     ap.add_argument("--poll-seconds", type=float, default=5.0, help="how often the job is read")
+    ap.add_argument(
+        "--keep-home",
+        metavar="DIR",
+        help="use this new folder as the home and keep it (the model bundle the first start "
+        "serves is under artifacts/models/); default: a temporary home, deleted",
+    )
     args = ap.parse_args()
     import httpx
 
-    home = Path(tempfile.mkdtemp(prefix="mslm-first-start-"))
+    if args.keep_home:
+        home = Path(args.keep_home)
+        if home.exists() and any(home.iterdir()):
+            raise SystemExit(f"--keep-home {home}: not empty (the first start needs a new home)")
+        home.mkdir(parents=True, exist_ok=True)
+    else:
+        home = Path(tempfile.mkdtemp(prefix="mslm-first-start-"))
     env = {
         **os.environ,
         "MSLM_HOME": str(home),
@@ -129,13 +142,16 @@ def main() -> None:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
-    manifest = json.loads(next((home / "artifacts" / "models").glob("*/manifest.json")).read_text())
+    manifest_path = next((home / "artifacts" / "models").glob("*/manifest.json"))
+    manifest = json.loads(manifest_path.read_text())
     figures = {
         "minutes_to_served": round(phases["served_s"] / 60, 1),
         "model": model["id"],
         "types": manifest["types"],
         "dev_macro_f1": manifest["metrics"]["dev"].get("macro_f1"),
     }
+    if args.keep_home:
+        figures["bundle"] = str(manifest_path.parent)
     record = {
         **figures,
         "phases_s": phases,
@@ -155,7 +171,8 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
-    shutil.rmtree(home, ignore_errors=True)
+    if not args.keep_home:
+        shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(figures))
 
 

@@ -31,6 +31,8 @@ from typing import Any
 import pytest
 from conftest import TOY_CONLL, toy_config
 
+from mslm_core.bundle import verify_bundle
+
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "benchmarks"
 PROTOCOLS = BENCHMARKS / "protocols"
@@ -484,9 +486,13 @@ RUNS: dict[str, Run] = {
             "5",
             "--out",
             str(t.results / "clinical" / "first-start.json"),
+            "--keep-home",
+            str(t.work / "first-start-home"),
         ],
         "clinical/first-start.json",
         needs=("tiny_encoder", "corpus_cache"),
+        # the kept home holds the bundle the first start served
+        after=lambda f: verify_bundle(f["bundle"]),
         cost=90,
     ),
     "honest_vs_leaky": Run(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .paper import paper_numbers
-from .protocol import Protocol, cell_label, dataset_folder, dataset_size
+from .protocol import BY_SIZE, Protocol, cell_label, dataset_folder, dataset_size
 from .select import plan_is_done, screen_ranking
 
 DECISION_RULE = (
@@ -259,7 +259,7 @@ def summarize(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, An
         "curve": learning_curve(protocol, datasets, comparisons),
         "decision": (
             decide_by_size(protocol, results)
-            if protocol.decision == "by-size"
+            if protocol.decision == BY_SIZE
             else decide(protocol, datasets)
             if protocol.decision
             else None

@@ -30,6 +30,16 @@ def _nan(value: float | None) -> float:
     return math.nan if value is None else value
 
 
+def _save(fig: Any, path: Path, title: str | None = None) -> Path:
+    """Title (if any), lay out, write and close a figure."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
 def plot_dev_curves(summary: dict[str, Any], path: Path) -> Path:
     plt = _pyplot()
     datasets = summary["datasets"]
@@ -47,11 +57,7 @@ def plot_dev_curves(summary: dict[str, Any], path: Path) -> Path:
             ax.legend(fontsize=7)
         else:
             ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(f"{summary['protocol']}: dev F1 per epoch (honest)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{summary['protocol']}: dev F1 per epoch (honest)")
 
 
 def plot_grid(summary: dict[str, Any], path: Path) -> Path | None:
@@ -89,10 +95,7 @@ def plot_grid(summary: dict[str, Any], path: Path) -> Path | None:
             ax.set_ylabel("ELM rate")
             ax.set_title(f"{ds} — {g['variant']}: {title}")
             fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_strategies(summary: dict[str, Any], path: Path) -> Path:
@@ -126,11 +129,7 @@ def plot_strategies(summary: dict[str, Any], path: Path) -> Path:
         ax.set_title(ds)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{summary['protocol']}: strategies (mean ± std over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{summary['protocol']}: strategies (mean ± std over seeds)")
 
 
 def plot_confidences(
@@ -172,11 +171,9 @@ def plot_confidences(
             if j in gold:
                 tick.set_color("red")
                 tick.set_fontweight("bold")
-    fig.suptitle(f"{dataset}: P(entity) per word, honest (gold entity words in red; first seed)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(
+        fig, path, f"{dataset}: P(entity) per word, honest (gold entity words in red; first seed)"
+    )
 
 
 def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
@@ -217,11 +214,7 @@ def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
             ax.grid(alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
-    fig.suptitle(f"{summary['protocol']}: learning curve")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, f"{summary['protocol']}: learning curve")
 
 
 def write_plots(

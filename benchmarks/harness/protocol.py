@@ -60,6 +60,7 @@ _TOP_LEVEL = {
 }
 _GRID_KEYS = {"variant", "elm_rate", "blm_rate", "seeds", "datasets", "confirm"}
 _SCREEN_KEYS = {"seeds", "keep"}
+BY_SIZE = "by-size"  # decision: a default per training-set size, from a learning curve
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -119,8 +120,8 @@ class Protocol:
     # pairs of variants compared run by run in the summary, beside each against the baseline
     compare: list[tuple[str, str]] = field(default_factory=list)
     # whether the summary decides the default strategy: one for every size (True), or one per
-    # training-set size from a learning curve ("by-size": NAME@N datasets at several N)
-    decision: bool | str = True
+    # training-set size from a learning curve (BY_SIZE: NAME@N datasets at several N)
+    decision: bool | str = True  # True, False or BY_SIZE
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -358,10 +359,12 @@ def parse_protocol(data: dict[str, Any], where: str = "protocol") -> Protocol:
     ):
         raise _fail(f"{where}.compare", "must be a list of [variant, variant] pairs")
     decision = data.get("decision", True)
-    if not isinstance(decision, bool) and decision != "by-size":
-        raise _fail(f"{where}.decision", 'must be true, false or "by-size"')
-    if decision == "by-size" and len({dataset_size(d) for d in datasets} - {None}) < 2:
-        raise _fail(f"{where}.decision", '"by-size" needs datasets at two sizes or more (NAME@N)')
+    if not isinstance(decision, bool) and decision != BY_SIZE:
+        raise _fail(f"{where}.decision", f'must be true, false or "{BY_SIZE}"')
+    if decision == BY_SIZE and len({dataset_size(d) for d in datasets} - {None}) < 2:
+        raise _fail(
+            f"{where}.decision", f'"{BY_SIZE}" needs datasets at two sizes or more (NAME@N)'
+        )
     description = data.get("description", "")
     return Protocol(
         name=name,
@@ -395,9 +398,8 @@ def smoke_protocol(data: dict[str, Any]) -> dict[str, Any]:
     """A protocol's TOML table cut to a smoke run (CI: ``bench.py run --smoke`` with a tiny
     encoder and tiny corpora): every variant and every phase (screen, grid, confirm) still
     runs, on the first dataset (and, for a learning curve, its next size) and the first seed,
-    for one epoch (two for a variant that
-    trains longer than the others), with at most two grid cells. Named ``NAME-smoke``, so
-    that its results never land on the protocol's own."""
+    for one epoch (two for a variant that trains longer than the others), with at most two
+    grid cells. Named ``NAME-smoke``, so that its results never land on the protocol's own."""
     out: dict[str, Any] = json.loads(json.dumps(data))
     out["name"] = f"{data.get('name')}-smoke"
     datasets = list(data.get("datasets") or [])[:1]

@@ -175,6 +175,7 @@ class Runner:
         self.on_run = on_run
         self.jobs = jobs
         self._corpora: dict[str, Corpus] = {}
+        self._folders: dict[str, Path] = {}
 
     # -- files ------------------------------------------------------------------------------
     def result_path(self, spec: RunSpec) -> Path:
@@ -195,12 +196,15 @@ class Runner:
     def dataset_dir(self, dataset: str) -> Path:
         """The folder of a protocol dataset (``NAME@N`` reads folder ``NAME``): under the data
         root, else — for a corpus of the clinical recipe (``MACCROBAT2020``, ``CHIA``) — its
-        prepared folder in the corpus cache (fetched at its pinned commit if need be)."""
+        prepared folder in the corpus cache (fetched at its pinned commit if need be), looked
+        up once per folder."""
         name = dataset_folder(dataset)
-        folder = self.data_root / name
-        if not folder.is_dir() and name in clinical.CORPORA:
-            return clinical.prepare(name)
-        return folder
+        if name not in self._folders:
+            folder = self.data_root / name
+            if not folder.is_dir() and name in clinical.CORPORA:
+                folder = clinical.prepare(name)
+            self._folders[name] = folder
+        return self._folders[name]
 
     def _where(self, path: Path) -> str:
         """A split's path as a result records it: relative to the data root, or
