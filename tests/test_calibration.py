@@ -194,6 +194,9 @@ def test_raw_predictions_in_chunks_are_the_same_as_in_one(calibrated_bundle, toy
     assert whole.spans == chunked.spans and whole.spans
     assert np.allclose(whole.type_probs, chunked.type_probs, atol=1e-5)
     assert predictor.predict_words(words) == whole.mentions(predictor.types, predictor.temperatures)
+    # what calibration, evaluation and the uncertainties score are the served confidences:
+    # the same decoding's tags (the default, Viterbi, scores B then I along its path)
+    assert predictor.decoding == "viterbi" and whole.decoding == chunked.decoding == "viterbi"
 
 
 def test_extra_spans_are_typed_in_the_same_pass_as_the_predictions(calibrated_bundle, toy_corpus):

@@ -170,7 +170,12 @@ class Predictor:
             type_probs.append(raw.type_probs)
             extra_probs.append(raw.extra_type_probs)
         return RawPredictions(
-            word_probs, spans, np.concatenate(type_probs), extra, np.concatenate(extra_probs)
+            word_probs,
+            spans,
+            np.concatenate(type_probs),
+            extra,
+            np.concatenate(extra_probs),
+            decoding=self.decoding,
         )
 
     def _raw_chunk(
