@@ -511,6 +511,18 @@ class ModelManager:
             )
         return loaded, scores
 
+    async def annotate_with_uncertainties(
+        self, model_id: str | None, texts: list[str], strategy: str
+    ) -> tuple[LoadedModel, list[list[Entity]], list[float]]:
+        """:meth:`annotate` and :meth:`uncertainties` from one prediction pass (Label Studio's
+        pre-annotations come with their order), run like a ranking."""
+        loaded = await self.get(model_id)
+        async with self._ranking:
+            entities, scores = await asyncio.to_thread(
+                loaded.extractor.annotate_with_uncertainty, texts, strategy
+            )
+        return loaded, entities, scores
+
     @property
     def active(self) -> LoadedModel | None:
         return self._models.get(self.active_id) if self.active_id else None

@@ -34,6 +34,7 @@ from .predict.windows import sentences_of
 
 if TYPE_CHECKING:
     from .predict import Predictor
+    from .predict.confidence import RawPredictions
 
 STRATEGIES = ("least_confidence", "margin", "entropy")
 #: a word, for the TF-IDF vectors of diversity (any run of letters or digits, one letter too)
@@ -68,6 +69,28 @@ def uncertainties(predictor: Predictor, texts: Sequence[str], strategy: str) -> 
     return _per_text(predictor, sentences, groups, len(texts), strategy)
 
 
+def raw_uncertainties(
+    raw: RawPredictions,
+    groups: Sequence[int],
+    n_texts: int,
+    strategy: str,
+    temperatures: tuple[float, float],
+) -> list[float]:
+    """:func:`uncertainties` from a prediction pass already made (``groups``: each
+    sentence's text): what annotates and ranks with one pass reads."""
+    check_strategy(strategy)
+    t_det, t_type = temperatures
+    decisions: list[list[npt.NDArray[np.float32]]] = [[] for _ in range(n_texts)]
+    for s, probs in enumerate(raw.word_probs):
+        if len(probs):
+            decisions[groups[s]].append(temper(probs, t_det))
+    if raw.spans and raw.type_probs.shape[-1] > 1:  # one type: no type decision to doubt
+        typed = temper(raw.type_probs, t_type)
+        for (s, _, _), row in zip(raw.spans, typed, strict=True):
+            decisions[groups[s]].append(row[None, :])
+    return [_score(rows, strategy) for rows in decisions]
+
+
 def sentence_uncertainties(
     predictor: Predictor, sentences: Sequence[list[str]], strategy: str
 ) -> list[float]:
@@ -84,16 +107,7 @@ def _per_text(
     strategy: str,
 ) -> list[float]:
     raw = predictor.raw_predictions(sentences, groups=groups if predictor.pack else None)
-    t_det, t_type = predictor.temperatures
-    decisions: list[list[npt.NDArray[np.float32]]] = [[] for _ in range(n_texts)]
-    for s, probs in enumerate(raw.word_probs):
-        if len(probs):
-            decisions[groups[s]].append(temper(probs, t_det))
-    if raw.spans and raw.type_probs.shape[-1] > 1:  # one type: no type decision to doubt
-        typed = temper(raw.type_probs, t_type)
-        for (s, _, _), row in zip(raw.spans, typed, strict=True):
-            decisions[groups[s]].append(row[None, :])
-    return [_score(rows, strategy) for rows in decisions]
+    return raw_uncertainties(raw, groups, n_texts, strategy, predictor.temperatures)
 
 
 def _score(rows: list[npt.NDArray[np.float32]], strategy: str) -> float:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .active import check_strategy, raw_uncertainties
 from .bundle import predictor_options, verify_bundle
 from .context import ContextEngine
 from .errors import InferenceError
@@ -248,10 +249,19 @@ class EntityExtractor:
     def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
         """Entities per text, in text order; ``text[start:end] == entity.text``; each with its
         ``assertion`` when the extractor has a ConText engine."""
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
+        _check_texts(texts)
         return self._after(texts, self.predictor.annotate(texts))
+
+    def annotate_with_uncertainty(
+        self, texts: Sequence[str], strategy: str
+    ) -> tuple[list[list[Entity]], list[float]]:
+        """:meth:`annotate` and each text's uncertainty under ``strategy``
+        (:func:`mslm_core.active.uncertainties`), both from one prediction pass."""
+        _check_texts(texts)
+        check_strategy(strategy)
+        entities, raw, groups = self.predictor.annotate_with_raw(texts)
+        scores = raw_uncertainties(raw, groups, len(texts), strategy, self.predictor.temperatures)
+        return self._after(texts, entities), scores
 
     def _after(
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
@@ -271,15 +281,19 @@ class EntityExtractor:
     def plan(self, texts: Sequence[str]) -> AnnotationPlan:
         """:meth:`annotate` as steps for a scheduler (the service's micro-batcher runs the
         steps of several requests in turn); ``plan.result()`` equals ``annotate(texts)``."""
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
+        _check_texts(texts)
         after = None if self.context is None and self.linker is None else self._after
         return AnnotationPlan(self.predictor, texts, after)
 
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""
         return self.predictor.predict_words(sentences)
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
 
 
 def _attributes_of_its_type(e: Entity) -> Entity:

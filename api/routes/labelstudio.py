@@ -170,13 +170,14 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
     texts = [v if isinstance(v, str) else "" for v in values]
     field = f"body.tasks.{{i}}.data.{config.text_key}"
     refuse_long_texts(texts, state.settings.max_text_chars, "task", field)
-    loaded, found = await state.models.annotate(None, texts)
+    loaded, found, uncertainty = await state.models.annotate_with_uncertainties(
+        None, texts, options.strategy
+    )
     mapping = type_map(loaded.extractor.info.types, config.labels)
     entities: list[list[Entity]] = [
         [dataclasses.replace(e, type=mapping[e.type]) for e in ents if e.type in mapping]
         for ents in found
     ]
-    _, uncertainty = await state.models.uncertainties(loaded.id, texts, options.strategy)
     ranking = rank(texts, uncertainty, diversity=options.diversity)
     scores = order_scores(ranking, len(texts), options.diversity)
     tasks = predictions_to_labelstudio(

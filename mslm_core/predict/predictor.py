@@ -67,6 +67,17 @@ class Predictor:
         groups = [t for t, _ in where]  # a text's sentences are read together, never another's
         return assemble(texts, where, self.predict_words(sentences, groups))
 
+    def annotate_with_raw(
+        self, texts: Sequence[str]
+    ) -> tuple[list[list[Entity]], RawPredictions, list[int]]:
+        """:meth:`annotate`, with the pass its entities come from and each sentence's text
+        (what the uncertainties of active learning read: one pass for both)."""
+        sentences, where = sentences_of(texts)
+        groups = [t for t, _ in where]
+        raw = self.raw_predictions(sentences, groups=groups)
+        entities = assemble(texts, where, raw.mentions(self.types, self.temperatures))
+        return entities, raw, groups
+
     def plan(self, texts: Sequence[str]) -> AnnotationPlan:
         """:meth:`annotate` cut into steps that a scheduler runs (see :class:`AnnotationPlan`)."""
         return AnnotationPlan(self, texts)
