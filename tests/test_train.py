@@ -259,6 +259,9 @@ def test_mlm_head_warm_up_leaves_the_encoder_untouched(
     assert not torch.equal(transform, trainer.model.mlm_head.predictions.transform.dense.weight)
     info = trainer.masking_info["mlm_head_warmup"]
     assert info["steps"] == 12 and info["last_loss"] < info["first_loss"]
+    # the warm-up is training: counted in what the run's training cost
+    assert trainer.state.train_seconds == pytest.approx(info["seconds"], abs=0.01)
+    assert info["seconds"] > 0 and trainer.state.train_cpu_seconds > 0
     assert all(p.grad is None for p in trainer.model.parameters())
     assert trainer.state.mlm_head_warmed
     assert trainer.encoder_info["mlm_head_from_checkpoint"] is False

@@ -382,6 +382,7 @@ class Trainer:
             log.info("the checkpoint ships an MLM head: no warm-up needed")
             st.mlm_head_warmed = True
             return
+        started, cpu_started = time.perf_counter(), time.process_time()
         head = self.model.mlm_head
         tied = {id(p) for p in self.model.encoder.parameters()}
         params = [p for p in head.parameters() if id(p) not in tied]
@@ -418,10 +419,15 @@ class Trainer:
                     "(no entity to mask at this elm_rate and blm_rate 0?)"
                 )
             epoch += 1
+        # training compute like any epoch's steps: what a run costs counts it
+        seconds = time.perf_counter() - started
+        st.train_seconds += seconds
+        st.train_cpu_seconds += time.process_time() - cpu_started
         self.masking_info["mlm_head_warmup"] = {
             "steps": len(losses),
             "first_loss": losses[0],
             "last_loss": losses[-1],
+            "seconds": round(seconds, 2),
         }
         st.mlm_head_warmed = True
         log.info("MLM head warm-up: %d steps, loss %.3f → %.3f", len(losses), losses[0], losses[-1])
