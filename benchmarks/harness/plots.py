@@ -210,10 +210,13 @@ def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
             ax.set_xscale("log")
             ax.set_xticks(curve["sizes"], [str(n) for n in curve["sizes"]])
             ax.minorticks_off()  # the log axis's own "2 × 10²" between the sizes
+            ax.set_xlim(min(curve["sizes"]) / 1.3, max(curve["sizes"]) * 1.3)
             ax.set_xlabel("training sentences")
             ax.grid(alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
+            else:
+                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
     return _save(fig, path, f"{summary['protocol']}: learning curve")
 
 
