@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -46,6 +46,7 @@ class BatcherClosed(Exception):
 _STOP = None  # the queue's last item: finish what came before it, then stop
 
 Request = tuple[list[str], "asyncio.Future[list[list[Entity]]]"]
+_T = TypeVar("_T")
 
 #: Characters a micro-batch gathers at most from several requests: a request that would take
 #: a batch past it starts the next batch instead, so a short request never shares the many
@@ -504,24 +505,27 @@ class ModelManager:
         """Each text's uncertainty under ``strategy`` (``mslm_core.active``) with ``model_id``
         (or the active model), one ranking at a time per replica, in a thread: annotation
         requests keep being answered meanwhile."""
-        loaded = await self.get(model_id)
-        async with self._ranking:
-            scores = await asyncio.to_thread(
-                active.uncertainties, loaded.extractor.predictor, texts, strategy
-            )
-        return loaded, scores
+        return await self._ranked(
+            model_id, lambda e: active.uncertainties(e.predictor, texts, strategy)
+        )
 
     async def annotate_with_uncertainties(
         self, model_id: str | None, texts: list[str], strategy: str
     ) -> tuple[LoadedModel, list[list[Entity]], list[float]]:
         """:meth:`annotate` and :meth:`uncertainties` from one prediction pass (Label Studio's
         pre-annotations come with their order), run like a ranking."""
+        loaded, (entities, scores) = await self._ranked(
+            model_id, lambda e: e.annotate_with_uncertainty(texts, strategy)
+        )
+        return loaded, entities, scores
+
+    async def _ranked(
+        self, model_id: str | None, call: Callable[[EntityExtractor], _T]
+    ) -> tuple[LoadedModel, _T]:
+        """``call`` on the model's extractor in a thread, one ranking at a time per replica."""
         loaded = await self.get(model_id)
         async with self._ranking:
-            entities, scores = await asyncio.to_thread(
-                loaded.extractor.annotate_with_uncertainty, texts, strategy
-            )
-        return loaded, entities, scores
+            return loaded, await asyncio.to_thread(call, loaded.extractor)
 
     @property
     def active(self) -> LoadedModel | None:
