@@ -3,12 +3,15 @@ micro-batch sizes, jobs and evaluations by state (read from the store at scrape 
 
 from __future__ import annotations
 
+import collections
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from mslm_core.types import Entity
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,16 @@ class Metrics:
 
     def watch_store(self, counts: Callable[[], dict[str, dict[str, int]]]) -> None:
         self.registry.register(StoreCollector(counts))
+
+    def count_annotated(
+        self, model_id: str, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
+    ) -> None:
+        """Texts, characters and entities by type that ``model_id`` answered with: every path
+        that annotates for a client (``/annotate``, Label Studio's ``/predict``)."""
+        self.texts.labels(model_id).inc(len(texts))
+        self.characters.labels(model_id).inc(sum(len(t) for t in texts))
+        for etype, n in collections.Counter(e.type for ents in entities for e in ents).items():
+            self.entities.labels(model_id, etype).inc(n)
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.request_seconds.labels(method, route, str(status)).observe(seconds)

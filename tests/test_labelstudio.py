@@ -190,8 +190,17 @@ def test_predict_fills_the_projects_labels_in_our_order(client):
             assert r["value"]["labels"] == ["disease"]  # Disease mapped; Chemical left out
             assert text[r["value"]["start"] : r["value"]["end"]] == r["value"]["text"]
             assert 0.0 <= r["score"] <= 1.0
-    # lowest score first is our active-learning order
+    # pre-annotations are annotations: counted like /annotate's (texts, characters, and the
+    # entities returned, under the model's own type names)
     state = client.app.state.mslm
+    model = state.models.active.id
+    scrape = client.get("/metrics", headers=auth(ADMIN)).text
+    assert f'mslm_annotated_texts_total{{model="{model}"}} 4.0' in scrape
+    chars = sum(map(len, texts))
+    assert f'mslm_annotated_characters_total{{model="{model}"}} {chars}.0' in scrape
+    assert f'mslm_entities_total{{model="{model}",type="Disease"}} {len(regions)}.0' in scrape
+    assert 'type="Chemical"' not in scrape  # not in the project's labels: not returned
+    # lowest score first is our active-learning order
     extractor = state.models.active.extractor
     from mslm_core.active import uncertainties
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -131,12 +130,7 @@ async def _annotate(
     kept = [
         keep(entities, body.min_confidence, body.min_confidence_per_type) for entities in results
     ]
-    found = Counter(e.type for entities in kept for e in entities)
-    m = state.metrics
-    m.texts.labels(loaded.id).inc(len(body.texts))
-    m.characters.labels(loaded.id).inc(sum(len(t) for t in body.texts))
-    for etype, n in found.items():
-        m.entities.labels(loaded.id, etype).inc(n)
+    state.metrics.count_annotated(loaded.id, body.texts, kept)
     return loaded, kept
 
 

@@ -174,9 +174,10 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
         None, texts, options.strategy
     )
     mapping = type_map(loaded.extractor.info.types, config.labels)
+    kept = [[e for e in ents if e.type in mapping] for ents in found]
+    state.metrics.count_annotated(loaded.id, texts, kept)
     entities: list[list[Entity]] = [
-        [dataclasses.replace(e, type=mapping[e.type]) for e in ents if e.type in mapping]
-        for ents in found
+        [dataclasses.replace(e, type=mapping[e.type]) for e in ents] for ents in kept
     ]
     ranking = rank(texts, uncertainty, diversity=options.diversity)
     scores = order_scores(ranking, len(texts), options.diversity)
