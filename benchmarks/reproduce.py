@@ -25,63 +25,24 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, RESULTS
+from common import DATA
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-REPO = Path(__file__).resolve().parents[1]
 
 
-def main() -> int:
-    from harness.cli import main as bench_main
+def main(argv: list[str] | None = None) -> int:
+    """``bench.py run``'s options (declared once, :func:`harness.cli.add_run_options`), with
+    ``--data`` defaulting to MSLM_DATA or the sibling shared/data."""
+    from harness.cli import add_run_options, run
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("protocol", help="a name in benchmarks/protocols/ or a TOML file")
-    ap.add_argument(
-        "--data",
-        default=str(DATA),
-        help="the folder of the dataset folders (default: MSLM_DATA or the sibling shared/data)",
-    )
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    ap.add_argument("--fetch", action="store_true", help="download missing corpora first")
-    ap.add_argument("--keep-bundles", action="store_true")
-    ap.add_argument("--jobs", type=int, default=1, help="runs side by side")
-    ap.add_argument("--results", default=str(RESULTS), help="results root (PROTOCOL/ below)")
-    ap.add_argument("--work", default=str(REPO / ".mslm" / "bench"), help="checkpoints, bundles")
-    ap.add_argument("--base-model", help="the encoder of every run (an alias, a directory)")
-    ap.add_argument(
-        "--datasets", nargs="+", metavar="NAME", help="only these datasets now (NAME or NAME@N)"
-    )
-    ap.add_argument(
-        "--smoke",
-        action="store_true",
-        help="every variant and phase on the first dataset and seed, one epoch (CI)",
-    )
-    args = ap.parse_args()
-    protocol = Path(args.protocol)
-    if protocol.suffix != ".toml":
-        protocol = REPO / "benchmarks" / "protocols" / f"{args.protocol}.toml"
-    argv = [
-        "run",
-        str(protocol),
-        "--data",
-        args.data,
-        "--device",
-        args.device,
-        "--results",
-        args.results,
-        "--jobs",
-        str(args.jobs),
-        "--work",
-        args.work,
-    ]
-    argv += ["--fetch"] * args.fetch + ["--keep-bundles"] * args.keep_bundles
-    argv += ["--smoke"] * args.smoke
-    argv += ["--base-model", args.base_model] if args.base_model else []
-    argv += ["--datasets", *args.datasets] if args.datasets else []
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="benchmarks/reproduce.py", description=__doc__)
+    ap.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_run_options(ap, data=str(DATA))
+    args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    shown = ["python", "benchmarks/reproduce.py", *sys.argv[1:]]
-    return bench_main(argv, " ".join(map(shlex.quote, shown)))
+    return run(args, " ".join(map(shlex.quote, ["python", "benchmarks/reproduce.py", *argv])))
 
 
 if __name__ == "__main__":

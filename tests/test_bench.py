@@ -211,6 +211,40 @@ def test_datasets_runs_a_part_of_a_protocol_now(tmp_path, data_root, tiny_encode
         ).run_all()
 
 
+def test_reproduce_is_bench_run_with_the_repositorys_data_folder(monkeypatch, capsys):
+    """reproduce.py takes bench.py run's options (declared once), --data defaulting to the
+    repository's data folder."""
+    import reproduce
+    from common import DATA
+
+    from harness import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "run", lambda args, command: seen.update(args=args, command=command))
+    reproduce.main(["mslm-curve", "--datasets", "MACCROBAT2020@100", "--jobs", "2"])
+    args = seen["args"]
+    assert (args.protocol, args.data, args.datasets, args.jobs, args.device) == (
+        "mslm-curve",
+        str(DATA),
+        ["MACCROBAT2020@100"],
+        2,
+        "auto",
+    )
+    assert seen["command"] == (
+        "python benchmarks/reproduce.py mslm-curve --datasets MACCROBAT2020@100 --jobs 2"
+    )
+    bench = cli.build_parser().parse_args(["run", "mslm-curve", "--data", "D", "--jobs", "2"])
+    assert vars(bench) == {**vars(args), "data": "D", "datasets": None, "bench_command": "run"}
+    with pytest.raises(SystemExit):  # bench.py run names its data folder
+        cli.build_parser().parse_args(["run", "mslm-curve"])
+    assert "the following arguments are required: --data" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # an option neither knows, refused in reproduce.py's words
+        reproduce.main(["mslm-curve", "--epochs", "3"])
+    assert "benchmarks/reproduce.py: error: unrecognized arguments: --epochs" in (
+        capsys.readouterr().err
+    )
+
+
 def _result(ds, label, seed, dev, test, history=None, seconds=10.0):
     report = {"strict": {"precision": test, "recall": test, "f1": test}, "exact_match": test}
     return {

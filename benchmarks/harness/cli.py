@@ -21,15 +21,16 @@ DEFAULT_WORK = REPO / ".mslm" / "bench"
 PROTOCOL_DIR = BENCHMARKS / "protocols"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="benchmarks/bench.py", description="benchmark protocols: run, aggregate, fetch"
-    )
-    bench = p.add_subparsers(dest="bench_command", required=True)
-
-    r = bench.add_parser("run", help="run every training run of a protocol not yet done")
+def add_run_options(r: argparse.ArgumentParser, data: str | None = None) -> None:
+    """``run``'s arguments, on ``bench.py run`` and on ``benchmarks/reproduce.py`` (which
+    passes ``data``, the default of ``--data``; without it ``--data`` is required)."""
     r.add_argument("protocol", help="protocol TOML file, or a name in benchmarks/protocols/")
-    r.add_argument("--data", required=True, help="directory holding the dataset folders")
+    r.add_argument(
+        "--data",
+        required=data is None,
+        default=data,
+        help="directory holding the dataset folders" + (f" (default: {data})" if data else ""),
+    )
     r.add_argument("--results", default=DEFAULT_RESULTS, help="results root (PROTOCOL/ below)")
     r.add_argument("--work", default=DEFAULT_WORK, help="checkpoints and bundles in progress")
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -58,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         "the first dataset and seed, one epoch, two grid cells at most; results under "
         "PROTOCOL-smoke/",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchmarks/bench.py", description="benchmark protocols: run, aggregate, fetch"
+    )
+    bench = p.add_subparsers(dest="bench_command", required=True)
+
+    r = bench.add_parser("run", help="run every training run of a protocol not yet done")
+    add_run_options(r)
 
     a = bench.add_parser("aggregate", help="summary.json, summary.md and plots from results")
     a.add_argument("protocol")
@@ -100,10 +111,8 @@ def _changed(protocol: Protocol, smoke: bool, base_model: str | None) -> Protoco
     return changed
 
 
-def main(argv: list[str] | None = None, command: str | None = None) -> int:
-    """``command``: how the run was started, recorded in summary.md (default: this
-    script's command line)."""
-    from . import aggregate, headline, load_protocol, run_protocol
+def main(argv: list[str] | None = None) -> int:
+    from . import aggregate, headline, load_protocol
     from .datasets import fetch
 
     args = build_parser().parse_args(argv)
@@ -121,36 +130,44 @@ def main(argv: list[str] | None = None, command: str | None = None) -> int:
             for path in fetch(blurb, args.dest):
                 print(path)
         return 0
-    protocol = load_protocol(resolve_protocol(args.protocol))
-    if args.bench_command == "run" and (args.smoke or args.base_model):
-        protocol = _changed(protocol, args.smoke, args.base_model)
-    results_dir = Path(args.results) / protocol.name
-    command = command or "python benchmarks/bench.py " + " ".join(
+    command = "python benchmarks/bench.py " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
     )
-    if args.bench_command == "aggregate":
-        summary = aggregate(protocol, results_dir, command=None)
-    else:
-        if args.fetch:
-            from mslm_core.corpora.clinical import CORPORA
+    if args.bench_command == "run":
+        return run(args, command)
+    protocol = load_protocol(resolve_protocol(args.protocol))
+    summary = aggregate(protocol, Path(args.results) / protocol.name, command=None)
+    print(json.dumps(headline(summary)))
+    return 0
 
-            # NAME@N reads folder NAME; the clinical corpora come through the corpus cache
-            folders = dict.fromkeys(dataset_folder(d) for d in protocol.datasets)
-            missing = [
-                d for d in folders if d not in CORPORA and not (Path(args.data) / d).is_dir()
-            ]
-            if missing:
-                fetch(missing, args.data)
-        summary = run_protocol(
-            protocol,
-            args.data,
-            results_dir,
-            Path(args.work) / protocol.name,
-            device=args.device,
-            keep_bundles=args.keep_bundles,
-            command=command,
-            jobs=args.jobs,
-            only=args.datasets,
-        )
+
+def run(args: argparse.Namespace, command: str) -> int:
+    """Run a protocol's missing runs (the options of :func:`add_run_options`) and print its
+    headline; ``command``: how the run was started, recorded in summary.md."""
+    from . import headline, load_protocol, run_protocol
+    from .datasets import fetch
+
+    protocol = load_protocol(resolve_protocol(args.protocol))
+    if args.smoke or args.base_model:
+        protocol = _changed(protocol, args.smoke, args.base_model)
+    if args.fetch:
+        from mslm_core.corpora.clinical import CORPORA
+
+        # NAME@N reads folder NAME; the clinical corpora come through the corpus cache
+        folders = dict.fromkeys(dataset_folder(d) for d in protocol.datasets)
+        missing = [d for d in folders if d not in CORPORA and not (Path(args.data) / d).is_dir()]
+        if missing:
+            fetch(missing, args.data)
+    summary = run_protocol(
+        protocol,
+        args.data,
+        Path(args.results) / protocol.name,
+        Path(args.work) / protocol.name,
+        device=args.device,
+        keep_bundles=args.keep_bundles,
+        command=command,
+        jobs=args.jobs,
+        only=args.datasets,
+    )
     print(json.dumps(headline(summary)))
     return 0
