@@ -773,6 +773,36 @@ def test_the_default_by_size_is_the_best_on_dev_or_the_cheapest_tied_with_it():
     assert "No default yet" in render_markdown(summarize(p, partial))
 
 
+def test_costs_from_two_machines_give_no_ratio_and_a_tie_on_them_waits():
+    p = _curve_protocol()
+    results = _curve_results([0.004, -0.006, 0.003])  # a tie at 1,000, broken on cost
+    avx512 = {"cpu": "AMD EPYC (avx2, avx512f)", "cuda": None, "threads": 2}
+    avx2 = {"cpu": "AMD EPYC (avx2)", "cuda": None, "threads": 2}
+    for r in results:  # seed 3 everywhere on a slower machine: each pair on one machine
+        r["machine"] = avx2 if r["seed"] == 3 else avx512
+    s = summarize(p, results)
+    assert s["curve"]["a"]["pairs"]["big − vanilla"][1]["train_time_ratio"] == pytest.approx(2.0)
+    assert s["decision"]["by_size"][1]["winner"] == "vanilla"  # the tie goes to the cheaper
+    for r in results:  # big re-run on the slower machine at 1,000 sentences
+        slow = r["label"] == "big" and r["dataset"].endswith("@1000")
+        r["machine"] = avx2 if slow else avx512
+    s = summarize(p, results)
+    at_100, at_1000 = s["curve"]["a"]["pairs"]["big − vanilla"]
+    assert at_100["train_time_ratio"] == pytest.approx(2.0)
+    assert at_1000["train_time_ratio"] is None and not at_1000["train_cost_comparable"]
+    assert s["datasets"]["a@1000"]["big"]["vs_baseline"]["train_time_ratio"] is None
+    first, second = s["decision"]["by_size"]
+    assert first["winner"] == "big"  # no tie at 100: cost is not asked
+    assert (second["best"], second["tied"], second["winner"]) == ("big", ["vanilla"], None)
+    assert second["pending"] and s["decision"]["default"] is None
+    md = render_markdown(s)
+    assert "| 0.926 | 0.03 | [-1.33, +1.40] | — (machines differ) |" in md  # the curve's pair
+    assert "| 20 wall (no ratio: machines differ) |" in md  # the variant's row
+    assert "| a@1000 | `big` | `vanilla` | 1,2,3 | 0.03 ± 0.55 | 0.926 | 0.03 | — (machines" in md
+    assert "| 1000 | `big` | `vanilla` | pending: tied, costs from different machines |" in md
+    assert "No default yet" in md
+
+
 def test_the_learning_curve_gives_each_size_its_scores_and_paired_intervals():
     s = summarize(_curve_protocol(), _curve_results([0.004, -0.006, 0.003]))
     curve = s["curve"]["a"]

@@ -29,7 +29,8 @@ DECISION_BY_SIZE_RULE = (
     "the best is the one with the highest mean dev strict F1 (mean over corpora of the mean "
     "over seeds); a variant is tied with it when their paired dev F1 difference, pooled over "
     "(corpus, seed), has a 95 % confidence interval (t) that contains 0; the winner at N is "
-    "the cheapest (mean training cost) of the best and those tied with it. One winner at "
+    "the cheapest (mean training cost) of the best and those tied with it — costs compare only "
+    "when those runs ran on one machine, else the size waits for a re-run on one. One winner at "
     "every size is the default; else the default is `auto`, which takes each size's winner, "
     "switching at the geometric mean of two neighbouring sizes. Test scores are reported, "
     "never used to choose."
@@ -111,6 +112,26 @@ def _cost(run: dict[str, Any], basis: str) -> float:
     return seconds
 
 
+def _machine(run: dict[str, Any]) -> str | None:
+    """Where a run ran, as its record names it (the GPU, else the CPU and its instruction
+    sets, and the threads); None for a record that predates the field."""
+    m = run.get("machine")
+    if not m:
+        return None
+    return f"{m.get('cuda') or m.get('cpu')}, {m.get('threads')} threads"
+
+
+def _machines(runs: list[dict[str, Any]]) -> list[str]:
+    """The machines a set of runs ran on."""
+    return sorted({name for r in runs if (name := _machine(r)) is not None})
+
+
+def _one_machine(*runs: dict[str, Any]) -> bool:
+    """Whether runs that are compared on cost (the same corpus and seed) ran on one machine:
+    the same steps take other seconds on another CPU (AVX-512 against AVX2 alone, say)."""
+    return len({_machine(r) for r in runs}) <= 1
+
+
 def _row(runs: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> dict[str, Any]:
     runs = sorted(runs, key=lambda r: r["seed"])
 
@@ -185,6 +206,7 @@ def paired_comparison(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]
     diff_mean, diff_std = _mean_std(diffs)
     basis = _cost_basis(a_runs + b_runs)
     base_seconds = statistics.mean(_cost(r, basis) for r in b_runs)
+    comparable = all(_one_machine(a, b) for a, b in zip(a_runs, b_runs, strict=True))
     return {
         "n_pairs": len(a_runs),
         "f1_diff_mean": diff_mean,
@@ -194,11 +216,13 @@ def paired_comparison(a_runs: list[dict[str, Any]], b_runs: list[dict[str, Any]]
         "dev_f1_diff_mean": statistics.mean(dev_diffs),
         "dev_f1_diff_ci95": ci95(dev_diffs),
         "dev_p_value": paired_t_p(a_dev, b_dev),
+        # no ratio of seconds measured on different machines: each pair ran on one
         "train_time_ratio": (
             statistics.mean(_cost(r, basis) for r in a_runs) / base_seconds
-            if base_seconds
+            if base_seconds and comparable
             else None
         ),
+        "train_cost_comparable": comparable,
     }
 
 
@@ -277,15 +301,7 @@ def _run_time(results: list[dict[str, Any]]) -> dict[str, Any]:
     where they ran. A grid cell reused from its twin variant run cost nothing again."""
     ran = [r for r in results if not r.get("same_run_as")]
     wall = sum(sum((r.get("wall_seconds") or {}).values()) for r in ran)
-    machines = sorted(
-        {
-            f"{r['machine'].get('cuda') or r['machine'].get('cpu')}, "
-            f"{r['machine'].get('threads')} threads"
-            for r in ran
-            if r.get("machine")
-        }
-    )
-    return {"runs": len(ran), "wall_seconds": round(wall, 1), "machines": machines}
+    return {"runs": len(ran), "wall_seconds": round(wall, 1), "machines": _machines(ran)}
 
 
 def _screen(protocol: Protocol, results: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -428,6 +444,7 @@ def learning_curve(
                                 "dev_f1_diff_mean",
                                 "dev_f1_diff_ci95",
                                 "train_time_ratio",
+                                "train_cost_comparable",
                             )
                         },
                     }
@@ -475,17 +492,22 @@ def decide_by_size(protocol: Protocol, results: list[dict[str, Any]]) -> dict[st
             interval = ci95([dev[best][k] - dev[label][k] for k in keys])
             if label != best and (interval is None or interval[0] <= 0.0):
                 tied.append(label)
-        winner = min([best, *tied], key=lambda label: (cost[label], label))
+        # the tie is broken on cost, which compares only run by run on one machine
+        comparable = not tied or all(
+            _one_machine(*(runs[label][k] for label in [best, *tied])) for k in keys
+        )
+        winner = min([best, *tied], key=lambda label: (cost[label], label)) if comparable else None
         steps.append(
             {
                 "n": n,
                 "best": best,
                 "tied": tied,
                 "winner": winner,
-                "pending": len(complete) < len(protocol.variants),
+                "pending": len(complete) < len(protocol.variants) or not comparable,
                 "mean_dev_f1": mean_dev,
                 "train_cost": cost,
                 "train_cost_basis": basis,
+                "train_cost_comparable": comparable,
             }
         )
     winners = [s["winner"] for s in steps]
@@ -527,9 +549,22 @@ def _p(value: float | None) -> str:
     return "—" if value is None else (f"{value:.3f}" if value >= 0.001 else f"{value:.1e}")
 
 
+def _ratio(comparison: dict[str, Any]) -> str:
+    """A comparison's training-cost ratio, or why there is none."""
+    ratio = comparison.get("train_time_ratio")
+    if ratio is not None:
+        return f"{ratio:.2f}"
+    return "—" if comparison.get("train_cost_comparable", True) else "— (machines differ)"
+
+
+def _row_ratio(vs: dict[str, Any]) -> str:
+    if vs.get("train_time_ratio") is not None:
+        return f" ({vs['train_time_ratio']:.2f}×)"
+    return "" if vs.get("train_cost_comparable", True) else " (no ratio: machines differ)"
+
+
 def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
     vs = row.get("vs_baseline") or {}
-    ratio = vs.get("train_time_ratio")
     etb = row["epochs_to_vanilla_best"]
     ppl = row["perplexity_mean"]
     cells = [
@@ -543,8 +578,7 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
         _pct(row["dev_f1_mean"], row["dev_f1_std"]),
         ("—" if etb is None else f"{etb:.1f} ep, {row['seconds_to_vanilla_best']:.0f} s")
         + f" ({row['reached_vanilla_best']})",
-        f"{row['train_cost_mean']:.0f} {row['train_cost']}"
-        + ("" if ratio is None else f" ({ratio:.2f}×)"),
+        f"{row['train_cost_mean']:.0f} {row['train_cost']}" + _row_ratio(vs),
         "—" if ppl is None else f"{ppl:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
@@ -587,12 +621,11 @@ def _curve_lines(curves: dict[str, Any]) -> list[str]:
                 "|---|---|---|---|---|---|---|---|",
             ]
             for q in points:
-                ratio = q["train_time_ratio"]
                 lines.append(
                     f"| {q['n']} | {','.join(map(str, q['seeds']))} | {_pct(q['f1_diff_mean'])} "
                     f"| {_ci(q['f1_diff_ci95'])} | {_p(q['p_value'])} "
                     f"| {_pct(q['dev_f1_diff_mean'])} | {_ci(q['dev_f1_diff_ci95'])} "
-                    f"| {'—' if ratio is None else f'{ratio:.2f}'} |"
+                    f"| {_ratio(q)} |"
                 )
             lines.append("")
     return lines
@@ -605,7 +638,7 @@ def _decision_by_size_lines(d: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for step in d["by_size"]:
-        if step["winner"] is None:
+        if "best" not in step:
             lines.append(f"| {step['n']} | — | — | pending | — | — |")
             continue
         devs = ", ".join(f"`{k}` {_pct(v)}" for k, v in step["mean_dev_f1"].items())
@@ -614,13 +647,18 @@ def _decision_by_size_lines(d: dict[str, Any]) -> list[str]:
             + f" ({step['train_cost_basis']})"
         )
         tied = ", ".join(f"`{t}`" for t in step["tied"]) or "none"
-        lines.append(
-            f"| {step['n']} | `{step['best']}` | {tied} | **`{step['winner']}`** | {devs} "
-            f"| {costs} |"
+        winner = (
+            f"**`{step['winner']}`**"
+            if step["winner"] is not None
+            else "pending: tied, costs from different machines"
         )
+        lines.append(f"| {step['n']} | `{step['best']}` | {tied} | {winner} | {devs} | {costs} |")
     lines.append("")
     if d["default"] is None:
-        lines.append("**No default yet: runs are missing.**")
+        lines.append(
+            "**No default yet: runs are missing, or a tie waits for costs measured on one "
+            "machine.**"
+        )
     elif d["default"] == "auto":
         parts = [
             f"`{a['variant']}` up to {a['up_to_sentences']} sentences"
@@ -743,12 +781,11 @@ def render_markdown(summary: dict[str, Any], command: str | None = None) -> str:
         ]
         for ds, pairs in comparisons.items():
             for c in pairs:
-                ratio = c["train_time_ratio"]
                 lines.append(
                     f"| {ds} | `{c['a']}` | `{c['b']}` | {','.join(map(str, c['seeds']))} "
                     f"| {_pct(c['f1_diff_mean'], c['f1_diff_std'])} | {_p(c['p_value'])} "
                     f"| {_pct(c['dev_f1_diff_mean'])} "
-                    f"| {'—' if ratio is None else f'{ratio:.2f}'} |"
+                    f"| {_ratio(c)} |"
                 )
         lines.append("")
     if summary.get("curve"):
