@@ -181,6 +181,9 @@ def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
     if not curves:
         return None
     plt = _pyplot()
+    # one colour per variant in both panels: a paired difference a − b is drawn in a's colour
+    # with markers filled in b's
+    colour = {label: f"C{i}" for i, label in enumerate(summary["variants"])}
     fig, axes = plt.subplots(2, len(curves), figsize=(6 * len(curves), 8), squeeze=False)
     for k, (folder, curve) in enumerate(curves.items()):
         top, bottom = axes[0][k], axes[1][k]
@@ -188,7 +191,7 @@ def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
             xs = [q["n"] for q in points]
             ys = [100 * _nan(q["test_f1_mean"]) for q in points]
             err = [100 * _nan(q["test_f1_std"]) for q in points]
-            top.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+            top.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label, color=colour[label])
         top.set_title(f"{folder}: test F1 (honest), mean ± std over seeds")
         top.set_ylabel("test strict F1 (%)")
         for pair, points in curve["pairs"].items():
@@ -202,7 +205,18 @@ def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
                 100 * q["f1_diff_ci95"][1] - y if q["f1_diff_ci95"] else 0
                 for y, q in zip(ys, points, strict=True)
             ]
-            bottom.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=pair)
+            a, b = pair.split(" − ")
+            bottom.errorbar(
+                xs,
+                ys,
+                yerr=[lo, hi],
+                marker="o",
+                markersize=8,
+                markerfacecolor=colour[b],
+                capsize=3,
+                color=colour[a],
+                label=pair,
+            )
         bottom.axhline(0.0, color="grey", lw=0.8)
         bottom.set_title(f"{folder}: paired Δ test F1, 95 % interval")
         bottom.set_ylabel("Δ test F1 (points)")
