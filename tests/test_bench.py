@@ -534,6 +534,26 @@ def test_committed_results_are_what_their_protocols_aggregate_to():
             assert summary[key] == committed[key], (folder, key)
 
 
+def test_the_default_in_code_is_what_the_learning_curve_decided():
+    """docs/benchmarks.md, "Does MSLM help?": the ``mslm-curve`` protocol picks the default
+    recipe by training-set size. Until it has decided, the default stays the honest-mslm
+    study's choice; once it has, the defaults of a training config are the winner's settings
+    (one winner at every size), or the strategy is ``auto`` (the winner changes with size)."""
+    from mslm_core.config import DEFAULT_STRATEGY, TrainConfig
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "mslm-curve"
+    decision = json.loads((root / "summary.json").read_text())["decision"]
+    if decision["default"] is None:
+        assert decision["pending"]
+        assert DEFAULT_STRATEGY == "mslm_tapt"
+    elif decision["default"] == "auto":
+        assert DEFAULT_STRATEGY == "auto"
+    else:
+        (only,) = decision["auto"]
+        defaults = TrainConfig(train="t", dev="d").to_dict()
+        assert {k: defaults[k] for k in only["settings"]} == only["settings"]
+
+
 def test_protocol_json_errors_name_the_file(tmp_path):
     path = tmp_path / "protocol.json"
     path.write_text("[1, 2]")
