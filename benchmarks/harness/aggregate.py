@@ -37,6 +37,10 @@ DECISION_BY_SIZE_RULE = (
 )
 
 
+# how a learning curve names a compared pair, ``a − b`` (plots split it back)
+PAIR_SEPARATOR = " − "
+
+
 def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
     runs = Path(results_dir) / "runs"
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs.rglob("*.json"))]
@@ -431,7 +435,7 @@ def learning_curve(
         pairs: dict[str, list[dict[str, Any]]] = {}
         for n, ds in sized:
             for c in comparisons.get(ds) or []:
-                pairs.setdefault(f"{c['a']} − {c['b']}", []).append(
+                pairs.setdefault(PAIR_SEPARATOR.join((c["a"], c["b"])), []).append(
                     {
                         "n": n,
                         "seeds": c["seeds"],
@@ -549,18 +553,15 @@ def _p(value: float | None) -> str:
     return "—" if value is None else (f"{value:.3f}" if value >= 0.001 else f"{value:.1e}")
 
 
-def _ratio(comparison: dict[str, Any]) -> str:
-    """A comparison's training-cost ratio, or why there is none."""
+def _ratio(comparison: dict[str, Any], row: bool = False) -> str:
+    """A comparison's training-cost ratio, or why there is none: a table cell, or (``row``)
+    the note after a variant's own cost."""
     ratio = comparison.get("train_time_ratio")
     if ratio is not None:
-        return f"{ratio:.2f}"
-    return "—" if comparison.get("train_cost_comparable", True) else "— (machines differ)"
-
-
-def _row_ratio(vs: dict[str, Any]) -> str:
-    if vs.get("train_time_ratio") is not None:
-        return f" ({vs['train_time_ratio']:.2f}×)"
-    return "" if vs.get("train_cost_comparable", True) else " (no ratio: machines differ)"
+        return f" ({ratio:.2f}×)" if row else f"{ratio:.2f}"
+    if comparison.get("train_cost_comparable", True):
+        return "" if row else "—"
+    return " (no ratio: machines differ)" if row else "— (machines differ)"
 
 
 def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
@@ -578,7 +579,7 @@ def _table_row(label: str, row: dict[str, Any], is_baseline: bool) -> str:
         _pct(row["dev_f1_mean"], row["dev_f1_std"]),
         ("—" if etb is None else f"{etb:.1f} ep, {row['seconds_to_vanilla_best']:.0f} s")
         + f" ({row['reached_vanilla_best']})",
-        f"{row['train_cost_mean']:.0f} {row['train_cost']}" + _row_ratio(vs),
+        f"{row['train_cost_mean']:.0f} {row['train_cost']}" + _ratio(vs, row=True),
         "—" if ppl is None else f"{ppl:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"

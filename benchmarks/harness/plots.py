@@ -16,6 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .aggregate import PAIR_SEPARATOR
+
 
 def _pyplot() -> Any:
     import matplotlib
@@ -205,7 +207,7 @@ def plot_learning_curve(summary: dict[str, Any], path: Path) -> Path | None:
                 100 * q["f1_diff_ci95"][1] - y if q["f1_diff_ci95"] else 0
                 for y, q in zip(ys, points, strict=True)
             ]
-            a, b = pair.split(" − ")
+            a, b = pair.split(PAIR_SEPARATOR)
             bottom.errorbar(
                 xs,
                 ys,
