@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from mslm_core.active import STRATEGIES as ACTIVE_STRATEGIES
-from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGIES, TrainConfig
+from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGY_CHOICES, TrainConfig
 from mslm_core.corpus import PREDICTION_FORMATS
 from mslm_core.render import OUTPUTS
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
@@ -366,8 +366,8 @@ class ExportOptions(Strict):
     quantize: Literal["int8"] | None = None
 
 
-# mslm_core.config.STRATEGIES (a test keeps them equal)
-STRATEGY_NAMES = tuple(STRATEGIES)
+# mslm_core.config.STRATEGY_CHOICES (a test keeps them equal)
+STRATEGY_NAMES = STRATEGY_CHOICES
 
 
 class JobDataset(Strict):

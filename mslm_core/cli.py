@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .active import STRATEGIES as ACTIVE_STRATEGIES
-from .config import BASE_DEFAULTS, STRATEGIES, TrainConfig
+from .config import BASE_DEFAULTS, STRATEGY_CHOICES, TrainConfig
 from .corpus import FORMATS, PREDICTION_FORMATS
 from .errors import ConfigError, MSLMError
 from .notes import NOTE_FORMATS
@@ -86,7 +86,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
             continue
         kwargs: dict[str, Any] = {"dest": f.name, "type": tp, "default": None}
         if f.name == "strategy":
-            kwargs["choices"] = list(STRATEGIES)
+            kwargs["choices"] = list(STRATEGY_CHOICES)
         default = f.default if f.default is not dataclasses.MISSING else None
         # a default by strategy or by encoder is said in the help itself
         shown = "" if f.name in BASE_DEFAULTS or default is None else f" (default: {default})"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,39 @@ DEFAULT_STRATEGY = "mslm_tapt"
 STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
     "mslm_tapt": {"elm_rate": 0.25, "mlm_head_warmup_steps": 200},
 }
-BASE_DEFAULTS: dict[str, Any] = {"elm_rate": 1.0, "mlm_head_warmup_steps": 0}
+BASE_DEFAULTS: dict[str, Any] = {"elm_rate": 1.0, "mlm_head_warmup_steps": 0, "epochs": 3}
+
+
+@dataclass(frozen=True)
+class SizeRule:
+    """One step of the ``auto`` strategy: a training set of up to ``up_to_sentences``
+    sentences (None: any larger one) trains as the learning curve's ``variant``, whose
+    ``settings`` these are; ``decided_at``: the curve's sizes at which that variant won."""
+
+    up_to_sentences: int | None
+    variant: str
+    settings: dict[str, Any]
+    decided_at: tuple[int, ...]
+
+
+AUTO = "auto"
+# ``auto``: the strategy (and epochs) by the number of training sentences, as the learning
+# curve decided them on dev (benchmarks/results/mslm-curve: the best variant at each size, the
+# cheapest of those tied with it; a switch at the geometric mean of two neighbouring sizes).
+# tests/test_bench.py holds this table to the committed decision; the last step reaches past
+# the largest size decided so far.
+AUTO_BY_SIZE: tuple[SizeRule, ...] = (
+    SizeRule(158, "vanilla", {"strategy": "vanilla"}, (100,)),
+    SizeRule(None, "vanilla-4-epochs", {"strategy": "vanilla", "epochs": 4}, (250,)),
+)
+STRATEGY_CHOICES: tuple[str, ...] = (*STRATEGIES, AUTO)
+
+
+def auto_rule(sentences: int) -> SizeRule:
+    """The step of ``auto`` that a training set of this many sentences falls in."""
+    return next(
+        r for r in AUTO_BY_SIZE if r.up_to_sentences is None or sentences <= r.up_to_sentences
+    )
 
 
 @dataclass(frozen=True)
@@ -119,7 +151,12 @@ class TrainConfig:
         "annotate (partial-label loss); off, it is taken as O",
     )
     base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id", job=True)
-    strategy: str = _f(DEFAULT_STRATEGY, "one of: " + ", ".join(STRATEGIES), job=True)
+    strategy: str = _f(
+        DEFAULT_STRATEGY,
+        "one of: " + ", ".join(STRATEGY_CHOICES) + " (auto: by the number of training "
+        "sentences, as the learning curve decided; docs/benchmarks.md, 'Does MSLM help?')",
+        job=True,
+    )
     head: str = _f(
         "linear",
         "linear: one linear layer over B-TYPE/I-TYPE/O tags (transformers' token "
@@ -168,8 +205,9 @@ class TrainConfig:
         1e-3, "learning rate of the MLM head warm-up", bounds=Bounds(gt=0)
     )
     epochs: int = _f(
-        3,
-        "training epochs (fine-tuning; mslm_tapt adds its masked-LM epochs)",
+        None,
+        "training epochs (fine-tuning; mslm_tapt adds its masked-LM epochs); by strategy: 3, "
+        "or as auto chooses",
         job=True,
         bounds=Bounds(ge=1, le=200),
     )
@@ -231,8 +269,8 @@ class TrainConfig:
         def bad(name: str, why: str) -> ConfigError:
             return ConfigError(f"{name}: {why} (got {getattr(self, name)!r})")
 
-        if self.strategy not in STRATEGIES:
-            raise bad("strategy", "must be one of " + ", ".join(STRATEGIES))
+        if self.strategy not in STRATEGY_CHOICES:
+            raise bad("strategy", "must be one of " + ", ".join(STRATEGY_CHOICES))
         if self.sources:
             from .sources import parse_sources  # no torch: the API validates jobs with it
 
@@ -258,13 +296,49 @@ class TrainConfig:
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise bad(name, "must be one of " + ", ".join(valid))
-        joint = STRATEGIES[self.strategy]
+        if self.strategy == AUTO:
+            return  # checked again once resolved (resolve_auto)
+        joint = self.joint
         masked_detection = joint.masking == "mslm" and not joint.two_stage
         if self.detect_ignore_masked and masked_detection and self.elm_rate >= 1.0:
             raise bad(
                 "detect_ignore_masked",
                 "needs elm_rate < 1: with every mention masked no entity token is left to learn",
             )
+
+    def resolve_auto(self, sentences: int) -> tuple[TrainConfig, dict[str, Any] | None]:
+        """This config as it trains on ``sentences`` training sentences: with ``auto``, the
+        strategy and the settings of the learning curve's choice for that size (a setting
+        given explicitly is kept), and the record of that choice for the manifest; any
+        other strategy: unchanged, None."""
+        if self.strategy != AUTO:
+            return self, None
+        rule = auto_rule(sentences)
+        given = {k: getattr(self, k) for k in rule.settings if k != "strategy"}
+        kept = {k: v for k, v in given.items() if v is not None}
+        chosen = {k: v for k, v in rule.settings.items() if k not in kept}
+        resolved = replace(self, **chosen)
+        sizes = ", ".join(f"{n:,}" for n in rule.decided_at)
+        bound = (
+            f"up to {rule.up_to_sentences:,}"
+            if rule.up_to_sentences is not None
+            else f"more than {max(r.up_to_sentences or 0 for r in AUTO_BY_SIZE):,}"
+        )
+        why = (
+            f"{sentences:,} training sentences: {rule.variant}, the learning curve's choice for "
+            f"{bound} sentences (best on dev, or the cheapest tied with the best, at {sizes})"
+        )
+        if kept:
+            why += "; kept as given: " + ", ".join(f"{k}={v}" for k, v in kept.items())
+        record = {
+            "train_sentences": sentences,
+            "variant": rule.variant,
+            "settings": chosen,
+            "kept": kept,
+            "why": why,
+            "rules": [asdict(r) for r in AUTO_BY_SIZE],
+        }
+        return resolved, record
 
     def learning_rate_for(self, hidden_size: int) -> float:
         """The peak learning rate for an encoder of this width: the one set, or the default
@@ -275,13 +349,20 @@ class TrainConfig:
         return SMALL_ENCODER_LR if hidden_size < 512 else BASE_ENCODER_LR
 
     @property
+    def joint(self) -> Strategy:
+        """What the strategy trains; ``auto`` must be resolved first."""
+        if self.strategy == AUTO:
+            raise ConfigError("strategy auto: resolve it by the training set's size first")
+        return STRATEGIES[self.strategy]
+
+    @property
     def masking_strategy(self) -> str | None:
-        return STRATEGIES[self.strategy].masking
+        return self.joint.masking
 
     @property
     def mlm_epochs(self) -> int:
         """Leading epochs of masked-LM-only training (two-stage strategies)."""
-        return self.tapt_epochs if STRATEGIES[self.strategy].two_stage else 0
+        return self.tapt_epochs if self.joint.two_stage else 0
 
     @property
     def total_epochs(self) -> int:
@@ -289,7 +370,7 @@ class TrainConfig:
 
     @property
     def weighted(self) -> bool:
-        return STRATEGIES[self.strategy].weighted and self.mask_weights
+        return self.joint.weighted and self.mask_weights
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import http.server
+import itertools
 import json
+import math
 import threading
 from pathlib import Path
 
@@ -539,10 +541,27 @@ def test_the_default_in_code_is_what_the_learning_curve_decided():
     recipe by training-set size. Until it has decided, the default stays the honest-mslm
     study's choice; once it has, the defaults of a training config are the winner's settings
     (one winner at every size), or the strategy is ``auto`` (the winner changes with size)."""
-    from mslm_core.config import DEFAULT_STRATEGY, TrainConfig
+    from mslm_core.config import AUTO_BY_SIZE, DEFAULT_STRATEGY, TrainConfig, auto_rule
 
     root = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "mslm-curve"
     decision = json.loads((root / "summary.json").read_text())["decision"]
+    protocol = load_protocol(root / "protocol.json")
+    # ``auto`` takes the winner of every size decided so far, switching halfway (geometric
+    # mean) between two decided sizes with different winners; its last step reaches on
+    decided = [(s["n"], s["winner"]) for s in decision["by_size"] if s["winner"] is not None]
+    for n, winner in decided:
+        rule = auto_rule(n)
+        assert rule.variant == winner and n in rule.decided_at, n
+        assert rule.settings == protocol.variants[winner], n
+    assert sorted(n for r in AUTO_BY_SIZE for n in r.decided_at) == [n for n, _ in decided]
+    for (n, a), (m, b) in itertools.pairwise(decided):
+        if a != b:
+            assert auto_rule(round(math.sqrt(n * m))).variant == a
+            assert auto_rule(round(math.sqrt(n * m)) + 1).variant == b
+    if decision["auto"]:  # decided at every size: the table is the decision's
+        assert [(r.up_to_sentences, r.variant) for r in AUTO_BY_SIZE] == [
+            (a["up_to_sentences"], a["variant"]) for a in decision["auto"]
+        ]
     if decision["default"] is None:
         assert decision["pending"]
         assert DEFAULT_STRATEGY == "mslm_tapt"

@@ -315,10 +315,10 @@ def test_an_unknown_job_state_filter_is_422_naming_the_field(pg_client):
 def test_the_document_lists_the_strategies_and_this_deployments_encoders(pg_client):
     """Issue 19: schemathesis sent a strategy 'X' and a base_model '' that the document allowed
     and the API refused (422): the document now says which values there are."""
-    from mslm_core.config import STRATEGIES
+    from mslm_core.config import STRATEGY_CHOICES
 
     job = pg_client.get("/openapi.json").json()["components"]["schemas"]["JobCreate"]
-    assert job["properties"]["strategy"]["anyOf"][0]["enum"] == list(STRATEGIES)
+    assert job["properties"]["strategy"]["anyOf"][0]["enum"] == list(STRATEGY_CHOICES)
     assert job["properties"]["base_model"]["anyOf"][0]["enum"] == ["tiny"]  # MSLM_BASE_MODELS
     response = pg_client.post(
         "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": "d", "strategy": "X"}

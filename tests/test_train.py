@@ -288,3 +288,59 @@ def test_select_last_keeps_the_last_epoch_and_never_stops_early(toy_corpus, tiny
     result = train(cfg, tmp_path / "bundle")
     assert len(result["history"]) == 4
     assert load_bundle(tmp_path / "bundle").manifest["best_epoch"] == 4
+
+
+def test_auto_takes_the_learning_curves_choice_for_the_training_set_size():
+    """``auto`` (docs/benchmarks.md, 'Does MSLM help?'): the strategy and epochs of the
+    curve's winner at that size, a setting given explicitly kept, and the choice recorded."""
+    from mslm_core.config import AUTO_BY_SIZE, auto_rule
+
+    small, large = AUTO_BY_SIZE[0], AUTO_BY_SIZE[-1]
+    assert small.up_to_sentences is not None and large.up_to_sentences is None
+    auto = TrainConfig(train="t", dev="d", strategy="auto")
+    assert auto.epochs is None  # left to the choice
+    with pytest.raises(ConfigError, match="auto"):
+        auto.masking_strategy  # noqa: B018 - unresolved, it trains nothing
+    for sentences, rule in ((1, small), (small.up_to_sentences, small), (10**6, large)):
+        assert auto_rule(sentences) is rule
+        resolved, record = auto.resolve_auto(sentences)
+        assert resolved.strategy == rule.settings["strategy"]
+        assert resolved.epochs == rule.settings.get("epochs", 3)
+        assert record["variant"] == rule.variant and record["train_sentences"] == sentences
+        assert f"{sentences:,} training sentences: {rule.variant}" in record["why"]
+        assert record["kept"] == {}
+    resolved, record = auto.resolve_auto(small.up_to_sentences + 1)
+    assert resolved.strategy == large.settings["strategy"]
+    # an explicit epochs count is the user's, whatever the size
+    explicit, record = TrainConfig(strategy="auto", epochs=7).resolve_auto(10**6)
+    assert explicit.epochs == 7 and record["kept"] == {"epochs": 7}
+    assert "kept as given: epochs=7" in record["why"]
+    # the others are unchanged and record nothing
+    plain = TrainConfig(strategy="vanilla")
+    assert plain.resolve_auto(10) == (plain, None) and plain.epochs == 3
+    assert TrainConfig(strategy="mslm_tapt").epochs == 3
+
+
+def test_a_run_with_auto_trains_as_its_size_chooses_and_says_why(
+    toy_corpus, tiny_encoder, tmp_path, monkeypatch
+):
+    from mslm_core import config
+
+    n = len(read_conll(toy_corpus).sentences)
+    table = (
+        config.SizeRule(n - 1, "vanilla", {"strategy": "vanilla"}, (1,)),
+        config.SizeRule(None, "vanilla-2-epochs", {"strategy": "vanilla", "epochs": 2}, (9,)),
+    )
+    monkeypatch.setattr(config, "AUTO_BY_SIZE", table)
+    cfg = _config(toy_corpus, tiny_encoder, strategy="auto", epochs=None)
+    result = train(cfg, tmp_path / "bundle")
+    manifest = load_bundle(tmp_path / "bundle").manifest
+    assert manifest["strategy"] == "vanilla" and manifest["config"]["strategy"] == "vanilla"
+    assert manifest["config"]["epochs"] == 2 and len(result["history"]) == 2
+    choice = manifest["auto"]
+    assert (choice["variant"], choice["train_sentences"]) == ("vanilla-2-epochs", n)
+    assert choice["settings"] == {"strategy": "vanilla", "epochs": 2}
+    assert choice["why"].startswith(f"{n} training sentences: vanilla-2-epochs")
+    assert [r["variant"] for r in choice["rules"]] == ["vanilla", "vanilla-2-epochs"]
+    # the bundle's config retrains the same way, without auto
+    assert TrainConfig.from_dict(manifest["config"]).strategy == "vanilla"

@@ -245,10 +245,10 @@ def test_jobs_view_follows_a_job_to_the_end(page, site):
     page.click("#tab-jobs")
     page.wait_for_selector(f"tr[data-job='{job['id']}']")
     # the strategies and the default come from the service's own schema
-    from mslm_core.config import DEFAULT_STRATEGY, STRATEGIES
+    from mslm_core.config import DEFAULT_STRATEGY, STRATEGY_CHOICES
 
     values = page.eval_on_selector_all("#job-strategy option", "os => os.map(o => o.value)")
-    assert values[0] == "" and set(values[1:]) == set(STRATEGIES)
+    assert values[0] == "" and set(values[1:]) == set(STRATEGY_CHOICES)
     assert page.text_content("#job-strategy option") == f"default ({DEFAULT_STRATEGY})"
     assert page.text_content(f"tr[data-job='{job['id']}'] td.state") == "queued"
     page.click(f"tr[data-job='{job['id']}'] button.link")

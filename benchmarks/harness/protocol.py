@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from mslm_core.config import TrainConfig
+from mslm_core.config import BASE_DEFAULTS, TrainConfig
 from mslm_core.errors import ConfigError
 
 # Fields a protocol may not set: the harness fills them in per run.
@@ -413,7 +413,7 @@ def smoke_protocol(data: dict[str, Any]) -> dict[str, Any]:
     seeds = list(data.get("seeds") or [])[:1]
     out["datasets"], out["seeds"] = datasets, seeds
     train = out.setdefault("train", {})
-    epochs = train.get("epochs", TrainConfig.epochs)
+    epochs = train.get("epochs", BASE_DEFAULTS["epochs"])
     train["epochs"] = 1
     for settings in (out.get("variants") or {}).values():
         if not isinstance(settings, dict):

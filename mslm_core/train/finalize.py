@@ -87,6 +87,8 @@ def finalize(trainer: Trainer) -> dict[str, Any]:
     manifest = {
         "base_model": cfg.base_model,
         "strategy": cfg.strategy,
+        # asked for ``auto``: what it chose for this training set, and why
+        **({"auto": trainer.auto_choice} if trainer.auto_choice is not None else {}),
         **trainer.serving_manifest(),
         "config": cfg.to_dict(),
         "learning_rate": trainer.learning_rate,

@@ -92,6 +92,7 @@ class Trainer:
         self.overwrite = overwrite
         self.state = TrainState()
         self.device = resolve_device(config.device)
+        self.auto_choice: dict[str, Any] | None = None  # prepare() resolves strategy auto
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -102,6 +103,11 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.data: TrainingData = load_training_data(cfg, cfg.partial_labels)
         self.corpora = self.data.corpora()
+        # ``auto`` becomes the learning curve's choice for this many training sentences
+        cfg, self.auto_choice = cfg.resolve_auto(len(self.corpora["train"].sentences))
+        if self.auto_choice is not None:
+            self.config = cfg
+            log.info("strategy auto: %s", self.auto_choice["why"])
         self.types = self.data.types
         unseen = sorted(set(self.corpora["dev"].types) - set(self.types))
         if unseen and not self.data.partial:
@@ -266,8 +272,8 @@ class Trainer:
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train (from the last checkpoint with ``resume``), then write the bundle. Raises
         :class:`TrainingCancelled` when a callback stopped the run."""
-        cfg, st = self.config, self.state
         self.prepare()
+        cfg, st = self.config, self.state  # as prepare() resolved it
         if not (resume and load_checkpoint(self)):
             shutil.rmtree(self.work_dir, ignore_errors=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
