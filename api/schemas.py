@@ -366,10 +366,6 @@ class ExportOptions(Strict):
     quantize: Literal["int8"] | None = None
 
 
-# mslm_core.config.STRATEGY_CHOICES (a test keeps them equal)
-STRATEGY_NAMES = STRATEGY_CHOICES
-
-
 class JobDataset(Strict):
     """One of the datasets a job trains on (docs/clinical-schema.md, 'Jobs on several corpora')."""
 
@@ -438,7 +434,7 @@ class JobCreate(_JobOptions):
         None,
         description="an encoder allowed by MSLM_BASE_MODELS (the document lists this deployment's)",
     )
-    strategy: Literal[STRATEGY_NAMES] | None = Field(  # type: ignore[valid-type]
+    strategy: Literal[STRATEGY_CHOICES] | None = Field(  # type: ignore[valid-type]
         None,
         description=f"default: {DEFAULT_STRATEGY} (docs/benchmarks.md, 'Does MSLM help?')",
         # the web page's strategy list and its default are read from here

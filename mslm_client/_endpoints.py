@@ -44,7 +44,7 @@ class JobParams(TypedDict, total=False):
     """The fine-tuning settings of ``POST /v1/jobs``; unset ones take the service's defaults."""
 
     base_model: str  # an encoder allowed by MSLM_BASE_MODELS
-    strategy: str  # mslm_tapt, vanilla, mslm, span, pmi, random, auto
+    strategy: str  # one of the service's (JobCreate.strategy in its /openapi.json)
     elm_rate: float
     blm_rate: float
     epochs: int
