@@ -75,7 +75,7 @@ AUTO = "auto"
 # the largest size decided so far.
 AUTO_BY_SIZE: tuple[SizeRule, ...] = (
     SizeRule(158, "vanilla", {"strategy": "vanilla"}, (100,)),
-    SizeRule(None, "vanilla-4-epochs", {"strategy": "vanilla", "epochs": 4}, (250, 500)),
+    SizeRule(None, "vanilla-4-epochs", {"strategy": "vanilla", "epochs": 4}, (250, 500, 1000)),
 )
 STRATEGY_CHOICES: tuple[str, ...] = (*STRATEGIES, AUTO)
 
