@@ -115,7 +115,7 @@ def bootstrap(
                         session,
                         queue,
                         sources,
-                        params,
+                        {**clinical.SETTINGS, **params},
                         export,
                         idempotency_key="bootstrap-clinical",
                     )

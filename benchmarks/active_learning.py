@@ -3,8 +3,9 @@
 The pool is a corpus's train split, its gold labels hidden until a sentence is "labelled".
 Each curve (corpus × strategy × seed) starts from the same ``--start`` sentences drawn at
 random (by the seed), then round after round: train the product's recipe from scratch on the
-labelled sentences (``TrainConfig``'s defaults, what a job gets: ``mslm_tapt``, MiniLM,
-3 epochs, best dev epoch, calibrated temperatures), score strict entity F1 on the test split
+labelled sentences (``TrainConfig``'s defaults, what a job got when the committed rounds ran,
+with ``--train-strategy``, ``mslm_tapt`` then: MiniLM, 3 epochs, best dev epoch, calibrated
+temperatures), score strict entity F1 on the test split
 (the product's scorer, ``mslm evaluate``'s), then pick the next ``--step`` sentences of the
 rest of the pool — at random (the baseline, in the seed's order), or by the trained model's
 uncertainty (``mslm_core.active``: ``least_confidence``, ``margin``, ``entropy``) with the
@@ -49,6 +50,8 @@ from mslm_core.corpus import Corpus, read_corpus, split_paths, write_corpus
 # the corpora by their short names, as the issue names them
 CORPORA = {"NCBI-disease": "NCBI-disease-IOB", "BC5CDR": "BC5CDR-IOB"}
 FULL = "full-pool"  # the curve of one round on the whole pool
+# what the committed rounds trained: the default strategy when they ran
+COMMITTED_STRATEGY = "mslm_tapt"
 TARGET_SHARE = 0.95  # of the full-pool F1
 GOAL_FRACTION = 0.60  # the issue's goal: random's largest-size F1 with ≤ 60 % of its labels
 NOTES_LINK = "; how the rounds were run and what is not measured: [notes.md](notes.md)."
@@ -77,6 +80,7 @@ def train_and_score(
             "train": str(train_file),
             "dev": str(paths["dev"]),
             "seed": seed,
+            "strategy": args.train_strategy,
             "device": args.device,
             "base_model": args.base_model,
         }
@@ -128,6 +132,8 @@ def run_curve(
         "base_model": args.base_model,
         "smoke": args.smoke,
     }
+    if args.train_strategy != COMMITTED_STRATEGY:  # the committed rounds do not name it
+        settings["train_strategy"] = args.train_strategy
     state: dict[str, Any] = {"settings": settings, "rounds": []}
     if path.exists():
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -444,6 +450,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--results", type=Path, default=RESULTS / "active_learning")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--base-model", default="minilm")
+    ap.add_argument(
+        "--train-strategy",
+        default=COMMITTED_STRATEGY,
+        help="the training strategy of every round (default: the committed rounds', "
+        "mslm_tapt; another one belongs in another --results folder)",
+    )
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
     ap.add_argument("--summary-only", action="store_true", help="train nothing; summarise")
     ap.add_argument(

@@ -12,7 +12,8 @@ MACCROBAT2020 and CHIA at the fixed document-level splits of
 by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schema.md).
 
 - **merged**: the product's recipe (``mslm train --recipe clinical``: every default of
-  ``mslm train``, the four corpora with their weights, partial labels).
+  ``mslm train`` but the recipe's own settings, ``clinical.SETTINGS``; the four corpora with
+  their weights, partial labels). ``--strategy`` trains another strategy (an ablation).
 - **single**: the same recipe on one corpus (its type map, weight 1).
 - **textbook**: ``AutoModelForTokenClassification`` with the ``Trainer`` on one corpus
   (``harness/textbook.py``: learning rate 1e-4, 3 epochs, batch 16, the last epoch), its
@@ -83,9 +84,8 @@ def train_ours(
 ) -> dict[str, Any]:
     from mslm_core.train import Trainer
 
-    config = TrainConfig(
-        sources=sources, seed=seed, **{k: v for k, v in tiny.items() if k != "max_sentences"}
-    )
+    settings = {**clinical.SETTINGS, **{k: v for k, v in tiny.items() if k != "max_sentences"}}
+    config = TrainConfig(sources=sources, seed=seed, **settings)
     started = time.perf_counter()
     result = Trainer(config, work / "bundle", work_dir=work / "checkpoint", overwrite=True).fit()
     manifest = json.loads((work / "bundle" / "manifest.json").read_text())
@@ -245,6 +245,9 @@ def main() -> None:
     ap.add_argument("--keep-bundles", action="store_true", help="keep the merged/single bundles")
     ap.add_argument("--epochs", type=int, help="tiny settings: fewer epochs")
     ap.add_argument(
+        "--strategy", help="merged/single: this strategy, not the recipe's (an ablation)"
+    )
+    ap.add_argument(
         "--max-sentences", type=int, help="tiny settings: the first K sentences of every split"
     )
     ap.add_argument("--base-model", help="tiny settings: another encoder")
@@ -256,6 +259,7 @@ def main() -> None:
         k: v
         for k, v in {
             "epochs": args.epochs,
+            "strategy": args.strategy,
             "base_model": args.base_model,
         }.items()
         if v is not None

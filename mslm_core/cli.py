@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--recipe",
         choices=["clinical"],
         help="clinical: the clinical model's corpora, type maps and weights as --sources "
-        "(from the corpus cache, fetched where it lacks them; docs/clinical-schema.md)",
+        "(from the corpus cache, fetched where it lacks them) and its strategy, mslm_tapt "
+        "(docs/clinical-schema.md); flags and --config override it",
     )
     p.add_argument("--corpus-cache", help="--recipe's corpus cache (default: MSLM_CORPUS_CACHE)")
     _add_config_flags(p)
@@ -319,6 +320,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.recipe == "clinical" and not args.sources:
         from .corpora import clinical
 
+        # the recipe's settings under the config file's, the command line's over both
+        values = {**clinical.SETTINGS, **values}
         values |= {"sources": clinical.sources(args.corpus_cache), "train": "", "dev": ""}
     for f in dataclasses.fields(TrainConfig):
         v = getattr(args, f.name, None)

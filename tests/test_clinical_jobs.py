@@ -207,11 +207,39 @@ def test_first_start_trains_the_clinical_model_from_the_cache(settings, tmp_path
             )
         ]
         assert [d.weight for d in job.datasets] == [s.weight for s in clinical.RECIPE]
+        # the recipe's own settings (the strategy its figures were measured with), the
+        # start's options over them
         assert job.export == {"onnx": True, "quantize": "int8"} and job.params == {
+            **clinical.SETTINGS,
             "epochs": 1,
             "base_model": "tiny",
         }
     assert first_start.bootstrap(settings, "auto", None) is None  # not a fresh install
+
+
+def test_the_clinical_recipe_trains_its_own_strategy_unless_told(tmp_path, monkeypatch):
+    """``mslm train --recipe clinical``: the recipe's settings over the defaults (its figures
+    were measured with them), a --config file's and the command line's over the recipe's."""
+    from mslm_core import cli, train
+
+    source = {"name": "CHIA", "train": "t", "dev": "d", "test": None, "type_map": {}}
+    monkeypatch.setattr(clinical, "sources", lambda cache: [source])
+    seen = []
+
+    class Capture:
+        def __init__(self, config, *args, **kwargs):
+            seen.append(config)
+
+        def fit(self, resume=False):
+            return {"output": "b", "metrics": {}}
+
+    monkeypatch.setattr(train, "Trainer", Capture)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"strategy": "vanilla", "epochs": 2}))
+    for extra in ([], ["--strategy", "auto"], ["--config", str(config)]):
+        assert cli.main(["train", "--output", "b", "--recipe", "clinical", *extra]) == 0
+    assert [c.strategy for c in seen] == [clinical.SETTINGS["strategy"], "auto", "vanilla"]
+    assert all([s["name"] for s in c.sources] == ["CHIA"] for c in seen)
 
 
 def registry_free(type_map: dict) -> dict:
@@ -238,7 +266,9 @@ def test_first_start_falls_back_and_says_why(settings, tmp_path, monkeypatch, ca
     assert "falling back to BC5CDR-IOB" in said and "network unreachable" in said
     assert "mslm corpora fetch clinical --archive clinical-corpora.tar" in said
     with session_factory(settings.sqlalchemy_url)() as session:
-        assert [d.type_map for d in session.get(Job, job_id).datasets] == [{}]
+        job = session.get(Job, job_id)
+        assert [d.type_map for d in job.datasets] == [{}]
+        assert "strategy" not in job.params  # a dataset of the user's: the default, auto
 
 
 # -- the corpus cache carried over --------------------------------------------------------------
