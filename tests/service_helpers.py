@@ -71,8 +71,8 @@ def upload_toy(client: Any, folder: Path, key: str = TRAIN) -> dict[str, Any]:
     return response.json()
 
 
-# plain fine-tuning: these tests count epochs and steps of the service, and the default
-# two-stage strategy would add its masked-LM epoch (test_deployment trains the default)
+# plain fine-tuning: these tests count epochs and steps of the service, which the default
+# (auto: by the training set's size) would choose itself (test_deployment trains the default)
 JOB = {
     "epochs": 25,
     "batch_size": 2,

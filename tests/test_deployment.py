@@ -20,6 +20,8 @@ import yaml
 from service_helpers import ADMIN, ANNOTATE, TRAIN, auth, wait_for
 from test_service_e2e import api_client, free_port, postgres_url, process, redis_url, upload
 
+from mslm_core.config import AUTO_BY_SIZE
+
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
 # the images of our code (hash-checked locks), and the Debian fallbacks for Redis and PostgreSQL
@@ -316,11 +318,11 @@ def test_compose_smoke_round_trip(tmp_path, compose_database, redis_url):
             every=1,
         )
         assert job["state"] == "succeeded", job
-        # a job that names no strategy trains the default: two-stage MSLM (docs/benchmarks.md,
-        # "Does MSLM help?"), its masked-LM epoch first
-        assert [h["stage"] for h in job["history"]] == ["mlm", "joint", "joint"]
+        # a job that names no strategy trains the default, auto (docs/benchmarks.md, "Does
+        # MSLM help?"): a corpus this small trains plain fine-tuning, the job's epochs kept
+        assert [h["stage"] for h in job["history"]] == ["joint", "joint"]
         model = client.get(f"/v1/models/{job['model_id']}", headers=auth(ANNOTATE)).json()
-        assert model["strategy"] == "mslm_tapt"
+        assert model["strategy"] == AUTO_BY_SIZE[0].settings["strategy"]
         assert (
             client.post(f"/v1/models/{job['model_id']}/activate", headers=auth(ADMIN)).status_code
             == 200

@@ -100,7 +100,9 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
 
 
-def test_the_default_strategy_is_the_honest_studys_choice():
+def test_two_stage_mslm_takes_the_honest_studys_settings():
+    """``mslm_tapt``'s ELM rate and head warm-up are the honest-mslm study's choice (the
+    default strategy itself is the learning curve's: tests/test_bench.py)."""
     import json
     from pathlib import Path
 
@@ -112,8 +114,9 @@ def test_the_default_strategy_is_the_honest_studys_choice():
         for f in (results / "runs").glob(f"*/{chosen}/seed1.json")
         if "NCBI" in f.parent.parent.name
     ]
-    default = TrainConfig(train="t", dev="d")
-    for key in ("strategy", "elm_rate", "blm_rate", "tapt_epochs", "mlm_head_warmup_steps"):
+    assert run["settings"]["strategy"] == "mslm_tapt"
+    default = TrainConfig(train="t", dev="d", strategy="mslm_tapt")
+    for key in ("elm_rate", "blm_rate", "tapt_epochs", "mlm_head_warmup_steps"):
         assert getattr(default, key) == run["settings"][key], key
     # the strategy-dependent defaults: the paper's ELM rate and no warm-up elsewhere
     for strategy in ("vanilla", "mslm", "span"):
