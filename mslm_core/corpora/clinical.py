@@ -96,7 +96,7 @@ RECIPE: tuple[ClinicalSource, ...] = (
 CORPORA = tuple(s.corpus for s in RECIPE)
 # The recipe's training settings over the defaults: the strategy its figures were measured
 # with (benchmarks/results/clinical, first-start.json), the default until the learning curve
-# made it ``auto``; ``auto`` on this recipe is an ablation there (docs/clinical-schema.md).
+# made it ``auto``; ``auto`` on this recipe is not measured yet (docs/clinical-schema.md).
 SETTINGS: dict[str, Any] = {"strategy": "mslm_tapt"}
 
 
