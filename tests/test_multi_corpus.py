@@ -514,3 +514,20 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
     assert "| MACCROBAT2020 | Problem" in (out / "summary.md").read_text()
     merged = json.loads((out / "runs" / "merged-all-s1.json").read_text())
     assert set(merged["test"]) == {"MACCROBAT2020", "BC5CDR-IOB"}
+
+    # a second seed of the merged run only (seeds are run a piece at a time): the table says
+    # which cells hold fewer runs than it has seeds
+    merged["seed"] = 2
+    (out / "runs" / "merged-all-s2.json").write_text(json.dumps(merged))
+    monkeypatch.setattr(sys, "argv", [*argv, "--aggregate-only"])
+    clinical_model.main()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == [1, 2]
+    assert summary["table"]["MACCROBAT2020"]["merged"]["all"]["strict_f1"]["n"] == 2
+    row = next(
+        line
+        for line in (out / "summary.md").read_text().splitlines()
+        if line.startswith("| MACCROBAT2020 | all |")
+    )
+    merged_cell, single_cell = row.split(" | ")[2:4]
+    assert "(n=" not in merged_cell and single_cell.endswith("(n=1)")
