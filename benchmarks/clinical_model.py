@@ -13,7 +13,8 @@ by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schem
 
 - **merged**: the product's recipe (``mslm train --recipe clinical``: every default of
   ``mslm train`` but the recipe's own settings, ``clinical.SETTINGS``; the four corpora with
-  their weights, partial labels). ``--strategy`` trains another strategy (an ablation).
+  their weights, partial labels). ``--strategy`` trains another strategy, ``--source-styles``
+  opens each corpus's windows with its name (ablations).
 - **single**: the same recipe on one corpus (its type map, weight 1).
 - **textbook**: ``AutoModelForTokenClassification`` with the ``Trainer`` on one corpus
   (``harness/textbook.py``: learning rate 1e-4, 3 epochs, batch 16, the last epoch), its
@@ -250,6 +251,11 @@ def main() -> None:
         "--strategy", help="merged/single: this strategy, not the recipe's (an ablation)"
     )
     ap.add_argument(
+        "--source-styles",
+        action="store_true",
+        help="merged: each corpus's windows open with its name (TrainConfig.source_styles)",
+    )
+    ap.add_argument(
         "--max-sentences", type=int, help="tiny settings: the first K sentences of every split"
     )
     ap.add_argument("--base-model", help="tiny settings: another encoder")
@@ -263,6 +269,7 @@ def main() -> None:
             "epochs": args.epochs,
             "strategy": args.strategy,
             "base_model": args.base_model,
+            "source_styles": args.source_styles or None,
         }.items()
         if v is not None
     }

@@ -145,13 +145,21 @@ def head_of(manifest: dict[str, Any]) -> str:
 
 def predictor_options(manifest: dict[str, Any]) -> dict[str, Any]:
     """How a :class:`~mslm_core.predict.Predictor` reads this bundle: its decoding, where
-    mentions are pooled, whether sentences are packed (bundles from before these choices:
-    argmax, all subwords, one sentence per window)."""
+    mentions are pooled, whether sentences are packed, the style its windows open with
+    (bundles from before these choices: argmax, all subwords, one sentence per window, no
+    style). Its :class:`~mslm_core.features.WindowBuilder` takes :func:`styles_of` it."""
     return {
         "decoding": str(manifest.get("decoding", "argmax")),
         "first_subword_types": head_of(manifest) == "linear",
         "pack": bool(manifest.get("pack", False)),
+        "style": str(manifest.get("style", "")),
     }
+
+
+def styles_of(manifest: dict[str, Any]) -> list[str]:
+    """The styles a bundle's windows may open with: the corpora of a run trained with
+    ``source_styles`` (every one of them: they set the room left for text), else none."""
+    return [str(s) for s in manifest.get("styles") or []]
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:

@@ -153,6 +153,12 @@ class TrainConfig:
         "sources: a word a corpus leaves O may still be any type that corpus does not "
         "annotate (partial-label loss); off, it is taken as O",
     )
+    source_styles: bool = _f(
+        False,
+        "sources: each corpus's windows open with its name, so that the model learns each "
+        "one's conventions (where its annotators draw a mention's edges, what they leave "
+        "out); the bundle reads text as the first corpus's",
+    )
     base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id", job=True)
     strategy: str = _f(
         DEFAULT_STRATEGY,

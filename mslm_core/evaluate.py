@@ -20,9 +20,12 @@ if TYPE_CHECKING:  # torch is imported where a model runs: serving needs neither
     from .model import MSLMModel
 
 
-def predict_mentions(predictor: Predictor, corpus: Corpus) -> list[list[Mention]]:
-    """Predicted mentions per sentence; the predictor is given the words only."""
-    return as_mentions(predictor.predict_words([s.words for s in corpus.sentences]))
+def predict_mentions(
+    predictor: Predictor, corpus: Corpus, styles: list[str] | None = None
+) -> list[list[Mention]]:
+    """Predicted mentions per sentence; the predictor is given the words only (and, from a
+    multi-corpus run, each sentence's ``styles``: its corpus's name)."""
+    return as_mentions(predictor.predict_words([s.words for s in corpus.sentences], None, styles))
 
 
 def as_mentions(predicted: list[list[ScoredMention]]) -> list[list[Mention]]:
@@ -197,7 +200,7 @@ def bundle_perplexity(
     """Masked-token NLL of a bundle's MLM head on ``corpus`` with the bundle's own training
     masking (fixed seed), and the number of masked tokens; ``(None, 0)`` for bundles trained
     without masking. A diagnostic (docs/method.md §6), never used to predict."""
-    from .bundle import load_bundle
+    from .bundle import load_bundle, predictor_options, styles_of
     from .collate import MaskingCollator
     from .config import TrainConfig
     from .device import resolve_device
@@ -210,14 +213,15 @@ def bundle_perplexity(
     device = resolve_device(device)
     bundle = load_bundle(path, device=device, manifest=manifest)
     tok = bundle.tokenizer
-    builder = WindowBuilder(tok, config.max_length)
+    builder = WindowBuilder(tok, config.max_length, styles=styles_of(manifest))
     type_ids = {t: i for i, t in enumerate(manifest["types"])}
     sentences = [s for s in corpus.sentences if all(m.label in type_ids for m in s.mentions)]
     words = [s.words for s in sentences]
     mentions = [s.mentions for s in sentences]
     if config.pack:  # the windows the model was trained on
         words, mentions, _ = builder.pack(words, mentions)
-    windows = builder.training_windows(words, mentions, type_ids)
+    style = predictor_options(manifest)["style"]  # read as the bundle reads text
+    windows = builder.training_windows(words, mentions, type_ids, styles=[style] * len(words))
     plan = plan_masking(config, windows, words)
     collator = MaskingCollator(plan.strategy, tok.mask_token_id, tok.pad_token_id or 0)
     return masked_nll(bundle.model, windows, collator, config.seed, device)

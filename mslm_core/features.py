@@ -126,9 +126,19 @@ class Window:
 class WindowBuilder:
     """Turns word lists into model windows for one tokenizer and ``max_length``."""
 
-    def __init__(self, tokenizer: Any, max_length: int = 128, stride_fraction: float = 0.5) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        max_length: int = 128,
+        stride_fraction: float = 0.5,
+        styles: Sequence[str] = (),
+    ) -> None:
         """``tokenizer``: a ``transformers`` fast tokenizer or a
-        :class:`~mslm_core.tokenizer.WordTokenizer`."""
+        :class:`~mslm_core.tokenizer.WordTokenizer`. ``styles``: names (a corpus's) that a
+        window may open with, after the tokenizer's own prefix, so that a model trained on
+        several corpora reads each one's conventions (``TrainConfig.source_styles``); the
+        style ``""`` is none. Every style gets the same room for text, so a sentence is cut
+        into the same windows whatever it is read as."""
         self.tokenizer = as_word_tokenizer(tokenizer)
         ((ids, wids),) = self.tokenizer.encode_words([["x"]], add_special_tokens=True)
         first = wids.index(0)
@@ -136,7 +146,14 @@ class WindowBuilder:
         self.prefix = list(ids[:first])
         self.suffix = list(ids[last + 1 :])
         self.max_length = max_length
-        self.body = max_length - len(self.prefix) - len(self.suffix)
+        self.prefixes: dict[str, list[int]] = {"": self.prefix}
+        for style in styles:
+            if not style.split():
+                raise ValueError("a style is a non-empty name")
+            ((style_ids, _),) = self.tokenizer.encode_words([style.split()], False)
+            self.prefixes[style] = self.prefix + list(style_ids)
+        longest = max(len(p) for p in self.prefixes.values())
+        self.body = max_length - longest - len(self.suffix)
         if self.body < 8:
             raise ValueError(f"max_length={max_length} leaves fewer than 8 positions for text")
         self.stride_fraction = stride_fraction
@@ -258,9 +275,23 @@ class WindowBuilder:
         return ranges, best.tolist()
 
     # -- windows ----------------------------------------------------------------------------
-    def _window(self, sentence: int, per_word: list[list[int]], start: int, end: int) -> Window:
-        ids = list(self.prefix)
-        widx = [-1] * len(self.prefix)
+    @property
+    def styles(self) -> list[str]:
+        """The styles a window may open with (``""``, none, first)."""
+        return list(self.prefixes)
+
+    def _prefix(self, style: str) -> list[int]:
+        try:
+            return self.prefixes[style]
+        except KeyError:
+            known = ", ".join(repr(s) for s in self.prefixes)
+            raise ValueError(f"unknown style {style!r} (this model's: {known})") from None
+
+    def _window(
+        self, sentence: int, per_word: list[list[int]], start: int, end: int, style: str = ""
+    ) -> Window:
+        ids = list(self._prefix(style))
+        widx = [-1] * len(ids)
         for j in range(start, end):
             ids.extend(per_word[j])
             widx.extend([j] * len(per_word[j]))
@@ -274,11 +305,13 @@ class WindowBuilder:
         mentions: list[list[Mention]],
         type_ids: dict[str, int],
         unannotated: Sequence[frozenset[int]] | None = None,
+        styles: Sequence[str] | None = None,
     ) -> list[Window]:
         """Windows with their labels. ``unannotated``: per sentence (run), the type ids its
         corpus leaves unannotated — given, every window gets the tags each word may take
         (``allowed``), and mention labels may list several types (``typemap``); a mention
-        that may be no entity (``O`` listed) is then neither tagged nor masked as one."""
+        that may be no entity (``O`` listed) is then neither tagged nor masked as one.
+        ``styles``: per sentence (run), the style its windows open with (None: none)."""
         out = []
         for s, (per_word, ments) in enumerate(zip(self.subwords(sentences), mentions, strict=True)):
             counts = [len(x) for x in per_word]
@@ -296,7 +329,7 @@ class WindowBuilder:
             for a, b in self.training_layout(counts, ments):
                 if a == b:
                     continue
-                win = self._window(s, per_word, a, b)
+                win = self._window(s, per_word, a, b, "" if styles is None else styles[s])
                 labels = np.full(len(win), IGNORE, np.int64)
                 first = win.first_subword()
                 for j, pos in first.items():
@@ -319,18 +352,23 @@ class WindowBuilder:
         return out
 
     def prediction_windows(
-        self, sentences: list[list[str]], subwords: list[list[list[int]]] | None = None
+        self,
+        sentences: list[list[str]],
+        subwords: list[list[list[int]]] | None = None,
+        styles: Sequence[str] | None = None,
     ) -> tuple[list[Window], list[list[int]]]:
         """All windows of all sentences, and per sentence, per word, the index (into the
         returned list) of the word's owner window. ``subwords``: the sentences'
-        :meth:`subwords`, when the caller has them already."""
+        :meth:`subwords`, when the caller has them already; ``styles``: per sentence, the
+        style its windows open with (None: none)."""
         windows: list[Window] = []
         owners: list[list[int]] = []
         for s, per_word in enumerate(self.subwords(sentences) if subwords is None else subwords):
             counts = [len(x) for x in per_word]
             ranges, owner = self.prediction_layout(counts)
             base = len(windows)
+            style = "" if styles is None else styles[s]
             for a, b in ranges:
-                windows.append(self._window(s, per_word, a, b))
+                windows.append(self._window(s, per_word, a, b, style))
             owners.append([base + r for r in owner])
         return windows, owners

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .active import check_strategy, raw_uncertainties
-from .bundle import predictor_options, verify_bundle
+from .bundle import predictor_options, styles_of, verify_bundle
 from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
@@ -220,7 +220,7 @@ class EntityExtractor:
             batch_size = _default_batch_size(precision, provider)
         predictor = Predictor(
             backend_obj,
-            WindowBuilder(tokenizer, max_length),
+            WindowBuilder(tokenizer, max_length, styles=styles_of(manifest)),
             types,
             batch_size=batch_size,
             max_batch_tokens=max_batch_tokens,

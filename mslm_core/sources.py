@@ -143,7 +143,16 @@ class TrainingData:
 
     def train_source(self) -> list[int]:
         """The index of the corpus of each merged training sentence."""
-        return [k for k, d in enumerate(self.sources) for _ in d.splits["train"].sentences]
+        return self.split_source("train")
+
+    def split_source(self, split: str) -> list[int]:
+        """The index of the corpus of each sentence of merged ``split``."""
+        return [
+            k
+            for k, d in enumerate(self.sources)
+            if split in d.splits
+            for _ in d.splits[split].sentences
+        ]
 
     def unannotated(self, k: int, type_ids: dict[str, int]) -> frozenset[int]:
         """The ids of the schema types corpus ``k`` leaves unannotated."""

@@ -366,6 +366,65 @@ def test_a_multi_corpus_job_trains_end_to_end(corpora, encoder, tmp_path, strate
     assert "dev_sources" in result["history"][-1]
 
 
+def test_source_styles_open_each_corpus_s_windows_with_its_name(corpora, tmp_path):
+    from mslm_core.inference import EntityExtractor
+
+    vocab = {w.lower() for row in A + B for w in row["text"].split()} | {"a", "b"}
+    enc = build_tiny_encoder(tmp_path / "enc", sorted(vocab))  # the names are not [UNK]
+    cfg = TrainConfig(
+        sources=sources(corpora),
+        base_model=str(enc),
+        source_styles=True,
+        strategy="vanilla",
+        epochs=1,
+        batch_size=4,
+        learning_rate=5e-3,
+        patience=0,
+    )
+    trainer = Trainer(cfg, tmp_path / "bundle")
+    trainer.fit()
+    builder = trainer.builder
+    opening = {name: builder.prefixes[name] for name in ("A", "B")}
+    assert opening["A"][: len(builder.prefix)] == builder.prefix
+    assert opening["A"] != opening["B"] and len(opening["A"]) > len(builder.prefix)
+    for window, k in zip(trainer.windows, trainer.window_source, strict=True):
+        n = len(opening["AB"[k]])
+        assert window.input_ids[:n].tolist() == opening["AB"[k]]
+        assert (window.word_index[:n] == -1).all() and window.word_index[n] >= 0
+        assert window.labels is not None and (window.labels[:n] == -100).all()
+    # each corpus's dev sentences are read as its own
+    assert trainer.styles_of("dev") == ["A"] * len(A) + ["B"] * len(B)
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert (manifest["styles"], manifest["style"]) == (["A", "B"], "A")
+
+    # the bundle reads text as the first corpus's, and a call may read it as another's
+    predictor = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch").predictor
+    words = [s.words for s in trainer.corpora["dev"].sentences]
+    assert predictor.style == "A"
+    assert predictor.predict_words(words) == predictor.predict_words(words, styles=["A"] * 7)
+    as_a = predictor.raw_predictions(words, styles=["A"] * 7).word_probs
+    as_b = predictor.raw_predictions(words, styles=["B"] * 7).word_probs
+    assert any(not np.allclose(x, y) for x, y in zip(as_a, as_b, strict=True))
+    with pytest.raises(ValueError, match="unknown style 'C'"):
+        predictor.predict_words(words[:1], styles=["C"])
+
+
+def test_a_sentence_is_cut_alike_whatever_style_it_is_read_as(encoder):
+    from transformers import AutoTokenizer
+
+    builder = WindowBuilder(AutoTokenizer.from_pretrained(str(encoder)), 16, styles=["fever"])
+    words = ("pain in the liver after biopsy and fever " * 6).split()
+    cuts = {
+        style: [
+            (w.word_start, w.word_end)
+            for w in builder.prediction_windows([words], None, [style])[0]
+        ]
+        for style in ("", "fever")
+    }
+    assert len(cuts[""]) > 1 and cuts[""] == cuts["fever"]
+    assert builder.body == 16 - len(builder.prefixes["fever"]) - len(builder.suffix)
+
+
 def test_without_partial_labels_unannotated_words_are_o(corpora, encoder):
     cfg = TrainConfig(sources=sources(corpora), base_model=str(encoder), partial_labels=False)
     trainer = Trainer(cfg, Path("/nonexistent/out"))

@@ -137,9 +137,9 @@ def test_the_end_of_training_predicts_dev_and_test_once(toy_corpus, tiny_encoder
     calls = []
     original_raw, original_run = Predictor.raw_predictions, Predictor._run
 
-    def raw(self, sentences, extra_spans=None):
+    def raw(self, sentences, extra_spans=None, styles=None):
         calls.append(("raw", len(sentences), extra_spans is not None))
-        return original_raw(self, sentences, extra_spans)
+        return original_raw(self, sentences, extra_spans, styles=styles)
 
     def run(self, windows):  # every pass through the model goes through here
         calls.append(("model", len(windows)))

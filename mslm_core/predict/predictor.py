@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,7 @@ from .windows import Chunk, assemble, batch_windows, sentences_of
 
 # the outputs of one run: per window of the batch, its [T, 3] probabilities and [T, H] features
 RunOutputs: TypeAlias = tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.float32]]]
+T = TypeVar("T")
 
 
 class Predictor:
@@ -36,12 +37,15 @@ class Predictor:
         decoding: str = "argmax",
         first_subword_types: bool = False,
         pack: bool = False,
+        style: str = "",
     ):
         """``workers``: runs in flight at once (threads; the backend must be thread-safe, as
         an ONNX Runtime session is). ``decoding``: how word tags become spans (see
         :func:`~mslm_core.predict.decoding.decode_tags`). ``first_subword_types``: pool a
         mention's type features over its words' first subwords only (the linear head), not all
-        its subwords (the paper's)."""
+        its subwords (the paper's). ``style``: what the windows of a model trained on several
+        corpora open with (one of ``builder.styles``; a bundle's is the first corpus's), unless
+        a call gives each sentence its own."""
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         self.backend = backend
@@ -49,6 +53,9 @@ class Predictor:
         self.first_subword_types = first_subword_types
         self.pack = pack
         self.builder = builder
+        if style not in builder.styles:
+            raise ValueError(f"style {style!r} is not one of the builder's: {builder.styles}")
+        self.style = style
         self.types = list(types)
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
@@ -84,17 +91,24 @@ class Predictor:
 
     # -- words ------------------------------------------------------------------------------
     def predict_words(
-        self, sentences: Sequence[list[str]], groups: Sequence[int] | None = None
+        self,
+        sentences: Sequence[list[str]],
+        groups: Sequence[int] | None = None,
+        styles: Sequence[str] | None = None,
     ) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (bounded memory: chunks of sentences).
 
         ``groups``: per sentence, the document it belongs to; a packing model reads a
         sentence with its neighbours of the same group only. ``None``: the sentences are one
-        document in order (a corpus)."""
+        document in order (a corpus). ``styles``: per sentence, the style it is read as (a
+        corpus of a multi-corpus run; None: the predictor's)."""
         out: list[list[ScoredMention]] = []
+        groups = _style_groups(groups, styles)
         for i in range(0, len(sentences), self.chunk_sentences):
             part = slice(i, i + self.chunk_sentences)
-            raw = self._raw_chunk(list(sentences[part]), (), _part(groups, part))
+            raw = self._raw_chunk(
+                list(sentences[part]), (), _part(groups, part), _part(styles, part)
+            )
             out.extend(raw.mentions(self.types, self.temperatures))
         return out
 
@@ -151,6 +165,7 @@ class Predictor:
         sentences: Sequence[list[str]],
         extra_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
         groups: Sequence[int] | None = None,
+        styles: Sequence[str] | None = None,
     ) -> RawPredictions:
         """One pass: every word's untempered tag probabilities, the decoded spans and their
         untempered type probabilities — what :meth:`RawPredictions.mentions` scores under
@@ -159,8 +174,8 @@ class Predictor:
 
         ``extra_spans``: per sentence, word spans ``[start, end)`` to type as well, from the
         same pass (``extra_spans`` / ``extra_type_probs`` of the result) — calibration fits
-        the type head's temperature on the gold mentions' types. ``groups``: as in
-        :meth:`predict_words`."""
+        the type head's temperature on the gold mentions' types. ``groups``, ``styles``: as
+        in :meth:`predict_words`."""
         if extra_spans is not None and len(extra_spans) != len(sentences):
             raise ValueError(
                 f"extra_spans: {len(extra_spans)} lists of spans for {len(sentences)} sentences"
@@ -170,11 +185,12 @@ class Predictor:
         type_probs: list[npt.NDArray[np.float32]] = [np.zeros((0, len(self.types)), np.float32)]
         extra: list[tuple[int, int, int]] = []
         extra_probs: list[npt.NDArray[np.float32]] = [np.zeros((0, len(self.types)), np.float32)]
+        groups = _style_groups(groups, styles)
         for i in range(0, len(sentences), self.chunk_sentences):
             part = slice(i, i + self.chunk_sentences)
             chunk = list(sentences[part])
             asked = [] if extra_spans is None else extra_spans[part]
-            raw = self._raw_chunk(chunk, asked, _part(groups, part))
+            raw = self._raw_chunk(chunk, asked, _part(groups, part), _part(styles, part))
             spans += [(len(word_probs) + s, a, b) for s, a, b in raw.spans]
             extra += [(len(word_probs) + s, a, b) for s, a, b in raw.extra_spans]
             word_probs += raw.word_probs
@@ -194,8 +210,9 @@ class Predictor:
         sentences: list[list[str]],
         extra_spans: Sequence[Sequence[tuple[int, int]]] = (),
         groups: Sequence[int] | None = None,
+        styles: Sequence[str] | None = None,
     ) -> RawPredictions:
-        prepared = self.prepare_chunk(sentences, extra_spans, groups)
+        prepared = self.prepare_chunk(sentences, extra_spans, groups, styles)
         prepared.probs, prepared.feats = self._run(prepared.windows)
         return self.finish_chunk(prepared)
 
@@ -204,14 +221,20 @@ class Predictor:
         sentences: list[list[str]],
         extra_spans: Sequence[Sequence[tuple[int, int]]] = (),
         groups: Sequence[int] | None = None,
+        styles: Sequence[str] | None = None,
     ) -> Chunk:
-        """Subwords, packing and windows of a chunk of sentences; the backend not run yet."""
+        """Subwords, packing and windows of a chunk of sentences; the backend not run yet.
+        ``styles``: per sentence (None: the predictor's); a run of packed sentences is read
+        as its first's (``groups`` keep two styles apart)."""
         subwords = self.builder.subwords(sentences)
         packing = (
             self.builder.packing(subwords, groups) if self.pack else Packing.single(len(sentences))
         )
         runs = packing.concat(sentences)
-        windows, owners = self.builder.prediction_windows(runs, packing.concat(subwords))
+        run_styles = [self.style if styles is None else styles[a] for a, _ in packing.ranges]
+        windows, owners = self.builder.prediction_windows(
+            runs, packing.concat(subwords), run_styles
+        )
         empty: list[npt.NDArray[np.float32]] = [np.empty(0, np.float32)] * len(windows)
         return Chunk(sentences, extra_spans, packing, runs, windows, owners, empty, list(empty))
 
@@ -269,5 +292,18 @@ class Predictor:
         return self.backend.classify(pooled)
 
 
-def _part(groups: Sequence[int] | None, part: slice) -> Sequence[int] | None:
-    return None if groups is None else groups[part]
+def _part(items: Sequence[T] | None, part: slice) -> Sequence[T] | None:
+    return None if items is None else items[part]
+
+
+def _style_groups(
+    groups: Sequence[int] | None, styles: Sequence[str] | None
+) -> Sequence[int] | None:
+    """Groups that also keep sentences of two styles apart (packing never joins them)."""
+    if styles is None:
+        return groups
+    ids: dict[tuple[int, str], int] = {}
+    return [
+        ids.setdefault((0 if groups is None else groups[i], style), len(ids))
+        for i, style in enumerate(styles)
+    ]

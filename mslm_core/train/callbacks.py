@@ -40,7 +40,10 @@ class DevEvaluation(Callback):
         st, entry = trainer.state, trainer.state.history[-1]
         if entry["stage"] != "mlm":
             started = time.perf_counter()
-            dev = trainer.score("dev", predict_mentions(trainer.predictor, trainer.corpora["dev"]))
+            predicted = predict_mentions(
+                trainer.predictor, trainer.corpora["dev"], trainer.styles_of("dev")
+            )
+            dev = trainer.score("dev", predicted)
             entry.update(
                 dev_f1=selection_f1(dev),
                 dev_precision=dev["strict"]["precision"],

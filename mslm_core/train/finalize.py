@@ -59,6 +59,7 @@ def finalize(trainer: Trainer) -> dict[str, Any]:
         split: predictor.raw_predictions(
             [s.words for s in corpus.sentences],
             gold_type_spans(corpus, predictor.types) if split == "dev" else None,
+            styles=trainer.styles_of(split),
         )
         for split, corpus in trainer.corpora.items()
         if split in ("dev", "test")

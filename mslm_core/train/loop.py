@@ -116,14 +116,19 @@ class Trainer:
             cfg.base_model, self.types, cfg.dropout, cfg.head
         )
         self.model.to(self.device)
-        self.builder = WindowBuilder(self.tokenizer, cfg.max_length)
+        # source styles: each corpus's windows open with its name (TrainConfig.source_styles)
+        names = [d.source.name for d in self.data.sources]
+        self.style_names = names if cfg.source_styles and len(names) > 1 else []
+        self.builder = WindowBuilder(self.tokenizer, cfg.max_length, styles=self.style_names)
         type_ids = {t: i for i, t in enumerate(self.types)}
         sentence_source = self.data.train_source()
         words, mentions, run_source = self._runs(self.corpora["train"], sentence_source)
         unannotated = (
             [self.data.unannotated(k, type_ids) for k in run_source] if self.data.partial else None
         )
-        self.windows = self.builder.training_windows(words, mentions, type_ids, unannotated)
+        self.windows = self.builder.training_windows(
+            words, mentions, type_ids, unannotated, self._styles(run_source)
+        )
         self.window_source = np.asarray([run_source[w.sentence] for w in self.windows], np.int64)
         tok = self.tokenizer
         collator_kw = dict(
@@ -144,8 +149,11 @@ class Trainer:
         self.mlm_loss_spec = replace(self.loss_spec, heads=False)
         self.collator = MaskingCollator(plan.strategy, **collator_kw)
         self.clean_collator = MaskingCollator(None, **collator_kw)
-        dev_words, dev_mentions, _ = self._runs(self.corpora["dev"])
-        self.dev_windows = self.builder.training_windows(dev_words, dev_mentions, type_ids)
+        dev_source = self.data.split_source("dev")
+        dev_words, dev_mentions, dev_runs = self._runs(self.corpora["dev"], dev_source)
+        self.dev_windows = self.builder.training_windows(
+            dev_words, dev_mentions, type_ids, styles=self._styles(dev_runs)
+        )
         self.predictor = Predictor(
             TorchBackend(self.model, self.device),
             self.builder,
@@ -176,6 +184,14 @@ class Trainer:
         runs, run_mentions, firsts = self.builder.pack(words, mentions, source)
         return runs, run_mentions, [source[i] for i in firsts]
 
+    def _styles(self, source: list[int]) -> list[str] | None:
+        """The style of each sentence (run) of corpus ``source[i]``; None: no styles."""
+        return [self.style_names[k] for k in source] if self.style_names else None
+
+    def styles_of(self, split: str) -> list[str] | None:
+        """Each sentence of merged ``split`` read as its own corpus (None: no styles)."""
+        return self._styles(self.data.split_source(split))
+
     def score(
         self,
         split: str,
@@ -194,7 +210,10 @@ class Trainer:
     def serving_manifest(self) -> dict[str, Any]:
         """What the bundle's manifest says about reading the model's outputs."""
         cfg = self.config
-        return {"head": cfg.head, "decoding": cfg.decoding, "pack": cfg.pack}
+        styles = (
+            {"styles": self.style_names, "style": self.style_names[0]} if self.style_names else {}
+        )
+        return {"head": cfg.head, "decoding": cfg.decoding, "pack": cfg.pack, **styles}
 
     def _lr_factor(self, step: int) -> float:
         """Linear warm-up then linear decay to 0, restarted for each stage (the masked-LM
