@@ -354,13 +354,22 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
         help="auto: int8 on CPU when exported, else fp32",
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument(
+        "--style",
+        help="a model trained with --source-styles: read the text as this corpus's (its "
+        "manifest's styles; default: its first corpus's)",
+    )
 
 
 def _extractor(args: argparse.Namespace) -> EntityExtractor:
     from .inference import EntityExtractor
 
     return EntityExtractor.from_bundle(
-        args.model, backend=args.backend, precision=args.precision, device=args.device
+        args.model,
+        backend=args.backend,
+        precision=args.precision,
+        device=args.device,
+        style=args.style,
     )
 
 
@@ -380,6 +389,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         backend=args.backend,
         precision=args.precision,
         device=args.device,
+        style=args.style,
         diagram=args.diagram,
         label=Path(args.data).name,
     )

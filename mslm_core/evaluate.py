@@ -93,6 +93,7 @@ def evaluate_bundle(
     backend: str = "auto",
     precision: str = "auto",
     device: str = "auto",
+    style: str | None = None,
     diagram: str | Path | None = None,
     label: str = "",
 ) -> dict[str, Any]:
@@ -100,13 +101,16 @@ def evaluate_bundle(
     docs/design.md's metrics, ``calibration``, the masked-token ``perplexity`` of bundles trained
     with masking, the ``engine`` that scored and ``predictions_sha256``. ``diagram``: where to
     draw the reliability diagram (``label`` names the corpus on it). The one evaluation of
-    ``mslm evaluate``, ``POST /v1/evaluations`` and the benchmarks."""
+    ``mslm evaluate``, ``POST /v1/evaluations`` and the benchmarks. ``style``: read the
+    corpus as this one of the bundle's corpora (``EntityExtractor.from_bundle``)."""
     from .inference import EntityExtractor
 
     extractor = EntityExtractor.from_bundle(
-        path, backend=backend, precision=precision, device=device
+        path, backend=backend, precision=precision, device=device, style=style
     )
-    nll, n_masked = bundle_perplexity(path, extractor.manifest, corpus, device)
+    nll, n_masked = bundle_perplexity(
+        path, extractor.manifest, corpus, device, extractor.predictor.style
+    )
     metrics, predicted = _calibrated(extractor.predictor, corpus, nll, n_masked)
     info = extractor.info
     metrics["engine"] = {
@@ -195,11 +199,16 @@ def masked_nll(
 
 
 def bundle_perplexity(
-    path: str | Path, manifest: dict[str, Any], corpus: Corpus, device: str = "cpu"
+    path: str | Path,
+    manifest: dict[str, Any],
+    corpus: Corpus,
+    device: str = "cpu",
+    style: str | None = None,
 ) -> tuple[float | None, int]:
     """Masked-token NLL of a bundle's MLM head on ``corpus`` with the bundle's own training
     masking (fixed seed), and the number of masked tokens; ``(None, 0)`` for bundles trained
-    without masking. A diagnostic (docs/method.md §6), never used to predict."""
+    without masking. A diagnostic (docs/method.md §6), never used to predict. ``style``: the
+    corpus read as this one of the bundle's corpora (None: as the bundle reads text)."""
     from .bundle import load_bundle, predictor_options, styles_of
     from .collate import MaskingCollator
     from .config import TrainConfig
@@ -220,7 +229,8 @@ def bundle_perplexity(
     mentions = [s.mentions for s in sentences]
     if config.pack:  # the windows the model was trained on
         words, mentions, _ = builder.pack(words, mentions)
-    style = predictor_options(manifest)["style"]  # read as the bundle reads text
+    if style is None:
+        style = predictor_options(manifest)["style"]
     windows = builder.training_windows(words, mentions, type_ids, styles=[style] * len(words))
     plan = plan_masking(config, windows, words)
     collator = MaskingCollator(plan.strategy, tok.mask_token_id, tok.pad_token_id or 0)

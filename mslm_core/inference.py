@@ -179,6 +179,7 @@ class EntityExtractor:
         spinning: bool = True,
         context: ContextEngine | None = None,
         linker: Linker | None = None,
+        style: str | None = None,
     ) -> EntityExtractor:
         """Load a bundle (every checksum verified first).
 
@@ -190,7 +191,9 @@ class EntityExtractor:
         :func:`_default_batch_size`. ``spinning=False`` lets idle ONNX Runtime threads sleep
         (a server sharing its cores with request handling). ``context``: the ConText engine that
         sets each entity's ``assertion`` (``ContextEngine.default()``: our rules). ``linker``:
-        the :class:`~mslm_core.linking.Linker` that sets each entity's ``concept``."""
+        the :class:`~mslm_core.linking.Linker` that sets each entity's ``concept``.
+        ``style``: a model trained with ``source_styles`` reads text as this corpus's (one of
+        its manifest's ``styles``; None: its ``style``, the first corpus's)."""
         _check("backend", backend, BACKENDS)
         _check("precision", precision, PRECISIONS)
         _check("device", device, DEVICES)
@@ -218,6 +221,12 @@ class EntityExtractor:
             )
         if batch_size is None:
             batch_size = _default_batch_size(precision, provider)
+        options = predictor_options(manifest)
+        if style is not None:
+            if style not in styles_of(manifest):
+                known = ", ".join(styles_of(manifest)) or "none: not trained with source styles"
+                raise InferenceError(f"style {style!r}: this model's styles are {known}")
+            options["style"] = style
         predictor = Predictor(
             backend_obj,
             WindowBuilder(tokenizer, max_length, styles=styles_of(manifest)),
@@ -226,7 +235,7 @@ class EntityExtractor:
             max_batch_tokens=max_batch_tokens,
             pad_id=tokenizer.pad_token_id,
             workers=workers,
-            **predictor_options(manifest),
+            **options,
         )
         calibration = manifest.get("calibration") or {}
         predictor.temperatures = (

@@ -15,7 +15,7 @@ from conftest import build_tiny_encoder
 
 from mslm_core.config import TrainConfig
 from mslm_core.corpus import Mention, read_corpus
-from mslm_core.errors import ConfigError
+from mslm_core.errors import ConfigError, InferenceError
 from mslm_core.features import WindowBuilder
 from mslm_core.metrics import evaluation_report, judge
 from mslm_core.partial import partial_label_loss, word_allowed
@@ -407,6 +407,12 @@ def test_source_styles_open_each_corpus_s_windows_with_its_name(corpora, tmp_pat
     assert any(not np.allclose(x, y) for x, y in zip(as_a, as_b, strict=True))
     with pytest.raises(ValueError, match="unknown style 'C'"):
         predictor.predict_words(words[:1], styles=["C"])
+    as_b_served = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="B")
+    assert as_b_served.predictor.predict_words(words) == predictor.predict_words(
+        words, styles=["B"] * 7
+    )
+    with pytest.raises(InferenceError, match="style 'C': this model's styles are A, B"):
+        EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="C")
 
 
 def test_a_sentence_is_cut_alike_whatever_style_it_is_read_as(encoder):
