@@ -895,6 +895,8 @@ def test_clinical_misses_sorts_each_gold_mention_and_counts_spurious_predictions
     }
 
     class Scripted:
+        builder, style = SimpleNamespace(styles=[""]), ""  # a model without source styles
+
         def predict_words(self, sentences, groups=None, styles=None):
             assert groups is None and styles is None  # a corpus, read as the bundle reads text
             return [by_first_word[words[0]] for words in sentences]
@@ -912,3 +914,17 @@ def test_clinical_misses_sorts_each_gold_mention_and_counts_spurious_predictions
     # Problem/Drug predictions: 5, of which "reduces" (Problem) touches no gold mention
     assert report["predictions_of_annotated_types"] == 5
     assert report["spurious_share"] == 20.0
+    assert report["read_as"] is None
+
+    class Styled(Scripted):  # a model trained with source styles reads BC5CDR as BC5CDR
+        builder, style = (
+            SimpleNamespace(styles=["", "MACCROBAT2020", "BC5CDR-IOB"]),
+            "MACCROBAT2020",
+        )
+
+        def predict_words(self, sentences, groups=None, styles=None):
+            assert styles == ["BC5CDR-IOB"] * len(sentences)
+            return super().predict_words(sentences)
+
+    styled = breakdown(Styled(), source)
+    assert styled["read_as"] == "BC5CDR-IOB" and styled["counts"] == report["counts"]
