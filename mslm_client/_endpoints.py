@@ -43,6 +43,7 @@ class AnnotateOptions(TypedDict, total=False):
 class JobParams(TypedDict, total=False):
     """The fine-tuning settings of ``POST /v1/jobs``; unset ones take the service's defaults."""
 
+    source_styles: bool  # several datasets: each one's windows open with its id
     base_model: str  # an encoder allowed by MSLM_BASE_MODELS
     strategy: str  # one of the service's (JobCreate.strategy in its /openapi.json)
     elm_rate: float

@@ -158,6 +158,7 @@ class TrainConfig:
         "sources: each corpus's windows open with its name, so that the model learns each "
         "one's conventions (where its annotators draw a mention's edges, what they leave "
         "out); the bundle reads text as the first corpus's",
+        job=True,
     )
     base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id", job=True)
     strategy: str = _f(

@@ -97,6 +97,8 @@ CORPORA = tuple(s.corpus for s in RECIPE)
 # The recipe's training settings over the defaults: the strategy its figures were measured
 # with (benchmarks/results/clinical, first-start.json), the default until the learning curve
 # made it ``auto``; ``auto`` on this recipe is not measured yet (docs/clinical-schema.md).
+# Not source styles: they lift BC5CDR's own figure but a model reading text as MACCROBAT's
+# finds far fewer of CHIA's findings (docs/clinical-schema.md, "Source styles").
 SETTINGS: dict[str, Any] = {"strategy": "mslm_tapt"}
 
 
