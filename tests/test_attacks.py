@@ -480,13 +480,15 @@ def test_item5_heavy_valid_texts_do_not_block_everyone(api, record):
     # blocked, a short request waits for the heavy ones to end (before the fix: 73 s, 2.5 times
     # one heavy text alone); served in turns, it waits for one step of theirs at most. Judged
     # against one heavy text's own time on this machine, not in seconds: the same build took
-    # 14.7 s for it on an AVX-512 Xeon and 45-60 s on an AVX2 EPYC
-    one_ms = 1000 * one_s
+    # 14.7 s for it on an AVX-512 Xeon and 45-60 s on an AVX2 EPYC. The slowest short request
+    # may also take up to a third of the three's time: blocked, it waits for nearly all of it
+    # (on an AVX-512 EPYC, 7.5 s of 42 s against 14.1 s for one, served in turns)
+    one_ms, three_ms = 1000 * one_s, 1000 * three_s
     ok = (
         one.status_code == 200
         and codes == [200] * 3
         and three["short_requests"]["median_ms"] < max(1500, 0.1 * one_ms)
-        and three["short_requests"]["max_ms"] < 0.5 * one_ms
+        and three["short_requests"]["max_ms"] < max(0.5 * one_ms, three_ms / 3)
         and free == 200
         and one_fig["api_rss_kept_mb"] < 200
         and three["api_rss_kept_mb"] < one_fig["api_rss_kept_mb"] + 100
