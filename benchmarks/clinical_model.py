@@ -14,7 +14,8 @@ by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schem
 - **merged**: the product's recipe (``mslm train --recipe clinical``: every default of
   ``mslm train`` but the recipe's own settings, ``clinical.SETTINGS``; the four corpora with
   their weights, partial labels). ``--strategy`` trains another strategy, ``--source-styles``
-  opens each corpus's windows with its name (ablations).
+  opens each corpus's windows with its name, ``--weight CORPUS=W`` samples a corpus at another
+  weight than the recipe's (ablations).
 - **single**: the same recipe on one corpus (its type map, weight 1).
 - **textbook**: ``AutoModelForTokenClassification`` with the ``Trainer`` on one corpus
   (``harness/textbook.py``: learning rate 1e-4, 3 epochs, batch 16, the last epoch), its
@@ -76,6 +77,25 @@ def cut(source: dict, k: int, folder: Path) -> dict:
     return out
 
 
+def weights(pairs: list[str]) -> dict[str, float]:
+    """``--weight CORPUS=W`` pairs as {corpus: weight}; a corpus outside the recipe or a weight
+    that is not a positive number is refused, naming it."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        corpus, sep, value = pair.partition("=")
+        try:
+            weight = float(value) if sep else -1.0
+        except ValueError:
+            weight = -1.0
+        if corpus not in clinical.CORPORA or not weight > 0:
+            raise SystemExit(
+                f"--weight {pair!r}: expected CORPUS=W, W > 0, CORPUS one of "
+                + ", ".join(clinical.CORPORA)
+            )
+        out[corpus] = weight
+    return out
+
+
 def run_name(variant: str, corpus: str | None, seed: int) -> str:
     return f"{variant}-{corpus or 'all'}-s{seed}"
 
@@ -105,6 +125,7 @@ def train_ours(
         "train_cpu_seconds": manifest.get("train_cpu_seconds"),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "config": {k: v for k, v in config.to_dict().items() if k != "sources"},
+        "weights": {s["name"]: s["weight"] for s in sources},
         "bundle": str(work / "bundle") if keep else None,
     }
 
@@ -256,6 +277,13 @@ def main() -> None:
         help="merged: each corpus's windows open with its name (TrainConfig.source_styles)",
     )
     ap.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="CORPUS=W",
+        help="merged: sample CORPUS at weight W per epoch, not the recipe's (an ablation)",
+    )
+    ap.add_argument(
         "--max-sentences", type=int, help="tiny settings: the first K sentences of every split"
     )
     ap.add_argument("--base-model", help="tiny settings: another encoder")
@@ -275,7 +303,7 @@ def main() -> None:
     }
     out, work = Path(args.out), Path(args.work)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    every = clinical.sources(args.cache, tuple(args.corpora))
+    every = clinical.sources(args.cache, tuple(args.corpora), weights(args.weight))
     if args.max_sentences:
         every = [cut(s, args.max_sentences, work / "tiny-data") for s in every]
         tiny["max_sentences"] = args.max_sentences

@@ -540,7 +540,11 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
         },
     ]
     monkeypatch.setattr(
-        clinical, "sources", lambda cache, names: [s for s in tiny if s["name"] in names]
+        clinical,
+        "sources",
+        lambda cache, names, weights: [
+            {**s, "weight": weights.get(s["name"], s["weight"])} for s in tiny if s["name"] in names
+        ],
     )
     out = tmp_path / "results"
     argv = [
@@ -558,6 +562,8 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
         str(out),
         "--work",
         str(tmp_path / "work"),
+        "--weight",
+        "BC5CDR-IOB=1",
     ]
     monkeypatch.setattr(sys, "argv", argv)
     clinical_model.main()
@@ -579,6 +585,8 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
     assert "| MACCROBAT2020 | Problem" in (out / "summary.md").read_text()
     merged = json.loads((out / "runs" / "merged-all-s1.json").read_text())
     assert set(merged["test"]) == {"MACCROBAT2020", "BC5CDR-IOB"}
+    # --weight: the corpus sampled at another weight than the recipe's, and the run says so
+    assert merged["weights"] == {"MACCROBAT2020": 2.0, "BC5CDR-IOB": 1.0}
 
     # a second seed of the merged run only (seeds are run a piece at a time): the table says
     # which cells hold fewer runs than it has seeds
@@ -596,3 +604,12 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
     )
     merged_cell, single_cell = row.split(" | ")[2:4]
     assert "(n=" not in merged_cell and single_cell.endswith("(n=1)")
+
+
+def test_the_clinical_benchmark_refuses_a_weight_it_cannot_use():
+    import clinical_model
+
+    assert clinical_model.weights(["CHIA=0.25"]) == {"CHIA": 0.25}
+    for bad in ("CHIA", "CHIA=0", "CHIA=-1", "CHIA=x", "i2b2=1"):
+        with pytest.raises(SystemExit, match="expected CORPUS=W"):
+            clinical_model.weights([bad])
