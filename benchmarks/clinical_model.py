@@ -48,6 +48,7 @@ from common import RESULTS, machine
 from mslm_core.config import TrainConfig
 from mslm_core.corpora import clinical
 from mslm_core.corpus import Corpus, write_corpus
+from mslm_core.metrics import type_rows
 from mslm_core.sources import load_training_data
 
 log = logging.getLogger("clinical_model")
@@ -175,6 +176,54 @@ def _mean_std(values: list[float]) -> dict[str, float]:
     }
 
 
+def regroup(per_type: dict[str, dict], n_pred: int | None = None) -> dict[str, dict]:
+    """A run's per-type rows in :func:`~mslm_core.metrics.type_rows`' rows. Runs recorded
+    before those rows scored CHIA's Procedure, Test and Procedure|Test apart (Procedure|Test
+    always at precision 1, its misses against the other two): their counts are backed out of
+    each row's precision, recall and support, and summed. A row at precision 0 does not tell
+    how many predictions it had: ``n_pred``, the run's total, does when it is the only one."""
+    rows = type_rows(per_type)
+    if all(rows[label] == label for label in per_type):
+        return per_type
+    predicted = {
+        label: round(round(m["recall"] * m["support"]) / m["precision"])
+        for label, m in per_type.items()
+        if m["precision"]
+    }
+    unknown = [label for label in per_type if label not in predicted]
+    if len(unknown) == 1 and n_pred is not None:
+        predicted[unknown[0]] = n_pred - sum(predicted.values())
+    elif unknown:
+        raise ValueError(f"{', '.join(unknown)}: rows at precision 0 do not tell their predictions")
+    out: dict[str, dict] = {}
+    for row in sorted(set(rows.values())):
+        members = [label for label in per_type if rows[label] == row]
+        if members == [row]:
+            out[row] = per_type[row]
+            continue
+        tp = hit_pred = hit_gold = 0.0
+        for label in members:
+            m = per_type[label]
+            tp += round(m["recall"] * m["support"])
+            hit_pred += m["overlap"]["precision"] * predicted[label]
+            hit_gold += m["overlap"]["recall"] * m["support"]
+        n = sum(predicted[label] for label in members)
+        support = sum(per_type[label]["support"] for label in members)
+        out[row] = {
+            **_prf(tp, n, support),
+            "support": support,
+            "overlap": _prf(hit_pred, n, support, hit_gold),
+        }
+    return out
+
+
+def _prf(hit_pred: float, n_pred: float, n_gold: float, hit_gold: float | None = None) -> dict:
+    precision = hit_pred / n_pred if n_pred else 0.0
+    recall = (hit_pred if hit_gold is None else hit_gold) / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
 def aggregate(runs: dict[str, dict], corpora: list[str]) -> dict[str, Any]:
     """Per corpus and target type: strict and overlap F1 (and recall) of each variant,
     mean ± std over seeds (percent), and merged − single per type."""
@@ -197,9 +246,10 @@ def aggregate(runs: dict[str, dict], corpora: list[str]) -> dict[str, Any]:
                     "overlap_f1": _mean_std([r["overlap"]["f1"] for r in reports]),
                 }
             }
-            labels = sorted({t for r in reports for t in r["per_type"]})
+            per_types = [regroup(r["per_type"], r.get("n_pred")) for r in reports]
+            labels = sorted({t for p in per_types for t in p})
             for label in labels:
-                per = [r["per_type"].get(label) for r in reports]
+                per = [p.get(label) for p in per_types]
                 if any(p is None or not p["support"] for p in per):
                     continue  # a type this corpus has no gold of (a false positive only)
                 block[label] = {
@@ -247,8 +297,9 @@ def markdown(table: dict[str, Any], seeds: int) -> str:
             m = merged.get(label)
             delta = rows.get("merged_minus_single", {}).get(label)
             support = "" if label == "all" else f" ({m['support'] if m else ''})"
+            name = label.replace("|", "\\|")  # Procedure|Test: one cell
             lines.append(
-                f"| {corpus} | {label}{support} | {cell(m, 'strict_f1')} | "
+                f"| {corpus} | {name}{support} | {cell(m, 'strict_f1')} | "
                 f"{cell(single, 'strict_f1')} | {cell(text, 'strict_f1')} | "
                 f"{'' if delta is None else f'{delta:+.1f}'} | {cell(m, 'overlap_f1')} | "
                 f"{cell(m, 'overlap_recall') if m and 'overlap_recall' in m else '—'} |"

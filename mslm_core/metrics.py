@@ -14,7 +14,9 @@ whose words it shares at least one of, each at most once.
 A corpus that annotates only some types (one of several a job trains on, ``typemap``) is
 judged on those alone: :func:`judge` leaves out predictions of types it does not annotate,
 accepts any listed type of a label such as ``"Procedure|Test"``, and neither rewards nor
-counts a prediction of a mention that may be no entity (``"O|Result"``).
+counts a prediction of a mention that may be no entity (``"O|Result"``). Per type, the types
+such a label links are one row (:func:`type_rows`): a corpus that does not say whether a
+procedure is a Test cannot score Procedure and Test apart.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from .corpus import Mention
-from .typemap import is_plain, label_set
+from .typemap import SEPARATOR, is_plain, label_set
 
 __all__ = [
     "entity_scores",
@@ -37,6 +39,7 @@ __all__ = [
     "perplexity",
     "tags_to_mentions",
     "token_macro_f1",
+    "type_rows",
 ]
 
 OUTSIDE = "O"
@@ -156,6 +159,33 @@ def judge(
     return [g for g in gold if OUTSIDE not in label_set(g.label)], kept
 
 
+def type_rows(labels: Iterable[str]) -> dict[str, str]:
+    """The per-type row each label is scored in: its own, unless a label listing types
+    (``"Procedure|Test"``) links it to others — then the row of all the types linked, named
+    like such a label (``"Procedure|Test"``), that ``Procedure``, ``Test`` and
+    ``Procedure|Test`` mentions all count in. Scored apart, a prediction of ``Test`` that
+    misses a ``Procedure|Test`` mention would count against ``Test``'s precision and a found one
+    for ``Procedure|Test``'s, whose precision would always be 1. ``O`` links nothing."""
+    types_of = {label: sorted(label_set(label) - {OUTSIDE}) or [label] for label in labels}
+    parent: dict[str, str] = {}
+
+    def root(t: str) -> str:
+        while parent.setdefault(t, t) != t:
+            t = parent[t]
+        return t
+
+    for types in types_of.values():
+        for t in types[1:]:
+            parent[root(t)] = root(types[0])
+    members: dict[str, set[str]] = {}
+    for types in types_of.values():
+        for t in types:
+            members.setdefault(root(t), set()).add(t)
+    return {
+        label: SEPARATOR.join(sorted(members[root(types[0])])) for label, types in types_of.items()
+    }
+
+
 def _same_type(pred_label: str, gold_label: str) -> bool:
     return pred_label == gold_label or pred_label in label_set(gold_label)
 
@@ -165,18 +195,19 @@ def overlap_scores(
 ) -> dict[str, Any]:
     """Micro and per-type precision, recall and F1 when a prediction is right as soon as it
     shares a word with a gold mention of its type (one-to-one, predictions in order, each
-    taking the first such gold mention left). Per type: recall by the gold's label,
-    precision by the prediction's."""
+    taking the first such gold mention left). Per type (rows as :func:`entity_scores`'s):
+    recall by the gold's label, precision by the prediction's."""
     _check_same_length(gold, pred, "overlap_scores")
+    row = type_rows(m.label for sent in (*gold, *pred) for m in sent)
     hit_gold: Counter[str] = Counter()
     hit_pred: Counter[str] = Counter()
     n_gold: Counter[str] = Counter()
     n_pred: Counter[str] = Counter()
     for g_sent, p_sent in zip(gold, pred, strict=True):
         taken = [False] * len(g_sent)
-        n_gold.update(g.label for g in g_sent)
+        n_gold.update(row[g.label] for g in g_sent)
         for p in sorted(p_sent):
-            n_pred[p.label] += 1
+            n_pred[row[p.label]] += 1
             for k, g in enumerate(g_sent):
                 if (
                     not taken[k]
@@ -185,8 +216,8 @@ def overlap_scores(
                     and _same_type(p.label, g.label)
                 ):
                     taken[k] = True
-                    hit_gold[g.label] += 1
-                    hit_pred[p.label] += 1
+                    hit_gold[row[g.label]] += 1
+                    hit_pred[row[p.label]] += 1
                     break
     total = sum(hit_gold.values())
     precision, recall, f1 = _prf(total, sum(n_pred.values()), sum(n_gold.values()))
@@ -213,11 +244,13 @@ def entity_scores(
          "per_type": {TYPE: {"precision", "recall", "f1", "support"}},
          "exact_match": float, "n_gold": int, "n_pred": int}
 
-    ``per_type`` covers every type seen in gold or pred (sorted); ``support`` is the number of
-    gold mentions of that type. ``exact_match`` is the share of gold mentions predicted
+    ``per_type`` covers every type seen in gold or pred (sorted; types that a label listing
+    several links share one row, :func:`type_rows`); ``support`` is the number of gold mentions
+    of that type. ``exact_match`` is the share of gold mentions predicted
     exactly (boundaries and type). Raises ``ValueError`` when the sentence counts differ.
     """
     _check_same_length(gold, pred, "entity_scores")
+    row = type_rows(m.label for sent in (*gold, *pred) for m in sent)
     tp: Counter[str] = Counter()
     n_gold: Counter[str] = Counter()
     n_pred: Counter[str] = Counter()
@@ -225,11 +258,11 @@ def entity_scores(
         g_count = Counter(g_sent)
         p_count = Counter(p_sent)
         for m, c in g_count.items():
-            n_gold[m.label] += c
+            n_gold[row[m.label]] += c
         for m, c in p_count.items():
-            n_pred[m.label] += c
+            n_pred[row[m.label]] += c
         for m, c in (g_count & p_count).items():
-            tp[m.label] += c
+            tp[row[m.label]] += c
 
     total_tp, total_gold, total_pred = sum(tp.values()), sum(n_gold.values()), sum(n_pred.values())
     precision, recall, f1 = _prf(total_tp, total_pred, total_gold)

@@ -17,7 +17,7 @@ from mslm_core.config import TrainConfig
 from mslm_core.corpus import Mention, read_corpus
 from mslm_core.errors import ConfigError, InferenceError
 from mslm_core.features import WindowBuilder
-from mslm_core.metrics import evaluation_report, judge
+from mslm_core.metrics import evaluation_report, judge, type_rows
 from mslm_core.partial import partial_label_loss, word_allowed
 from mslm_core.sources import load_training_data, parse_sources
 from mslm_core.train import Trainer
@@ -252,6 +252,36 @@ def test_judge_keeps_to_the_corpus_s_types():
     )
     assert report["strict"]["recall"] == 1.0 and math.isclose(report["strict"]["precision"], 2 / 3)
     assert "Anatomy" not in report["per_type"]
+
+
+def test_types_a_listing_label_links_are_scored_as_one_row():
+    """A corpus that does not say whether a procedure is a Test scores Procedure and Test as
+    one row: a Test prediction that misses a Procedure|Test mention counts against that row's
+    precision, not against Test's while Procedure|Test keeps a precision of 1."""
+    annotated = {"Problem", "Procedure", "Test"}
+    gold = [
+        [Mention(0, 1, "Procedure|Test"), Mention(2, 3, "Test"), Mention(4, 5, "Problem")],
+        [Mention(0, 2, "Procedure|Test"), Mention(3, 4, "Procedure")],
+    ]
+    pred = [
+        [Mention(0, 1, "Procedure"), Mention(2, 3, "Test"), Mention(4, 5, "Problem")],
+        [Mention(0, 1, "Test"), Mention(3, 4, "Test")],  # too short; the wrong type
+    ]
+    report = evaluation_report(gold, pred, [6, 5], annotated=[annotated] * 2)
+    assert type_rows(["Problem", "Procedure|Test", "Test", "Procedure", "O|Result"]) == {
+        "Problem": "Problem",
+        "Procedure|Test": "Procedure|Test",
+        "Test": "Procedure|Test",
+        "Procedure": "Procedure|Test",
+        "O|Result": "Result",
+    }
+    assert set(report["per_type"]) == {"Problem", "Procedure|Test"}
+    row = report["per_type"]["Procedure|Test"]
+    assert row["support"] == 4
+    assert row["precision"] == row["recall"] == 0.5  # 2 of 4 predictions, 2 of 4 mentions
+    assert row["overlap"]["precision"] == row["overlap"]["recall"] == 0.75
+    assert report["per_type"]["Problem"]["f1"] == 1.0
+    assert math.isclose(report["strict"]["f1"], 3 / 5)
 
 
 def test_overlap_scores_beside_strict():
@@ -604,6 +634,47 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
     )
     merged_cell, single_cell = row.split(" | ")[2:4]
     assert "(n=" not in merged_cell and single_cell.endswith("(n=1)")
+
+
+def test_the_clinical_benchmark_regroups_runs_recorded_with_linked_types_apart():
+    """Runs recorded before Procedure, Test and Procedure|Test were one row are summarised as
+    if they had been: the counts backed out of each row give what the metrics score now (the
+    rows are those the sentences of test_types_a_listing_label_links_are_scored_as_one_row
+    had then; Procedure had no prediction)."""
+    import clinical_model
+
+    def row(p, r, support, op, orec):
+        def f1(a, b):
+            return 2 * a * b / (a + b) if a + b else 0.0
+
+        return {
+            "precision": p,
+            "recall": r,
+            "f1": f1(p, r),
+            "support": support,
+            "overlap": {"precision": op, "recall": orec, "f1": f1(op, orec)},
+        }
+
+    recorded = {
+        "Problem": row(1.0, 1.0, 1, 1.0, 1.0),
+        "Procedure": row(0.0, 0.0, 1, 0.0, 0.0),
+        "Procedure|Test": row(1.0, 0.5, 2, 1.0, 1.0),
+        "Test": row(1 / 3, 1.0, 1, 2 / 3, 1.0),
+    }
+    got = clinical_model.regroup(recorded, n_pred=5)
+    assert set(got) == {"Problem", "Procedure|Test"} and got["Problem"] is recorded["Problem"]
+    linked = got["Procedure|Test"]
+    assert linked["support"] == 4
+    assert linked["precision"] == linked["recall"] == 0.5
+    assert math.isclose(linked["overlap"]["precision"], 0.75)
+    assert math.isclose(linked["overlap"]["recall"], 0.75)
+    with pytest.raises(ValueError, match="Procedure: rows at precision 0"):
+        clinical_model.regroup(recorded)  # without the total, Procedure's predictions are unknown
+    assert clinical_model.regroup(got) is got  # rows already linked: as they are
+    report = {"strict": {"f1": 0.6}, "overlap": {"f1": 0.8}, "per_type": recorded, "n_pred": 5}
+    table = clinical_model.aggregate({"merged-all-s1": {"test": {"CHIA": report}}}, ["CHIA"])
+    assert table["CHIA"]["merged"]["Procedure|Test"]["strict_f1"]["mean"] == 50.0
+    assert "| CHIA | Procedure\\|Test (4) | 50.0 ± 0.0 |" in clinical_model.markdown(table, 1)
 
 
 def test_the_clinical_benchmark_refuses_a_weight_it_cannot_use():
