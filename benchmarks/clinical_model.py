@@ -22,8 +22,9 @@ by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schem
   labels the mapped ones (a label listing types, CHIA's ``Procedure|Test``, is one class).
 
 Every model is scored on each corpus's held-out test documents, on the types that corpus
-annotates (``metrics.judge``), strict and overlap, per target type. Runs are saved one file
-each under ``--out``/runs (a rerun skips what is there); the summary is written to
+annotates (``metrics.judge``), strict and overlap, per target type (the types that a label
+listing several links, CHIA's Procedure|Test, as one row: ``metrics.type_rows``). Runs are
+saved one file each under ``--out``/runs (a rerun skips what is there); the summary is written to
 ``--out``/summary.json and summary.md, and its headline is the last line printed.
 """
 
