@@ -49,7 +49,7 @@ from common import RESULTS, machine
 from mslm_core.config import TrainConfig
 from mslm_core.corpora import clinical
 from mslm_core.corpus import Corpus, write_corpus
-from mslm_core.metrics import type_rows
+from mslm_core.metrics import prf, type_rows
 from mslm_core.sources import load_training_data
 
 log = logging.getLogger("clinical_model")
@@ -219,10 +219,8 @@ def regroup(per_type: dict[str, dict], n_pred: int | None = None) -> dict[str, d
 
 
 def _prf(hit_pred: float, n_pred: float, n_gold: float, hit_gold: float | None = None) -> dict:
-    precision = hit_pred / n_pred if n_pred else 0.0
-    recall = (hit_pred if hit_gold is None else hit_gold) / n_gold if n_gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+    scores = prf(hit_pred, n_pred, n_gold, hit_gold)
+    return dict(zip(("precision", "recall", "f1"), scores, strict=True))
 
 
 def aggregate(runs: dict[str, dict], corpora: list[str]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ __all__ = [
     "mentions_to_tags",
     "overlap_scores",
     "perplexity",
+    "prf",
     "tags_to_mentions",
     "token_macro_f1",
     "type_rows",
@@ -50,10 +51,14 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
 
 
-def _prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
-    """Precision, recall and F1 from true positives and the two totals (zero-division → 0.0)."""
+def prf(
+    tp: float, n_pred: float, n_gold: float, tp_gold: float | None = None
+) -> tuple[float, float, float]:
+    """Precision, recall and F1 from true positives and the two totals (zero-division → 0.0).
+    ``tp_gold``, when given, is the number of gold mentions hit, for recall, where a match is
+    not one-to-one in counting (overlap: ``tp`` is then the predictions that hit)."""
     precision = _ratio(tp, n_pred)
-    recall = _ratio(tp, n_gold)
+    recall = _ratio(tp if tp_gold is None else tp_gold, n_gold)
     f1 = _ratio(2 * precision * recall, precision + recall)
     return precision, recall, f1
 
@@ -220,16 +225,11 @@ def overlap_scores(
                     hit_pred[row[p.label]] += 1
                     break
     total = sum(hit_gold.values())
-    precision, recall, f1 = _prf(total, sum(n_pred.values()), sum(n_gold.values()))
+    precision, recall, f1 = prf(total, sum(n_pred.values()), sum(n_gold.values()))
     per_type = {}
     for label in sorted(set(n_gold) | set(n_pred)):
-        prec = _ratio(hit_pred[label], n_pred[label])
-        rec = _ratio(hit_gold[label], n_gold[label])
-        per_type[label] = {
-            "precision": prec,
-            "recall": rec,
-            "f1": _ratio(2 * prec * rec, prec + rec),
-        }
+        prec, rec, f = prf(hit_pred[label], n_pred[label], n_gold[label], hit_gold[label])
+        per_type[label] = {"precision": prec, "recall": rec, "f1": f}
     return {"precision": precision, "recall": recall, "f1": f1, "per_type": per_type}
 
 
@@ -265,10 +265,10 @@ def entity_scores(
             tp[row[m.label]] += c
 
     total_tp, total_gold, total_pred = sum(tp.values()), sum(n_gold.values()), sum(n_pred.values())
-    precision, recall, f1 = _prf(total_tp, total_pred, total_gold)
+    precision, recall, f1 = prf(total_tp, total_pred, total_gold)
     per_type: dict[str, dict[str, float | int]] = {}
     for label in sorted(set(n_gold) | set(n_pred)):
-        p, r, f = _prf(tp[label], n_pred[label], n_gold[label])
+        p, r, f = prf(tp[label], n_pred[label], n_gold[label])
         per_type[label] = {"precision": p, "recall": r, "f1": f, "support": n_gold[label]}
     return {
         "strict": {"precision": precision, "recall": recall, "f1": f1},
@@ -303,7 +303,7 @@ def token_macro_f1(gold_tags: Sequence[Sequence[str]], pred_tags: Sequence[Seque
     labels = set(n_gold) | set(n_pred)
     if not labels:
         return 0.0
-    return sum(_prf(tp[t], n_pred[t], n_gold[t])[2] for t in labels) / len(labels)
+    return sum(prf(tp[t], n_pred[t], n_gold[t])[2] for t in labels) / len(labels)
 
 
 def perplexity(total_nll: float, n_tokens: int) -> float | None:
