@@ -14,8 +14,9 @@ by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schem
 - **merged**: the product's recipe (``mslm train --recipe clinical``: every default of
   ``mslm train`` but the recipe's own settings, ``clinical.SETTINGS``; the four corpora with
   their weights, partial labels). ``--strategy`` trains another strategy, ``--source-styles``
-  opens each corpus's windows with its name, ``--weight CORPUS=W`` samples a corpus at another
-  weight than the recipe's (ablations).
+  opens each corpus's windows with its name (``--blank-style SHARE``: that share of them with
+  none, as the bundle then reads text, its runs scoring test read so too), ``--weight
+  CORPUS=W`` samples a corpus at another weight than the recipe's (ablations).
 - **single**: the same recipe on one corpus (its type map, weight 1).
 - **textbook**: ``AutoModelForTokenClassification`` with the ``Trainer`` on one corpus
   (``harness/textbook.py``: learning rate 1e-4, 3 epochs, batch 16, the last epoch), its
@@ -110,10 +111,14 @@ def train_ours(
     settings = {**clinical.SETTINGS, **{k: v for k, v in tiny.items() if k != "max_sentences"}}
     config = TrainConfig(sources=sources, seed=seed, **settings)
     started = time.perf_counter()
-    result = Trainer(config, work / "bundle", work_dir=work / "checkpoint", overwrite=True).fit()
+    trainer = Trainer(config, work / "bundle", work_dir=work / "checkpoint", overwrite=True)
+    result = trainer.fit()
     manifest = json.loads((work / "bundle" / "manifest.json").read_text())
     test = result["metrics"].get("test", {})
     by_corpus = test.get("sources") or {sources[0]["name"]: test}
+    served = {}
+    if config.blank_style:  # the table reads each corpus as its own; the bundle reads none
+        served = {"test_served": blank_reading(trainer)}
     if not keep:
         import shutil
 
@@ -129,7 +134,19 @@ def train_ours(
         "config": {k: v for k, v in config.to_dict().items() if k != "sources"},
         "weights": {s["name"]: s["weight"] for s in sources},
         "bundle": str(work / "bundle") if keep else None,
+        **served,
     }
+
+
+def blank_reading(trainer: Any) -> dict[str, Any]:
+    """Each corpus's test scores with every sentence read as the bundle reads text by default
+    (no style: a run with a ``blank_style``), by the kept weights the trainer ends with."""
+    from mslm_core.evaluate import as_mentions
+
+    corpus = trainer.corpora["test"]
+    words = [s.words for s in corpus.sentences]
+    predicted = as_mentions(trainer.predictor.predict_words(words, None, [""] * len(words)))
+    return trainer.score("test", predicted)["sources"]
 
 
 def mapped_files(source: dict, work: Path) -> dict[str, Path]:
@@ -327,6 +344,12 @@ def main() -> None:
         help="merged: each corpus's windows open with its name (TrainConfig.source_styles)",
     )
     ap.add_argument(
+        "--blank-style",
+        type=float,
+        help="merged, with --source-styles: this share of the windows has no style "
+        "(TrainConfig.blank_style); the runs record test read with none as well",
+    )
+    ap.add_argument(
         "--weight",
         action="append",
         default=[],
@@ -348,6 +371,7 @@ def main() -> None:
             "strategy": args.strategy,
             "base_model": args.base_model,
             "source_styles": args.source_styles or None,
+            "blank_style": args.blank_style,
         }.items()
         if v is not None
     }

@@ -44,6 +44,7 @@ class JobParams(TypedDict, total=False):
     """The fine-tuning settings of ``POST /v1/jobs``; unset ones take the service's defaults."""
 
     source_styles: bool  # several datasets: each one's windows open with its id
+    blank_style: float  # with source_styles: this share of windows has none, nor the model
     base_model: str  # an encoder allowed by MSLM_BASE_MODELS
     strategy: str  # one of the service's (JobCreate.strategy in its /openapi.json)
     elm_rate: float

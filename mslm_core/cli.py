@@ -357,7 +357,8 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--style",
         help="a model trained with --source-styles: read the text as this corpus's (its "
-        "manifest's styles; default: its first corpus's)",
+        "manifest's styles, or '' for none with --blank-style; default: its first corpus's, "
+        "or none with --blank-style)",
     )
 
 

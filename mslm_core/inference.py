@@ -193,7 +193,8 @@ class EntityExtractor:
         sets each entity's ``assertion`` (``ContextEngine.default()``: our rules). ``linker``:
         the :class:`~mslm_core.linking.Linker` that sets each entity's ``concept``.
         ``style``: a model trained with ``source_styles`` reads text as this corpus's (one of
-        its manifest's ``styles``; None: its ``style``, the first corpus's)."""
+        its manifest's ``styles``, or ``""``, none, when it was trained with a ``blank_style``;
+        None: its ``style``, the first corpus's or, with a blank style, none)."""
         _check("backend", backend, BACKENDS)
         _check("precision", precision, PRECISIONS)
         _check("device", device, DEVICES)
@@ -223,8 +224,10 @@ class EntityExtractor:
             batch_size = _default_batch_size(precision, provider)
         options = predictor_options(manifest)
         if style is not None:
-            if style not in styles_of(manifest):
-                known = ", ".join(styles_of(manifest)) or "none: not trained with source styles"
+            blank = [""] if manifest.get("blank_style") else []  # trained with no style too
+            if style not in styles_of(manifest) + blank:
+                known = ", ".join(styles_of(manifest) + [repr(s) for s in blank])
+                known = known or "none: not trained with source styles"
                 raise InferenceError(f"style {style!r}: this model's styles are {known}")
             options["style"] = style
         predictor = Predictor(

@@ -443,6 +443,89 @@ def test_source_styles_open_each_corpus_s_windows_with_its_name(corpora, tmp_pat
     )
     with pytest.raises(InferenceError, match="style 'C': this model's styles are A, B"):
         EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="C")
+    # trained without a blank style, it has no reading without a name
+    with pytest.raises(InferenceError, match=r"style '': this model's styles are A, B$"):
+        EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="")
+
+
+def test_a_blank_style_reads_a_share_of_windows_and_the_served_text_with_no_name(corpora, tmp_path):
+    from mslm_core.inference import EntityExtractor
+
+    vocab = {w.lower() for row in A + B for w in row["text"].split()} | {"a", "b"}
+    enc = build_tiny_encoder(tmp_path / "enc", sorted(vocab))
+    cfg = TrainConfig(
+        sources=sources(corpora, A=0.5),
+        base_model=str(enc),
+        source_styles=True,
+        blank_style=0.5,
+        strategy="vanilla",
+        epochs=2,
+        batch_size=4,
+        learning_rate=5e-3,
+        patience=0,
+    )
+    trainer = Trainer(cfg, tmp_path / "bundle")
+    trainer.fit()
+    n, builder, windows = trainer.n_styled, trainer.builder, trainer.windows
+    # every styled window has a blank copy: the same text, labels and corpus, no name
+    assert len(windows) == 2 * n and (trainer.window_source[:n] == trainer.window_source[n:]).all()
+    for i, (styled, blank) in enumerate(zip(windows[:n], windows[n:], strict=True)):
+        k = len(builder.prefixes["AB"[trainer.window_source[i]]])
+        p = len(builder.prefix)
+        assert blank.input_ids[:p].tolist() == builder.prefix and blank.word_index[p] >= 0
+        assert blank.input_ids[p:].tolist() == styled.input_ids[k:].tolist()
+        assert blank.labels is not None and styled.labels is not None
+        assert blank.labels[p:].tolist() == styled.labels[k:].tolist()
+    # each epoch draws its windows by weight as without the blank style, then reads about
+    # blank_style of them with none, drawn anew
+    draws = [trainer.epoch_windows(e) for e in range(20)]
+    plain = [draws_without_blank(trainer, e) for e in range(20)]
+    for chosen, base in zip(draws, plain, strict=True):
+        assert np.array_equal(chosen % n, base)
+    share = np.mean(np.concatenate([chosen >= n for chosen in draws]))
+    assert 0.35 < share < 0.65
+    assert not np.array_equal(draws[0] >= n, draws[1] >= n)
+
+    # the bundle reads text with no name unless asked for a corpus's
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert (manifest["styles"], manifest["style"], manifest["blank_style"]) == (["A", "B"], "", 0.5)
+    predictor = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch").predictor
+    words = [s.words for s in trainer.corpora["dev"].sentences]
+    assert predictor.style == ""
+    as_none = predictor.raw_predictions(words).word_probs
+    as_a = predictor.raw_predictions(words, styles=["A"] * 7).word_probs
+    assert any(not np.allclose(x, y) for x, y in zip(as_none, as_a, strict=True))
+    as_a_served = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="A")
+    assert as_a_served.predictor.predict_words(words) == predictor.predict_words(
+        words, styles=["A"] * 7
+    )
+    with pytest.raises(InferenceError, match="style 'C': this model's styles are A, B, ''"):
+        EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="C")
+    as_none_asked = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="")
+    assert as_none_asked.predictor.predict_words(words) == predictor.predict_words(words)
+
+
+def draws_without_blank(trainer: Trainer, epoch: int) -> np.ndarray:
+    """The windows ``epoch`` draws with no blank style (the same trainer, the share 0)."""
+    share, windows = trainer.config.blank_style, trainer.windows
+    trainer.config.blank_style, trainer.windows = 0.0, windows[: trainer.n_styled]
+    try:
+        return trainer.epoch_windows(epoch)
+    finally:
+        trainer.config.blank_style, trainer.windows = share, windows
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"blank_style": 0.5}, "blank_style: needs source_styles"),
+        ({"blank_style": 1.0, "source_styles": True}, "blank_style: must be"),
+        ({"blank_style": -0.1, "source_styles": True}, "blank_style: must be"),
+    ],
+)
+def test_a_blank_style_is_checked(corpora, options, says):
+    with pytest.raises(ConfigError, match=says):
+        TrainConfig(sources=sources(corpora), **options)
 
 
 def test_a_sentence_is_cut_alike_whatever_style_it_is_read_as(encoder):
@@ -542,13 +625,9 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
 
 
 # -- the clinical benchmark's protocol on tiny corpora (benchmarks/clinical_model.py) ------------
-def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path, monkeypatch):
-    """Every variant (merged, single, textbook) trains, scores each corpus on its own types,
-    and the summary compares them per type — what docs/clinical-schema.md's table comes from."""
-    import sys
-
-    import clinical_model
-
+@pytest.fixture
+def tiny_clinical(corpora, monkeypatch):
+    """The clinical benchmark's corpora: B as MACCROBAT2020 (weight 2), A as BC5CDR (0.5)."""
     from mslm_core.corpora import clinical
 
     tiny = [
@@ -576,6 +655,15 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(corpora, encoder, tmp_path,
             {**s, "weight": weights.get(s["name"], s["weight"])} for s in tiny if s["name"] in names
         ],
     )
+
+
+def test_the_clinical_benchmark_runs_on_tiny_corpora(tiny_clinical, encoder, tmp_path, monkeypatch):
+    """Every variant (merged, single, textbook) trains, scores each corpus on its own types,
+    and the summary compares them per type — what docs/clinical-schema.md's table comes from."""
+    import sys
+
+    import clinical_model
+
     out = tmp_path / "results"
     argv = [
         "clinical_model.py",
@@ -675,6 +763,33 @@ def test_the_clinical_benchmark_regroups_runs_recorded_with_linked_types_apart()
     table = clinical_model.aggregate({"merged-all-s1": {"test": {"CHIA": report}}}, ["CHIA"])
     assert table["CHIA"]["merged"]["Procedure|Test"]["strict_f1"]["mean"] == 50.0
     assert "| CHIA | Procedure\\|Test (4) | 50.0 ± 0.0 |" in clinical_model.markdown(table, 1)
+
+
+def test_the_clinical_benchmark_scores_a_blank_style_as_served_too(
+    tiny_clinical, tmp_path, monkeypatch
+):
+    """With ``--blank-style`` the merged run records test read as each corpus's own (the
+    table) and as the bundle reads text by default, with no style (``test_served``)."""
+    import sys
+
+    import clinical_model
+
+    vocab = {w.lower() for row in A + B for w in row["text"].split()} | {"maccrobat2020"}
+    enc = build_tiny_encoder(tmp_path / "enc", sorted(vocab | {"bc5cdr-iob"}))
+    out = tmp_path / "results"
+    argv = ["clinical_model.py", "--seeds", "1", "--variants", "merged", "--epochs", "1"]
+    argv += ["--corpora", "MACCROBAT2020", "BC5CDR-IOB", "--base-model", str(enc)]
+    argv += ["--source-styles", "--blank-style", "0.5", "--keep-bundles"]
+    argv += ["--out", str(out), "--work", str(tmp_path / "work")]
+    monkeypatch.setattr(sys, "argv", argv)
+    clinical_model.main()
+    run = json.loads((out / "runs" / "merged-all-s1.json").read_text())
+    assert run["config"]["blank_style"] == 0.5 and run["config"]["source_styles"]
+    assert set(run["test_served"]) == set(run["test"]) == {"MACCROBAT2020", "BC5CDR-IOB"}
+    served = run["test_served"]["MACCROBAT2020"]
+    assert set(served) >= {"strict", "per_type"} and served["strict"] != {}
+    manifest = json.loads((Path(run["bundle"]) / "manifest.json").read_text())
+    assert manifest["style"] == ""
 
 
 def test_the_clinical_benchmark_refuses_a_weight_it_cannot_use():

@@ -130,6 +130,12 @@ class Trainer:
             words, mentions, type_ids, unannotated, self._styles(run_source)
         )
         self.window_source = np.asarray([run_source[w.sentence] for w in self.windows], np.int64)
+        # a blank style: the same windows with no name after them, each epoch drawing which
+        # of the two each window is read as (epoch_windows); a sentence is cut alike either way
+        self.n_styled = len(self.windows)
+        if self.style_names and cfg.blank_style:
+            self.windows += self.builder.training_windows(words, mentions, type_ids, unannotated)
+            self.window_source = np.concatenate([self.window_source, self.window_source])
         tok = self.tokenizer
         collator_kw = dict(
             mask_token_id=tok.mask_token_id,
@@ -138,7 +144,7 @@ class Trainer:
             vocab_size=len(tok),
             special_ids=tuple(tok.all_special_ids),
         )
-        plan = plan_masking(cfg, self.windows, words)
+        plan = plan_masking(cfg, self.windows[: self.n_styled], words)
         self.mask_weights, self.masking_info = plan.weights, plan.info
         self.loss_spec = LossSpec(
             mask_weights=plan.weights,
@@ -210,9 +216,11 @@ class Trainer:
     def serving_manifest(self) -> dict[str, Any]:
         """What the bundle's manifest says about reading the model's outputs."""
         cfg = self.config
-        styles = (
-            {"styles": self.style_names, "style": self.style_names[0]} if self.style_names else {}
-        )
+        styles: dict[str, Any] = {}
+        if self.style_names:
+            blank = cfg.blank_style
+            styles = {"styles": self.style_names, "style": "" if blank else self.style_names[0]}
+            styles |= {"blank_style": blank} if blank else {}
         return {"head": cfg.head, "decoding": cfg.decoding, "pack": cfg.pack, **styles}
 
     def _lr_factor(self, step: int) -> float:
@@ -246,18 +254,26 @@ class Trainer:
         """The windows epoch ``epoch`` trains on: every window once, unless a corpus of a
         multi-corpus run has a ``weight`` — then its windows ``int(weight)`` times each plus a
         random ``weight % 1`` share of them, drawn anew each epoch (the count is the same in
-        every epoch, so the schedule is too)."""
+        every epoch, so the schedule is too). With a ``blank_style``, that share of the drawn
+        windows, drawn anew each epoch too, is read with no style."""
+        n = self.n_styled
         weights = [d.source.weight for d in self.data.sources]
+        chosen: npt.NDArray[np.intp]
         if all(w == 1.0 for w in weights):
-            return np.arange(len(self.windows))
-        rng = np.random.default_rng([self.config.seed, epoch, 1])
-        parts = []
-        for k, weight in enumerate(weights):
-            own = np.nonzero(self.window_source == k)[0]
-            whole, share = divmod(weight, 1.0)
-            parts.extend([own] * int(whole))
-            parts.append(rng.choice(own, size=round(share * len(own)), replace=False))
-        return np.concatenate(parts)
+            chosen = np.arange(n)
+        else:
+            rng = np.random.default_rng([self.config.seed, epoch, 1])
+            parts = []
+            for k, weight in enumerate(weights):
+                own = np.nonzero(self.window_source[:n] == k)[0]
+                whole, share = divmod(weight, 1.0)
+                parts.extend([own] * int(whole))
+                parts.append(rng.choice(own, size=round(share * len(own)), replace=False))
+            chosen = np.concatenate(parts)
+        if len(self.windows) > n:  # the blank copies follow the styled windows
+            blank = np.random.default_rng([self.config.seed, epoch, 2]).random(len(chosen))
+            chosen = chosen + n * (blank < self.config.blank_style)
+        return chosen
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """Window indices per batch (:meth:`epoch_windows`): shuffled, then grouped by length
@@ -275,7 +291,8 @@ class Trainer:
     def _rngs(self, epoch: int, step: int, batch: list[int]) -> list[np.random.Generator]:
         seed = self.config.seed
         if self.config.masking == "static":
-            return [np.random.default_rng([seed, i]) for i in batch]
+            # a window's blank copy is masked as the window is
+            return [np.random.default_rng([seed, i % self.n_styled]) for i in batch]
         return [np.random.default_rng([seed, epoch, step, r]) for r in range(len(batch))]
 
     # -- the loop ---------------------------------------------------------------------------
