@@ -396,23 +396,29 @@ def test_a_multi_corpus_job_trains_end_to_end(corpora, encoder, tmp_path, strate
     assert "dev_sources" in result["history"][-1]
 
 
-def test_source_styles_open_each_corpus_s_windows_with_its_name(corpora, tmp_path):
-    from mslm_core.inference import EntityExtractor
-
+def styled_trainer(
+    corpora: dict[str, Path], tmp_path: Path, weights: dict[str, float] | None = None, **options
+) -> Trainer:
+    """A trained run on A and B with source styles (their names in the encoder's vocabulary,
+    so that they are not [UNK]), its bundle in tmp_path/bundle."""
     vocab = {w.lower() for row in A + B for w in row["text"].split()} | {"a", "b"}
-    enc = build_tiny_encoder(tmp_path / "enc", sorted(vocab))  # the names are not [UNK]
+    enc = build_tiny_encoder(tmp_path / "enc", sorted(vocab))
+    settings = dict(strategy="vanilla", epochs=1, batch_size=4, learning_rate=5e-3, patience=0)
     cfg = TrainConfig(
-        sources=sources(corpora),
+        sources=sources(corpora, **(weights or {})),
         base_model=str(enc),
         source_styles=True,
-        strategy="vanilla",
-        epochs=1,
-        batch_size=4,
-        learning_rate=5e-3,
-        patience=0,
+        **{**settings, **options},
     )
     trainer = Trainer(cfg, tmp_path / "bundle")
     trainer.fit()
+    return trainer
+
+
+def test_source_styles_open_each_corpus_s_windows_with_its_name(corpora, tmp_path):
+    from mslm_core.inference import EntityExtractor
+
+    trainer = styled_trainer(corpora, tmp_path)
     builder = trainer.builder
     opening = {name: builder.prefixes[name] for name in ("A", "B")}
     assert opening["A"][: len(builder.prefix)] == builder.prefix
@@ -451,21 +457,7 @@ def test_source_styles_open_each_corpus_s_windows_with_its_name(corpora, tmp_pat
 def test_a_blank_style_reads_a_share_of_windows_and_the_served_text_with_no_name(corpora, tmp_path):
     from mslm_core.inference import EntityExtractor
 
-    vocab = {w.lower() for row in A + B for w in row["text"].split()} | {"a", "b"}
-    enc = build_tiny_encoder(tmp_path / "enc", sorted(vocab))
-    cfg = TrainConfig(
-        sources=sources(corpora, A=0.5),
-        base_model=str(enc),
-        source_styles=True,
-        blank_style=0.5,
-        strategy="vanilla",
-        epochs=2,
-        batch_size=4,
-        learning_rate=5e-3,
-        patience=0,
-    )
-    trainer = Trainer(cfg, tmp_path / "bundle")
-    trainer.fit()
+    trainer = styled_trainer(corpora, tmp_path, {"A": 0.5}, blank_style=0.5, epochs=2)
     n, builder, windows = trainer.n_styled, trainer.builder, trainer.windows
     # every styled window has a blank copy: the same text, labels and corpus, no name
     assert len(windows) == 2 * n and (trainer.window_source[:n] == trainer.window_source[n:]).all()
