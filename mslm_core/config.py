@@ -164,7 +164,8 @@ class TrainConfig:
         0.0,
         "source_styles: this share of every corpus's windows, drawn anew each epoch, opens "
         "with no name, and the bundle reads text with none (the blend of all the corpora) "
-        "unless asked for a corpus's style",
+        "unless asked for a corpus's style; without styles (source_styles off, or one "
+        "corpus) there is nothing to leave blank and it does nothing",
         job=True,
         bounds=Bounds(ge=0, lt=1),
     )
@@ -314,8 +315,6 @@ class TrainConfig:
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise bad(name, "must be one of " + ", ".join(valid))
-        if self.blank_style and not self.source_styles:
-            raise bad("blank_style", "needs source_styles (it is a share of the styled windows)")
         if self.strategy == AUTO:
             return  # checked again once resolved (resolve_auto)
         joint = self.joint

@@ -119,6 +119,10 @@ class Trainer:
         # source styles: each corpus's windows open with its name (TrainConfig.source_styles)
         names = [d.source.name for d in self.data.sources]
         self.style_names = names if cfg.source_styles and len(names) > 1 else []
+        if cfg.blank_style and not self.style_names:
+            log.warning(
+                "blank_style %s does nothing: no source styles to leave out", cfg.blank_style
+            )
         self.builder = WindowBuilder(self.tokenizer, cfg.max_length, styles=self.style_names)
         type_ids = {t: i for i, t in enumerate(self.types)}
         sentence_source = self.data.train_source()
