@@ -141,11 +141,10 @@ def train_ours(
 def blank_reading(trainer: Any) -> dict[str, Any]:
     """Each corpus's test scores with every sentence read as the bundle reads text by default
     (no style: a run with a ``blank_style``), by the kept weights the trainer ends with."""
-    from mslm_core.evaluate import as_mentions
+    from mslm_core.evaluate import predict_mentions
 
     corpus = trainer.corpora["test"]
-    words = [s.words for s in corpus.sentences]
-    predicted = as_mentions(trainer.predictor.predict_words(words, None, [""] * len(words)))
+    predicted = predict_mentions(trainer.predictor, corpus, [""] * len(corpus.sentences))
     return trainer.score("test", predicted)["sources"]
 
 

@@ -162,6 +162,12 @@ def styles_of(manifest: dict[str, Any]) -> list[str]:
     return [str(s) for s in manifest.get("styles") or []]
 
 
+def readable_styles(manifest: dict[str, Any]) -> list[str]:
+    """The styles a bundle may be asked to read text as: :func:`styles_of`, and ``""``, none,
+    when it was trained with a ``blank_style`` too."""
+    return styles_of(manifest) + ([""] if manifest.get("blank_style") else [])
+
+
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
     try:

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .active import check_strategy, raw_uncertainties
-from .bundle import predictor_options, styles_of, verify_bundle
+from .bundle import predictor_options, readable_styles, styles_of, verify_bundle
 from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
@@ -224,9 +224,9 @@ class EntityExtractor:
             batch_size = _default_batch_size(precision, provider)
         options = predictor_options(manifest)
         if style is not None:
-            blank = [""] if manifest.get("blank_style") else []  # trained with no style too
-            if style not in styles_of(manifest) + blank:
-                known = ", ".join(styles_of(manifest) + [repr(s) for s in blank])
+            readable = readable_styles(manifest)
+            if style not in readable:
+                known = ", ".join(s or repr(s) for s in readable)
                 known = known or "none: not trained with source styles"
                 raise InferenceError(f"style {style!r}: this model's styles are {known}")
             options["style"] = style
