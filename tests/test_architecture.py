@@ -394,6 +394,11 @@ def test_a_job_option_is_declared_once():
             assert given.get("minimum") == bounds.ge, f.name
             assert given.get("exclusiveMinimum") == bounds.gt, f.name
             assert given.get("maximum") == bounds.le, f.name
+            assert given.get("exclusiveMaximum") == bounds.lt, f.name
+    # the REST reference lists every one of them
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    jobs_row = next(line for line in docs.splitlines() if line.startswith("| POST /v1/jobs |"))
+    assert [o for o in sorted(JOB_OPTIONS) if f"`{o}`" not in jobs_row] == []
 
 
 def test_a_command_whose_package_is_left_out_does_not_break_the_cli(monkeypatch):
