@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError
+from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError, StyleError
 from store.errors import Conflict, NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
@@ -204,6 +204,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     async def _conflict(request: Request, exc: Conflict) -> JSONResponse:
         return problem_response(request, 409, exc.args[0], "conflict")
+
+    @app.exception_handler(StyleError)
+    async def _style(request: Request, exc: StyleError) -> JSONResponse:
+        # a named thing the model does not have, as an unknown model or warehouse: 404
+        errors = [{"field": "body.style", "message": str(exc)}]
+        return problem_response(request, 404, str(exc), "unknown-style", errors)
 
     @app.exception_handler(InferenceError)
     async def _inference(request: Request, exc: InferenceError) -> JSONResponse:

@@ -39,6 +39,13 @@ def _keys_are_identifiers(schema: dict[str, Any]) -> None:
 
 # a per-type threshold: finite, not negative; above 1 it drops the type
 Threshold = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+# the style a model trained with source styles reads text as: a corpus it was trained on ("":
+# none, for a model trained with a blank style too)
+Style = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL)]
+STYLE_DOC = (
+    "a model trained with source styles: read the texts as this corpus's (one of its styles; "
+    "'': none, for a model with a blank style); default: the model's own"
+)
 
 
 class Strict(BaseModel):
@@ -54,6 +61,7 @@ class LabelStudioNames(Strict):
 class AnnotateRequest(Strict):
     texts: list[str] = Field(min_length=1, description="raw texts; any length, any Unicode")
     model: Identifier | None = Field(None, description="a model id; default: the active model")
+    style: Style | None = Field(None, description=STYLE_DOC)
     min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
     min_confidence_per_type: dict[str, Threshold] = Field(
         default_factory=dict,
@@ -666,6 +674,7 @@ class AnnotationJobCreate(Strict):
         default_factory=lambda: FileOutput(kind="file", format="jsonl"), discriminator="kind"
     )
     model: Identifier | None = Field(None, description="a model id; default: the active model")
+    style: Style | None = Field(None, description=STYLE_DOC)
     min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
     min_confidence_per_type: dict[str, Threshold] = Field(default_factory=dict, max_length=1000)
     context: bool = Field(True, description="ConText assertions and sections (term_exists …)")

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -45,7 +45,15 @@ class BatcherClosed(Exception):
 
 _STOP = None  # the queue's last item: finish what came before it, then stop
 
-Request = tuple[list[str], "asyncio.Future[list[list[Entity]]]"]
+
+class Request(NamedTuple):
+    """One caller's texts, the style to read them as (None: the model's) and its answer."""
+
+    texts: list[str]
+    style: str | None
+    future: asyncio.Future[list[list[Entity]]]
+
+
 _T = TypeVar("_T")
 
 #: Characters a micro-batch gathers at most from several requests: a request that would take
@@ -55,7 +63,7 @@ BATCH_CHARS = 32_768
 
 
 def _chars(request: Request) -> int:
-    return sum(len(t) for t in request[0])
+    return sum(len(t) for t in request.texts)
 
 
 @dataclass
@@ -72,7 +80,7 @@ class _Work:
     @property
     def abandoned(self) -> bool:
         """Every client of this batch has gone (their futures were cancelled)."""
-        return all(future.done() for _, future in self.requests)
+        return all(r.future.done() for r in self.requests)
 
 
 class MicroBatcher:
@@ -112,12 +120,16 @@ class MicroBatcher:
         self.task = loop.create_task(self._collect())
         self.scheduler = loop.create_task(self._schedule())
 
-    async def annotate(self, texts: list[str]) -> list[list[Entity]]:
+    async def annotate(self, texts: list[str], style: str | None = None) -> list[list[Entity]]:
+        """Entities of ``texts`` read as ``style`` (None: the model's own; a batch may mix
+        styles, each text is read as its request's)."""
         if self.closed:
             raise BatcherClosed()
+        if style is not None:
+            self.extractor.check_styles([style])  # refused before it queues
         future: asyncio.Future[list[list[Entity]]] = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda _: self._changed.set())  # a cancel frees its turns
-        await self.queue.put((texts, future))
+        await self.queue.put(Request(texts, style, future))
         return await future
 
     # -- collecting micro-batches ---------------------------------------------------------
@@ -136,7 +148,7 @@ class MicroBatcher:
                 if first is _STOP:
                     return
                 batch = [first]
-                n, chars = len(first[0]), _chars(first)
+                n, chars = len(first.texts), _chars(first)
                 deadline = loop.time() + (self.wait_s if under_load else 0.0)
                 while n < self.max_texts:
                     if not self.queue.empty():
@@ -161,7 +173,7 @@ class MicroBatcher:
                         self._held = item  # too much for this batch: it starts the next
                         break
                     batch.append(item)
-                    n += len(item[0])
+                    n += len(item.texts)
                     chars += _chars(item)
                 under_load = len(batch) > 1
                 await self._start(batch)
@@ -182,9 +194,9 @@ class MicroBatcher:
         return False, None
 
     async def _start(self, batch: list[Request]) -> None:
-        live = [(texts, future) for texts, future in batch if not future.done()]
+        live = [r for r in batch if not r.future.done()]
         if live:
-            self.metrics.batch_texts.observe(sum(len(texts) for texts, _ in live))
+            self.metrics.batch_texts.observe(sum(len(r.texts) for r in live))
             self.active.append(_Work(live, time.perf_counter()))
             self._launch()  # at once: a lone request waits for no other task
             self._changed.set()
@@ -232,7 +244,10 @@ class MicroBatcher:
     def _first_step(self, work: _Work) -> list[list[Entity]] | None:
         """The plan (sentences, the first chunk's windows) and its first step, in one go: a
         short request is answered by this one step."""
-        plan = self.extractor.plan([t for texts, _ in work.requests for t in texts])
+        requests = work.requests
+        plan = self.extractor.plan(
+            [t for r in requests for t in r.texts], [r.style for r in requests for _ in r.texts]
+        )
         work.plan = plan
         step = plan.next_step()
         if step is None:  # nothing to run (empty texts)
@@ -258,18 +273,18 @@ class MicroBatcher:
             self.active.remove(work)
             self.metrics.inference_seconds.observe(time.perf_counter() - work.started)
             results, pos = done.result(), 0
-            for chunk, future in work.requests:
-                if not future.done():  # a client may have gone away
-                    future.set_result(results[pos : pos + len(chunk)])
-                pos += len(chunk)
+            for r in work.requests:
+                if not r.future.done():  # a client may have gone away
+                    r.future.set_result(results[pos : pos + len(r.texts)])
+                pos += len(r.texts)
         self._launch()  # the next turn at once
         self._changed.set()
 
     @staticmethod
     def _fail(requests: list[Request], exc: BaseException) -> None:
-        for _, future in requests:
-            if not future.done():
-                future.set_exception(exc)
+        for r in requests:
+            if not r.future.done():
+                r.future.set_exception(exc)
 
     async def close(self) -> None:
         """Take no new request, answer every one already queued or running, then stop —
@@ -486,15 +501,16 @@ class ModelManager:
         return await self.load(wanted)
 
     async def annotate(
-        self, model_id: str | None, texts: list[str]
+        self, model_id: str | None, texts: list[str], style: str | None = None
     ) -> tuple[LoadedModel, list[list[Entity]]]:
-        """Entities of ``texts`` with ``model_id`` (or the active model) → (the model that
+        """Entities of ``texts`` with ``model_id`` (or the active model), read as ``style``
+        (None: the model's own; a style it does not know: StyleError) → (the model that
         answered, its entities). A model unloaded between lookup and queueing (evicted by
         another request's model, or deleted) is looked up again: loaded anew, or KeyError."""
         for _ in range(3):
             loaded = await self.get(model_id)
             try:
-                return loaded, await loaded.batcher.annotate(texts)
+                return loaded, await loaded.batcher.annotate(texts, style)
             except BatcherClosed:
                 continue
         raise InferenceError("the model was unloaded three times while this request waited")

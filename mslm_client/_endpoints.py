@@ -36,6 +36,7 @@ class AnnotateOptions(TypedDict, total=False):
     """What ``annotate``, ``annotate_iter`` and ``annotate_series`` accept besides the texts."""
 
     model: str | None  # a model id; default: the active model
+    style: str | None  # a model with source styles: read the texts as this corpus's
     min_confidence: float | None  # drop entities below this
     min_confidence_per_type: Mapping[str, float] | None  # per type, over min_confidence
 
@@ -324,6 +325,7 @@ class AnnotationJobOptions(TypedDict, total=False):
     """What an annotation job takes besides its source and output."""
 
     model: str | None  # a model id; default: the active model
+    style: str | None  # a model with source styles: read the notes as this corpus's
     min_confidence: float
     min_confidence_per_type: Mapping[str, float]
     context: bool  # ConText assertions and sections (default True)

@@ -46,6 +46,11 @@ def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--omop-table", help="write OMOP NOTE_NLP rows to this schema.table instead")
     s.add_argument("--omop-warehouse", help="the warehouse of --omop-table (default: --warehouse)")
     s.add_argument("--model", help="a model id (default: the served model)")
+    s.add_argument(
+        "--style",
+        help="a model trained with source styles: read the notes as this corpus's ('': none, "
+        "for a model with a blank style; default: the model's own)",
+    )
     s.add_argument("--min-confidence", type=float)
     s.add_argument("--no-context", action="store_true", help="no ConText assertions, no sections")
     s.add_argument("--no-linking", action="store_true", help="no concepts")
@@ -142,6 +147,7 @@ def _submit(args: argparse.Namespace) -> int:
             source,
             output=output,
             model=args.model,
+            style=args.style,
             min_confidence=args.min_confidence,
             context=not args.no_context,
             linking=not args.no_linking,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import BundleError
+from .errors import BundleError, StyleError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -166,6 +166,16 @@ def readable_styles(manifest: dict[str, Any]) -> list[str]:
     """The styles a bundle may be asked to read text as: :func:`styles_of`, and ``""``, none,
     when it was trained with a ``blank_style`` too."""
     return styles_of(manifest) + ([""] if manifest.get("blank_style") else [])
+
+
+def check_style(manifest: dict[str, Any], style: str) -> str:
+    """``style``, when the bundle may read text as it (:func:`readable_styles`); else a
+    :class:`~mslm_core.errors.StyleError` naming the ones it may."""
+    readable = readable_styles(manifest)
+    if style not in readable:
+        known = ", ".join(s or repr(s) for s in readable) or "none: not trained with source styles"
+        raise StyleError(f"style {style!r}: this model's styles are {known}")
+    return style
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:

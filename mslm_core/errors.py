@@ -97,3 +97,8 @@ class InferenceError(MSLMError):
     """The inference engine cannot run as asked (missing runtime, provider or file)."""
 
     code = "E008"
+
+
+class StyleError(InferenceError):
+    """A model is asked to read text in a style it was not trained with (the message names
+    the ones it was)."""

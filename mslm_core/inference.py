@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .active import check_strategy, raw_uncertainties
-from .bundle import predictor_options, readable_styles, styles_of, verify_bundle
+from .bundle import check_style, predictor_options, styles_of, verify_bundle
 from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
@@ -224,12 +224,7 @@ class EntityExtractor:
             batch_size = _default_batch_size(precision, provider)
         options = predictor_options(manifest)
         if style is not None:
-            readable = readable_styles(manifest)
-            if style not in readable:
-                known = ", ".join(s or repr(s) for s in readable)
-                known = known or "none: not trained with source styles"
-                raise InferenceError(f"style {style!r}: this model's styles are {known}")
-            options["style"] = style
+            options["style"] = check_style(manifest, style)
         predictor = Predictor(
             backend_obj,
             WindowBuilder(tokenizer, max_length, styles=styles_of(manifest)),
@@ -258,11 +253,14 @@ class EntityExtractor:
         return cls(predictor, manifest, info, context, linker)
 
     # -- prediction -------------------------------------------------------------------------
-    def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
+    def annotate(self, texts: Sequence[str], style: str | None = None) -> list[list[Entity]]:
         """Entities per text, in text order; ``text[start:end] == entity.text``; each with its
-        ``assertion`` when the extractor has a ConText engine."""
+        ``assertion`` when the extractor has a ConText engine. ``style``: read the texts as
+        this corpus's (a model trained with ``source_styles``; see :meth:`from_bundle`; None:
+        the style it was loaded with)."""
         _check_texts(texts)
-        return self._after(texts, self.predictor.annotate(texts))
+        styles = None if style is None else [style] * len(texts)
+        return self._after(texts, self.predictor.annotate(texts, self.check_styles(styles)))
 
     def annotate_with_uncertainty(
         self, texts: Sequence[str], strategy: str
@@ -290,12 +288,23 @@ class EntityExtractor:
             out = _for_types(self.linker.apply_all, texts, out, linked)
         return out
 
-    def plan(self, texts: Sequence[str]) -> AnnotationPlan:
+    def plan(
+        self, texts: Sequence[str], styles: Sequence[str | None] | None = None
+    ) -> AnnotationPlan:
         """:meth:`annotate` as steps for a scheduler (the service's micro-batcher runs the
-        steps of several requests in turn); ``plan.result()`` equals ``annotate(texts)``."""
+        steps of several requests in turn); ``plan.result()`` equals ``annotate(texts)``.
+        ``styles``: per text, the style it is read as (None: the loaded one), as in
+        :meth:`annotate`."""
         _check_texts(texts)
         after = None if self.context is None and self.linker is None else self._after
-        return AnnotationPlan(self.predictor, texts, after)
+        return AnnotationPlan(self.predictor, texts, after, self.check_styles(styles))
+
+    def check_styles(self, styles: Sequence[str | None] | None) -> Sequence[str | None] | None:
+        """``styles``, when this model may read text as each of them (None: the loaded
+        style); else a :class:`~mslm_core.errors.StyleError` naming the ones it may."""
+        for style in {s for s in styles or () if s is not None}:
+            check_style(self.manifest, style)
+        return styles
 
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""

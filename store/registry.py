@@ -5,6 +5,7 @@ under ``paths.model_dir``.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -14,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mslm_core.bundle import verify_bundle
+from mslm_core.bundle import MANIFEST, verify_bundle
 from mslm_settings import Settings
 
 from .access import page
@@ -72,6 +73,15 @@ def import_bundle(settings: Settings, session: Session, source: Path) -> Model:
 
 def find_model(session: Session, model_id: str) -> Model | None:
     return session.get(Model, model_id)
+
+
+def model_manifest(settings: Settings, model: Model) -> dict[str, Any]:
+    """The manifest of a stored model's bundle; ``{}`` when it cannot be read."""
+    try:
+        manifest = json.loads((settings.artifacts / model.path / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
 def add_model(session: Session, row: Model) -> None:

@@ -401,6 +401,22 @@ def test_a_job_option_is_declared_once():
     assert [o for o in sorted(JOB_OPTIONS) if f"`{o}`" not in jobs_row] == []
 
 
+def test_the_client_s_annotate_options_are_the_api_s():
+    """The client's option dicts (it imports nothing of ours) name every field of the request
+    bodies besides those its calls take themselves: a field added to the API, ``style`` say,
+    reaches ``mslm.annotate(…, style=…)`` and annotation jobs, or this fails."""
+    from api.schemas import AnnotateRequest, AnnotationJobCreate
+    from mslm_client._endpoints import AnnotateOptions, AnnotationJobOptions
+
+    # texts: the call's argument; format: annotate's own argument (or annotate_pubtator);
+    # labelstudio: what the Label Studio backend sends, not this client
+    passed = {"texts", "format", "labelstudio"}
+    assert set(AnnotateOptions.__annotations__) == set(AnnotateRequest.model_fields) - passed
+    passed = {"source", "output"}  # create_annotation_job's arguments
+    job_fields = set(AnnotationJobCreate.model_fields) - passed
+    assert set(AnnotationJobOptions.__annotations__) == job_fields
+
+
 def test_a_command_whose_package_is_left_out_does_not_break_the_cli(monkeypatch):
     """The service's images install the service but not the HTTP client: ``mslm`` there must
     still build its parser (found by the compose smoke: every container failed to start), while

@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, JOB, TRAIN, auth, make_settings
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings
 
 from api import bootstrap as first_start
 from api.main import create_app
 from mslm_core.corpora import clinical, registry
 from mslm_core.errors import ConfigError
+from mslm_core.inference import EntityExtractor
 from mslm_core.schema import CLINICAL_TYPES
 from store.db import session_factory
-from store.tables import Dataset, Job
+from store.tables import Dataset, Job, Model
+from worker import bulk as bulk_runner
 from worker.runner import run_evaluation, run_training_job
 
 # corpus A: chemicals and diseases; corpus B: findings, body sites and procedures that may be
@@ -150,6 +152,76 @@ def test_a_job_on_several_datasets_trains_and_reports_each(settings):
         assert c.delete(f"/v1/datasets/{b['id']}", headers=auth(TRAIN)).status_code == 204
         kept = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
         assert [d["id"] for d in kept["datasets"]] == [a["id"], None]
+
+
+def test_a_request_reads_its_texts_in_the_style_it_asks(settings, tmp_path):
+    """A model trained with source styles and a blank style serves text with none; a request
+    (and a bulk job) may ask for a corpus's, and one it was not trained with is refused with
+    its field."""
+    with TestClient(create_app(settings)) as c:
+        a, b = upload(c, A, "a"), upload(c, B, "b")
+        datasets = [{"id": a["id"], "type_map": MAP_A}, {"id": b["id"], "type_map": MAP_B}]
+        body = {**JOB, "datasets": datasets, "source_styles": True, "blank_style": 0.5}
+        job = c.post("/v1/jobs", headers=auth(TRAIN), json=body).json()
+        assert run_training_job(job["id"], settings) == "succeeded"
+        model_id = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
+        manifest = c.get(f"/v1/models/{model_id}", headers=auth(ADMIN)).json()["manifest"]
+        assert (manifest["styles"], manifest["style"]) == ([a["id"], b["id"]], "")
+        assert c.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN)).status_code == 200
+        texts = [t for t, _ in A + B]
+
+        def annotate(**kw) -> list:
+            r = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": texts, **kw})
+            assert r.status_code == 200, r.text
+            return r.json()["results"]
+
+        served, as_b = annotate(), annotate(style=b["id"])
+        assert annotate(style="") == served
+        assert served != as_b  # read as B, the same texts score otherwise
+        with session_factory(settings.sqlalchemy_url)() as session:
+            path = settings.artifacts / session.get(Model, model_id).path
+        bundle_as_b = EntityExtractor.from_bundle(path, style=b["id"]).annotate(texts)
+        assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in as_b] == [
+            [(e.start, e.end, e.type) for e in ents] for ents in bundle_as_b
+        ]
+        r = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": texts, "style": "C"})
+        assert r.status_code == 404 and r.json()["type"] == "urn:mslm:problem:unknown-style"
+        assert r.json()["errors"] == [
+            {"field": "body.style", "message": r.json()["detail"]},
+        ]
+        assert f"style 'C': this model's styles are {a['id']}, {b['id']}, ''" in r.text
+
+        # a bulk job reads its notes in the style it asks, checked when it is submitted
+        notes = tmp_path / "notes.txt"
+        notes.write_text("\n".join(texts) + "\n")
+        r = c.post(
+            "/v1/annotation-jobs/inputs",
+            headers=auth(ANNOTATE),
+            files={"file": ("notes.txt", notes.read_bytes())},
+        )
+        assert r.status_code == 201, r.text
+        source = {"kind": "file", "input": r.json()["id"]}
+
+        def submit(style: str):
+            return c.post(
+                "/v1/annotation-jobs",
+                headers=auth(ANNOTATE),
+                json={"source": source, "style": style},
+            )
+
+        refused = submit("C")
+        assert refused.status_code == 404 and refused.json()["errors"][0]["field"] == "body.style"
+        bulk_job = submit(b["id"]).json()
+        assert bulk_job["params"]["style"] == b["id"]
+        published: list[tuple[str, int]] = []
+        plan = bulk_runner.run_plan(bulk_job["id"], settings, lambda j, s: published.append((j, s)))
+        assert plan == "planned"
+        for _, seq in published:
+            assert bulk_runner.run_chunk(bulk_job["id"], seq, settings) == "done"
+        out = c.get(f"/v1/annotation-jobs/{bulk_job['id']}/output", headers=auth(ANNOTATE))
+        assert [json.loads(line)["entities"] for line in out.text.splitlines()] == [
+            r["entities"] for r in as_b
+        ]
 
 
 def test_a_job_on_one_dataset_as_uploaded_is_unchanged(settings):

@@ -497,6 +497,49 @@ def test_a_blank_style_reads_a_share_of_windows_and_the_served_text_with_no_name
     assert as_none_asked.predictor.predict_words(words) == predictor.predict_words(words)
 
 
+def test_a_call_reads_its_texts_in_the_style_it_asks(corpora, tmp_path, monkeypatch):
+    from mslm_core.errors import StyleError
+    from mslm_core.inference import EntityExtractor
+
+    trainer = styled_trainer(corpora, tmp_path, epochs=2)
+    served = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch")  # read as A
+    as_b = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch", style="B")
+    texts = [" ".join(s.words) for s in trainer.corpora["dev"].sentences]
+    assert served.annotate(texts, style="B") == as_b.annotate(texts)
+    assert served.annotate(texts, style="A") == served.annotate(texts)
+    # each text of a plan (the service's micro-batch of several requests) is read as its own
+    read: list[list[str] | None] = []
+    prepare = served.predictor.prepare_chunk
+
+    def recorded(sentences, extra_spans=(), groups=None, styles=None):
+        read.append(None if styles is None else list(styles))
+        return prepare(sentences, extra_spans, groups, styles)
+
+    monkeypatch.setattr(served.predictor, "prepare_chunk", recorded)
+    asked = ["B", None, "A", "B", None, None, "B"]
+    plan = served.plan(texts, asked)
+    while not plan.done:
+        step = plan.next_step()
+        assert step is not None
+        step()
+    # one sentence per dev text, read in its text's style (None: the model's own)
+    assert read == [["B", "A", "A", "B", "A", "A", "B"]]
+    want = [
+        (as_b if style == "B" else served).annotate([t])[0]
+        for t, style in zip(texts, asked, strict=True)
+    ]
+    assert plan.result() == want
+    assert [e.text for ents in want for e in ents]  # the comparison is of entities, not []
+    read.clear()
+    served.plan(texts)
+    assert read == [None]
+    # a style the model was not trained with is refused, naming those it was
+    with pytest.raises(StyleError, match=r"style 'C': this model's styles are A, B$"):
+        served.annotate(texts, style="C")
+    with pytest.raises(StyleError, match=r"style '': this model's styles are A, B$"):
+        served.plan(texts, [None, ""] + [None] * 5)
+
+
 def draws_without_blank(trainer: Trainer, epoch: int) -> np.ndarray:
     """The windows ``epoch`` draws with no blank style (the same trainer, the share 0)."""
     share, windows = trainer.config.blank_style, trainer.windows

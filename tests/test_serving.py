@@ -64,10 +64,16 @@ class SlowExtractor:
         self.parallel_steps = parallel
         self.started = threading.Event()
         self.plans: list[FakePlan] = []
+        self.checked: list[list[str | None]] = []
 
-    def plan(self, texts):
+    def check_styles(self, styles):
+        self.checked.append(styles)
+        return styles
+
+    def plan(self, texts, styles=None):
         steps = self.long_steps if any(len(t) > 1000 for t in texts) else self.steps
         plan = FakePlan(texts, steps, self.seconds, self.started)
+        plan.styles = styles
         self.plans.append(plan)
         return plan
 
@@ -170,9 +176,15 @@ def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
         batcher = MicroBatcher(extractor, 0.0, 256, metrics)
         first = asyncio.create_task(batcher.annotate(["a"]))
         await asyncio.to_thread(extractor.started.wait, 5)
-        others = [asyncio.create_task(batcher.annotate([t, t])) for t in "bcd"]
+        styles = [None, "X", ""]  # each request's texts are read in its own style
+        others = [
+            asyncio.create_task(batcher.annotate([t, t], style))
+            for t, style in zip("bcd", styles, strict=True)
+        ]
         assert await asyncio.wait_for(asyncio.gather(first, *others), 5) == [[[]]] + [[[], []]] * 3
         assert [len(p.texts) for p in extractor.plans] == [1, 6]  # b, c, d: one batch
+        assert extractor.plans[1].styles == [None, None, "X", "X", "", ""]
+        assert extractor.checked == [["X"], [""]]  # refused before they queue, if unknown
         await batcher.close()
 
     asyncio.run(scenario())

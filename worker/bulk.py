@@ -315,7 +315,7 @@ def _qualified(table: str) -> str:
 
 
 # -- the model ---------------------------------------------------------------------------------
-_EXTRACTORS: dict[tuple[str, bool, bool], EntityExtractor] = {}
+_EXTRACTORS: dict[tuple[str, bool, bool, str | None], EntityExtractor] = {}
 
 
 def extractor_for(
@@ -324,7 +324,8 @@ def extractor_for(
     """The job's model with its context and linking, loaded once per worker process."""
     context = bool(job.params.get("context", True))
     linking = bool(job.params.get("linking", True))
-    key = (job.model_id, context, linking)
+    style = job.params.get("style")
+    key = (job.model_id, context, linking, style)
     if key in _EXTRACTORS:
         return _EXTRACTORS[key]
     with factory() as session:
@@ -353,6 +354,7 @@ def extractor_for(
         inter_op_threads=settings.inter_op_threads,
         context=engine,
         linker=linker,
+        style=style,
     )
     _EXTRACTORS.clear()  # one model at a time in a worker's memory
     _EXTRACTORS[key] = extractor

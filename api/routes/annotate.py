@@ -109,7 +109,7 @@ async def _annotate(
     refuse_long_texts(body.texts, s.max_text_chars, "text", "body.texts.{i}")
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
-    work = asyncio.ensure_future(state.models.annotate(body.model, body.texts))
+    work = asyncio.ensure_future(state.models.annotate(body.model, body.texts, body.style))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)

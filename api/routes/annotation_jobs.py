@@ -12,9 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
+from mslm_core.bundle import check_style
 from mslm_core.notes import NOTE_FORMATS
 from mslm_core.render import OUTPUTS
-from store import bulk
+from store import bulk, registry
 from store.errors import Conflict, NotFound
 from store.quotas import check_upload_quota
 from store.serving import active_model_id
@@ -129,7 +130,11 @@ def submit(
     model_id = body.model or active_model_id(session)
     if model_id is None:
         raise Conflict("no model is served yet: name one (model) or activate one")
+    if body.style is not None:  # refused now, not when a worker loads the model
+        model = registry.get_model(session, model_id)
+        check_style(registry.model_manifest(state.settings, model), body.style)
     params = {
+        "style": body.style,
         "min_confidence": body.min_confidence,
         "min_confidence_per_type": body.min_confidence_per_type,
         "context": body.context and state.settings.context,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
@@ -41,11 +40,7 @@ def get_model(
 ) -> ModelDetail:
     """The model and its bundle manifest (configuration, metrics, per-epoch history)."""
     model = registry.get_model(session, model_id)
-    manifest_path = state.settings.artifacts / model.path / "manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
+    manifest = registry.model_manifest(state.settings, model)
     out = ModelOut.model_validate(model).model_dump()
     out["active"] = model.id == active_model_id(session)
     return ModelDetail(**out, manifest=manifest)

@@ -16,7 +16,7 @@ from .backend import Backend
 from .confidence import RawPredictions, span_features, temper, word_tag_probs
 from .decoding import DECODINGS, decode_bio, decode_tags, trim_hyphens
 from .schedule import AnnotationPlan
-from .windows import Chunk, assemble, batch_windows, sentences_of
+from .windows import Chunk, Origin, assemble, batch_windows, sentences_of
 
 # the outputs of one run: per window of the batch, its [T, 3] probabilities and [T, H] features
 RunOutputs: TypeAlias = tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.float32]]]
@@ -68,11 +68,26 @@ class Predictor:
         self._pool: ThreadPoolExecutor | None = None
 
     # -- raw text ---------------------------------------------------------------------------
-    def annotate(self, texts: Sequence[str]) -> list[list[Entity]]:
-        """Entities per text; offsets index the given Python string, end exclusive."""
+    def annotate(
+        self, texts: Sequence[str], styles: Sequence[str | None] | None = None
+    ) -> list[list[Entity]]:
+        """Entities per text; offsets index the given Python string, end exclusive.
+        ``styles``: per text, the style it is read as (None: the predictor's)."""
         sentences, where = sentences_of(texts)
         groups = [t for t, _ in where]  # a text's sentences are read together, never another's
-        return assemble(texts, where, self.predict_words(sentences, groups))
+        return assemble(
+            texts, where, self.predict_words(sentences, groups, self.sentence_styles(where, styles))
+        )
+
+    def sentence_styles(
+        self, where: Sequence[Origin], styles: Sequence[str | None] | None
+    ) -> list[str] | None:
+        """Per sentence (``where``: its text first, as :func:`sentences_of` gives it), the
+        style of its text in ``styles`` (None there: the predictor's); None when no text asks
+        for another."""
+        if styles is None or all(s is None or s == self.style for s in styles):
+            return None
+        return [self.style if styles[t] is None else str(styles[t]) for t, _ in where]
 
     def annotate_with_raw(
         self, texts: Sequence[str]
@@ -85,9 +100,11 @@ class Predictor:
         entities = assemble(texts, where, raw.mentions(self.types, self.temperatures))
         return entities, raw, groups
 
-    def plan(self, texts: Sequence[str]) -> AnnotationPlan:
+    def plan(
+        self, texts: Sequence[str], styles: Sequence[str | None] | None = None
+    ) -> AnnotationPlan:
         """:meth:`annotate` cut into steps that a scheduler runs (see :class:`AnnotationPlan`)."""
-        return AnnotationPlan(self, texts)
+        return AnnotationPlan(self, texts, styles=styles)
 
     # -- words ------------------------------------------------------------------------------
     def predict_words(

@@ -49,14 +49,17 @@ class AnnotationPlan:
         predictor: Predictor,
         texts: Sequence[str],
         after: Callable[[list[str], list[list[Entity]]], list[list[Entity]]] | None = None,
+        styles: Sequence[str | None] | None = None,
     ):
-        """``after``: applied to (texts, entities) by :meth:`result` (the ConText step)."""
+        """``after``: applied to (texts, entities) by :meth:`result` (the ConText step).
+        ``styles``: per text, the style it is read as (None: the predictor's)."""
         self.predictor = predictor
         self.after = after
         self.texts = list(texts)
         self._sentences, self._where = sentences_of(self.texts)
         self._slices = self._chunks(predictor, self._sentences)
         self._groups = [t for t, _ in self._where]
+        self._styles = predictor.sentence_styles(self._where, styles)
         self._mentions: list[list[list[ScoredMention]]] = [[] for _ in self._slices]
         self._lock = threading.Lock()
         self._next = 0  # the next chunk to prepare
@@ -117,7 +120,8 @@ class AnnotationPlan:
     def _prepare(self, k: int) -> None:
         p = self.predictor
         part = self._slices[k]
-        chunk = p.prepare_chunk(self._sentences[part], (), self._groups[part])
+        styles = None if self._styles is None else self._styles[part]
+        chunk = p.prepare_chunk(self._sentences[part], (), self._groups[part], styles)
         batches = batch_windows(chunk.windows, p.batch_size, p.max_batch_tokens)
         with self._lock:
             self._current = _Issuing(k, chunk, collections.deque(batches), len(batches))
