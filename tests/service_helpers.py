@@ -71,6 +71,15 @@ def upload_toy(client: Any, folder: Path, key: str = TRAIN) -> dict[str, Any]:
     return response.json()
 
 
+def upload_notes(client: Any, name: str, data: bytes) -> dict[str, Any]:
+    """A notes file for annotation jobs, uploaded (201) → its description."""
+    response = client.post(
+        "/v1/annotation-jobs/inputs", headers=auth(ANNOTATE), files={"file": (name, data)}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
 # plain fine-tuning: these tests count epochs and steps of the service, which the default
 # (auto: by the training set's size) would choose itself (test_deployment trains the default)
 JOB = {

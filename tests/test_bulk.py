@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings, upload_toy
+from service_helpers import (
+    ADMIN,
+    ANNOTATE,
+    JOB,
+    TRAIN,
+    auth,
+    make_settings,
+    upload_notes,
+    upload_toy,
+)
 
 from api.main import create_app
 from mslm_core import omop
@@ -199,13 +208,7 @@ def _upload(c, tmp_path: Path) -> dict:
     lines = [json.dumps({"id": 100 + i, "text": t}) for i, t in enumerate(NOTES)]
     lines.insert(2, "{broken")
     path.write_text("\n".join(lines) + "\n")
-    r = c.post(
-        "/v1/annotation-jobs/inputs",
-        headers=auth(ANNOTATE),
-        files={"file": ("notes.jsonl", path.read_bytes())},
-    )
-    assert r.status_code == 201, r.text
-    return r.json()
+    return upload_notes(c, "notes.jsonl", path.read_bytes())
 
 
 def _file_job(c, notes: dict, settings, **body) -> tuple[dict, Published]:

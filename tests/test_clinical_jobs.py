@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings
+from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings, upload_notes
 
 from api import bootstrap as first_start
 from api.main import create_app
@@ -154,7 +154,7 @@ def test_a_job_on_several_datasets_trains_and_reports_each(settings):
         assert [d["id"] for d in kept["datasets"]] == [a["id"], None]
 
 
-def test_a_request_reads_its_texts_in_the_style_it_asks(settings, tmp_path):
+def test_a_request_reads_its_texts_in_the_style_it_asks(settings):
     """A model trained with source styles and a blank style serves text with none; a request
     (and a bulk job) may ask for a corpus's, and one it was not trained with is refused with
     its field."""
@@ -192,15 +192,8 @@ def test_a_request_reads_its_texts_in_the_style_it_asks(settings, tmp_path):
         assert f"style 'C': this model's styles are {a['id']}, {b['id']}, ''" in r.text
 
         # a bulk job reads its notes in the style it asks, checked when it is submitted
-        notes = tmp_path / "notes.txt"
-        notes.write_text("\n".join(texts) + "\n")
-        r = c.post(
-            "/v1/annotation-jobs/inputs",
-            headers=auth(ANNOTATE),
-            files={"file": ("notes.txt", notes.read_bytes())},
-        )
-        assert r.status_code == 201, r.text
-        source = {"kind": "file", "input": r.json()["id"]}
+        notes = upload_notes(c, "notes.txt", ("\n".join(texts) + "\n").encode())
+        source = {"kind": "file", "input": notes["id"]}
 
         def submit(style: str):
             return c.post(
