@@ -294,6 +294,8 @@ def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_
     page.fill(f"[data-ds='{first_id}'] input[data-type='Disease']", "Problem")
     page.fill(f"[data-ds='{first_id}'] input[data-type='Chemical']", "Drug|Procedure")
     page.fill("#job-epochs", "2")
+    page.check("#job-styles")
+    page.fill("#job-blank", "0.5")
     page.click("#job-form button[type=submit]")
     page.wait_for_function("() => document.getElementById('status').textContent.includes('queued')")
     job_id = page.text_content("#status").split()[1]
@@ -308,8 +310,47 @@ def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_
         },
     ]
     assert job["params"]["epochs"] == 2
+    assert (job["params"]["source_styles"], job["params"]["blank_style"]) == (True, 0.5)
     httpx.post(f"{base}/v1/jobs/{job_id}/cancel", headers=auth(TRAIN))
     shot(page, "web-job-datasets.png")
+
+
+def test_a_model_with_source_styles_reads_text_in_the_style_chosen(page, site):
+    """A model trained with source styles and a blank style: its styles are offered beside
+    the model picker, and the one chosen goes with the request ("" too: no style)."""
+    base, settings, first_id, _ = site
+    files = {
+        split: (f"{split}.tsv", "Fever\tB-Sign\nand\tO\npain\tB-Sign\n.\tO\n", "text/plain")
+        for split in ("train", "dev")
+    }
+    second = httpx.post(
+        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": "styled"}
+    ).json()
+    datasets = [{"id": first_id}, {"id": second["id"], "type_map": {"Sign": "Disease"}}]
+    body = {**JOB, "epochs": 2, "datasets": datasets, "source_styles": True, "blank_style": 0.5}
+    job = httpx.post(base + "/v1/jobs", headers=auth(TRAIN), json=body).json()
+    assert run_training_job(job["id"], settings) == "succeeded"
+    model_id = httpx.get(f"{base}/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
+    connect(page, ANNOTATE)
+    assert page.is_hidden("#style-choice")  # the served model has no styles
+    page.select_option("#model", model_id)
+    page.wait_for_selector("#style-choice", state="visible")
+    options = page.eval_on_selector_all("#style option", "os => os.map(o => o.textContent)")
+    assert options == ["the model's own style", first_id, second["id"], "no style (blank)"]
+    page.fill("#text", "Cisplatin caused renal failure .")
+    for label, style in ((second["id"], second["id"]), ("no style (blank)", "")):
+        page.select_option("#style", label=label)
+        with page.expect_request(lambda r: r.url.endswith("/v1/annotate")) as sent:
+            page.click("#run")
+        assert sent.value.post_data_json == {
+            "texts": [page.input_value("#text")],
+            "model": model_id,
+            "style": style,
+        }
+        page.wait_for_function("() => !document.getElementById('run').disabled")
+        assert f"from {model_id}" in page.text_content("#annotate-info")  # answered
+    page.select_option("#model", "")  # back to the served model: no styles to choose
+    page.wait_for_selector("#style-choice", state="hidden")
 
 
 def test_the_job_form_suggests_what_to_label_next(page, site):

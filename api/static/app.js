@@ -15,6 +15,7 @@
     selectedBulk: null,
     selectedJob: null,
     diagramUrl: null,
+    servedModel: null, // the active model's id, as /readyz said when the key was entered
   };
 
   // -- HTTP --------------------------------------------------------------------------------
@@ -126,6 +127,8 @@
         const label = `${m.id} · ${m.strategy} · ${m.base_model}${m.active ? " (active)" : ""}`;
         picker.append(el("option", { value: m.id }, label));
       }
+      state.servedModel = ready.model ? ready.model.id : null;
+      await showStyles();
       say(`Connected: ${served}; ${models.count} model(s).`);
     } catch (error) {
       fail(error);
@@ -133,6 +136,25 @@
   }
 
   // -- annotate ----------------------------------------------------------------------------
+  // A model trained with source styles reads text as one of its corpora's (or with none, when
+  // it has a blank style): the styles of the chosen model, from its manifest, to choose from.
+  $("model").addEventListener("change", () => showStyles().catch(fail));
+
+  async function showStyles() {
+    const id = $("model").value || state.servedModel;
+    const picker = $("style");
+    picker.replaceChildren(el("option", { value: "" }, "the model's own style"));
+    $("style-choice").hidden = true;
+    if (!id) return;
+    const manifest = (await api("GET", `/v1/models/${encodeURIComponent(id)}`)).manifest || {};
+    const styles = [...(manifest.styles || []), ...(manifest.blank_style ? [""] : [])];
+    for (const style of styles) {
+      // the option's value is the style as JSON: "" is a style too (none), not the default
+      picker.append(el("option", { value: JSON.stringify(style) }, style || "no style (blank)"));
+    }
+    $("style-choice").hidden = styles.length === 0;
+  }
+
   const threshold = () => Number($("threshold").value);
   $("present-only").addEventListener("change", render);
   // ConText attributes: every flag the service reports in an entity's assertion (the service
@@ -194,6 +216,7 @@
     try {
       const body = { texts: [text] };
       if ($("model").value) body.model = $("model").value;
+      if ($("style").value) body.style = JSON.parse($("style").value);
       const out = await api("POST", "/v1/annotate", body);
       state.lastResult = { text, entities: out.results[0].entities };
       const ms = Math.round(performance.now() - started);
@@ -455,6 +478,11 @@
     const body = plain ? { dataset_id: chosen[0].id } : { datasets: chosen };
     body.epochs = Number($("job-epochs").value);
     if ($("job-strategy").value) body.strategy = $("job-strategy").value;
+    if ($("job-styles").checked) {
+      body.source_styles = true;
+      const blank = Number($("job-blank").value);
+      if (blank > 0) body.blank_style = blank;
+    }
     try {
       const job = await api("POST", "/v1/jobs", body);
       say(`Job ${job.id} queued.`);
