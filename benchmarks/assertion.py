@@ -147,8 +147,11 @@ def gold_spans(docs: list[GoldDocument], engine: ContextEngine, types: set[str] 
 CLINICAL_MATCHED = {"Problem", "Drug"}
 
 
-def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
-    """End to end: the model's entities with their context, against gold findings."""
+def predicted_spans(
+    name: str, docs: list[GoldDocument], extractor, style: str | None = None
+) -> dict:
+    """End to end: the model's entities with their context, against gold findings.
+    ``style``: read the documents as this corpus's (a model trained with source styles)."""
     types = MODEL_TYPES[name]
     known = set(extractor.info.types)
     considered = known & CLINICAL_MATCHED or known
@@ -160,7 +163,7 @@ def predicted_spans(name: str, docs: list[GoldDocument], extractor) -> dict:
     gold_neg = gold_neg_found = 0
     on_matched: list[tuple[bool, bool]] = []
     t0 = time.perf_counter()
-    results = extractor.annotate([d.text for d in docs])
+    results = extractor.annotate([d.text for d in docs], style=style)
     seconds = time.perf_counter() - t0
     for d, predicted in zip(docs, results, strict=True):
         gold = [g for g in d.entities if g.type in types]
@@ -408,6 +411,13 @@ def main() -> None:
         help="also run medspaCy and negspacy on the same findings (side by side)",
     )
     ap.add_argument(
+        "--own-styles",
+        action="store_true",
+        help="a model trained with source styles reads each corpus's documents in that "
+        "corpus's style, when it has it (what a request's style asks for); default: the "
+        "model's own",
+    )
+    ap.add_argument(
         "--out", help="default: results/assertion (results/assertion-test: --split test)"
     )
     args = ap.parse_args()
@@ -453,6 +463,7 @@ def main() -> None:
         Path(__file__).resolve().parents[1] / "docs" / "examples" / "context-rules-eligibility.json"
     )
     eligibility = ContextEngine(rules_for(site, "extend"))
+    from mslm_core.bundle import readable_styles
     from mslm_core.inference import EntityExtractor
 
     extractors = {}
@@ -520,10 +531,13 @@ def main() -> None:
                     entry["side_by_side_findings"][label] = block
                     print(name, label, json.dumps(block), file=sys.stderr)
         if extractors and name in MODEL_TYPES:
-            entry["predicted_spans"] = {
-                label: predicted_spans(name, docs, extractor)
-                for label, extractor in extractors.items()
-            }
+            entry["predicted_spans"] = {}
+            for label, extractor in extractors.items():
+                style = None
+                if args.own_styles and name in readable_styles(extractor.manifest):
+                    style = name
+                entry["predicted_spans"][label] = predicted_spans(name, docs, extractor, style)
+                entry["predicted_spans"][label]["style"] = style
         out["corpora"][name] = entry
         print(name, json.dumps(entry["gold_spans"]["all"]), file=sys.stderr)
     if args.baselines:
@@ -567,6 +581,7 @@ def main() -> None:
         }
     out["headline"] = headline
     out["models"] = args.model
+    out["own_styles"] = args.own_styles
     out["split"] = args.split
     out["machine"] = machine()
     out["command"] = " ".join(["python", *sys.argv])
