@@ -44,7 +44,7 @@ Threshold = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Style = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL)]
 STYLE_DOC = (
     "a model trained with source styles: read the texts as this corpus's (one of its styles; "
-    "'': none, for a model with a blank style); default: the model's own"
+    "'': none, for a model with a blank style or none); default: the model's own"
 )
 
 

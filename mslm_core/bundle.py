@@ -164,8 +164,10 @@ def styles_of(manifest: dict[str, Any]) -> list[str]:
 
 def readable_styles(manifest: dict[str, Any]) -> list[str]:
     """The styles a bundle may be asked to read text as: :func:`styles_of`, and ``""``, none,
-    when it was trained with a ``blank_style`` too."""
-    return styles_of(manifest) + ([""] if manifest.get("blank_style") else [])
+    when it was trained with a ``blank_style`` too — or without styles (its only reading: a
+    client that always asks for none is served by every such model)."""
+    styles = styles_of(manifest)
+    return styles + ([""] if manifest.get("blank_style") or not styles else [])
 
 
 def check_style(manifest: dict[str, Any], style: str) -> str:
@@ -173,7 +175,9 @@ def check_style(manifest: dict[str, Any], style: str) -> str:
     :class:`~mslm_core.errors.StyleError` naming the ones it may."""
     readable = readable_styles(manifest)
     if style not in readable:
-        known = ", ".join(s or repr(s) for s in readable) or "none: not trained with source styles"
+        known = ", ".join(s or repr(s) for s in readable)
+        if readable == [""]:
+            known = "'' only: it was not trained with source styles"
         raise StyleError(f"style {style!r}: this model's styles are {known}")
     return style
 

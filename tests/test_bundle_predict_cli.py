@@ -224,12 +224,16 @@ def test_cli_evaluate_and_annotate(bundle, toy_corpus, tmp_path, capsys):
     )
 
 
-def test_cli_refuses_a_style_the_model_was_not_trained_with(bundle, toy_corpus, caplog):
+def test_cli_refuses_a_style_the_model_was_not_trained_with_and_reads_none(
+    bundle, toy_corpus, caplog
+):
     argv = ["--model", str(bundle), "--style", "BC5CDR-IOB"]
     assert cli.main(["evaluate", *argv, "--data", str(toy_corpus)]) == 2
     assert cli.main(["annotate", *argv, "Breast cancer."]) == 2
-    says = "style 'BC5CDR-IOB': this model's styles are none: not trained with source styles"
+    says = "style 'BC5CDR-IOB': this model's styles are '' only: it was not trained with source"
     assert caplog.text.count(says) == 2
+    # none, its only reading, is not refused (a client that always asks for none)
+    assert cli.main(["annotate", "--model", str(bundle), "--style", "", "Breast cancer."]) == 0
 
 
 def test_cli_train_reports_bad_corpus_with_file_and_line(tmp_path, tiny_encoder, caplog):

@@ -96,6 +96,12 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         assert {(e["text"], e["type"]) for e in ents} >= {("renal failure", "Disease")}
         assert all(text[e["start"] : e["end"]] == e["text"] for e in ents)
         assert body["results"][1]["entities"] == []
+        # a model without source styles reads text with none, and is asked for no other
+        as_none = {"texts": [text, ""], "style": ""}
+        same = c.post("/v1/annotate", headers=auth(ANNOTATE), json=as_none).json()
+        assert same["results"] == body["results"]
+        other = c.post("/v1/annotate", headers=auth(ANNOTATE), json={**as_none, "style": "X"})
+        assert other.status_code == 404 and other.json()["errors"][0]["field"] == "body.style"
         # thresholds: global and per type
         strict = c.post(
             "/v1/annotate",
