@@ -526,6 +526,13 @@ class ModelOut(BaseModel):
     precisions: list[str]
     metrics: dict[str, Any]
     active: bool = False
+    styles: list[str] = Field(
+        default_factory=lambda: [""],
+        description="the `style`s a request may read text as: the corpora the model was "
+        "trained on with `source_styles`, and '' (none) when it has a blank style — or no "
+        "styles at all, its only reading",
+    )
+    style: str = Field("", description="the style it reads text in when a request names none")
 
 
 class ModelDetail(ModelOut):

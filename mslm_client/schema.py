@@ -467,6 +467,9 @@ class Model:
     active: bool
     manifest: dict[str, Any] | None = None  # only from get_model
     created_by: str | None = None  # the id of the API key that created it
+    # the styles ``annotate(…, style=…)`` may name ("": none) and the one it reads by default
+    styles: list[str] = field(default_factory=lambda: [""])
+    style: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Model:
@@ -482,6 +485,8 @@ class Model:
             active=bool(d.get("active", False)),
             manifest=d.get("manifest"),
             created_by=d.get("created_by"),
+            styles=list(d.get("styles", [""])),
+            style=d.get("style", ""),
         )
 
 

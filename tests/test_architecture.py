@@ -417,6 +417,43 @@ def test_the_client_s_annotate_options_are_the_api_s():
     assert set(AnnotationJobOptions.__annotations__) == job_fields
 
 
+def test_the_client_reads_every_field_the_api_answers():
+    """Each of the client's answers (its own dataclasses: it imports nothing of ours) has
+    the fields of the API's response model it is read from, no more and no fewer: a field
+    added to an answer, a model's ``styles`` say, reaches the client's users or this fails."""
+    import dataclasses
+
+    from api import schemas as api
+    from mslm_client import schema as client
+
+    pairs = {
+        client.Cue: api.CueOut,
+        client.Concept: api.ConceptOut,
+        client.Entity: api.EntityOut,
+        client.TextResult: api.TextResult,
+        client.ServedModel: api.ServedModel,
+        client.AnnotateResponse: api.AnnotateResponse,
+        client.SplitFile: api.SplitFile,
+        client.Dataset: api.DatasetOut,
+        client.DatasetVersion: api.DatasetVersionOut,
+        client.VersionChange: api.VersionChange,
+        client.Suggestion: api.Suggestion,
+        client.Suggestions: api.SuggestResponse,
+        client.JobDataset: api.JobDatasetOut,
+        client.Job: api.JobOut,
+        client.Model: api.ModelDetail,
+        client.Vocabulary: api.VocabularyOut,
+        client.Linking: api.LinkingOut,
+        client.Evaluation: api.EvaluationOut,
+        client.NoteFile: api.NoteInputOut,
+        client.AnnotationJob: api.AnnotationJobOut,
+    }
+    for ours, theirs in pairs.items():
+        fields = {f.name for f in dataclasses.fields(ours)}
+        assert fields == set(theirs.model_fields), (ours.__name__, theirs.__name__)
+    # (an assertion's flags are read whatever they are: test_an_assertion_attribute_is_…)
+
+
 def test_a_command_whose_package_is_left_out_does_not_break_the_cli(monkeypatch):
     """The service's images install the service but not the HTTP client: ``mslm`` there must
     still build its parser (found by the compose smoke: every container failed to start), while

@@ -167,6 +167,8 @@ def test_a_request_reads_its_texts_in_the_style_it_asks(settings):
         model_id = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
         manifest = c.get(f"/v1/models/{model_id}", headers=auth(ADMIN)).json()["manifest"]
         assert (manifest["styles"], manifest["style"]) == ([a["id"], b["id"]], "")
+        listed = c.get("/v1/models", headers=auth(ANNOTATE)).json()["data"][0]
+        assert (listed["styles"], listed["style"]) == ([a["id"], b["id"], ""], "")
         assert c.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN)).status_code == 200
         texts = [t for t, _ in A + B]
 

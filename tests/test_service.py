@@ -77,6 +77,7 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         models = c.get("/v1/models", headers=auth(ANNOTATE)).json()
         assert models["count"] == 1 and models["data"][0]["active"]  # first model: served
         assert set(models["data"][0]["precisions"]) == {"fp32", "int8"}
+        assert (models["data"][0]["styles"], models["data"][0]["style"]) == ([""], "")
         detail = c.get(f"/v1/models/{model_id}", headers=auth(ANNOTATE)).json()
         assert detail["manifest"]["onnx"]["precisions"]["int8"] == "model.int8.onnx"
         assert detail["manifest"]["calibration"]["detection_temperature"] > 0

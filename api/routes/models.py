@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, status
 from fastapi.responses import FileResponse
 
+from mslm_core.bundle import predictor_options, readable_styles
 from mslm_core.calibration import CALIBRATION_PNG
 from mslm_core.errors import MSLMError
 from store import registry
 from store.errors import NotFound
 from store.serving import active_model_id
+from store.tables import Model
 
 from ..deps import AdminKey, AnnotateKey, IdPath, SessionDep, StateDep
 from ..problems import V1_PROBLEMS, Problem, problem_responses
@@ -21,8 +23,21 @@ from ..schemas import ModelDetail, ModelList, ModelOut
 router = APIRouter(prefix="/v1/models", tags=["models"], responses=V1_PROBLEMS)
 
 
+def model_out(model: Model, manifest: dict[str, Any], active: str | None) -> ModelOut:
+    """The model as listed: its row, whether it is the served one, and from its bundle's
+    manifest the styles a request may read text as and the one it reads in by default."""
+    return ModelOut.model_validate(model).model_copy(
+        update={
+            "active": model.id == active,
+            "styles": readable_styles(manifest),
+            "style": predictor_options(manifest)["style"],
+        }
+    )
+
+
 @router.get("", response_model=ModelList)
 def list_models(
+    state: StateDep,
     session: SessionDep,
     key: AnnotateKey,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
@@ -30,7 +45,7 @@ def list_models(
 ) -> ModelList:
     active = active_model_id(session)
     rows, count = registry.list_models(session, limit, offset)
-    data = [ModelOut.model_validate(m).model_copy(update={"active": m.id == active}) for m in rows]
+    data = [model_out(m, registry.model_manifest(state.settings, m), active) for m in rows]
     return ModelList(data=data, count=count)
 
 
@@ -41,8 +56,7 @@ def get_model(
     """The model and its bundle manifest (configuration, metrics, per-epoch history)."""
     model = registry.get_model(session, model_id)
     manifest = registry.model_manifest(state.settings, model)
-    out = ModelOut.model_validate(model).model_dump()
-    out["active"] = model.id == active_model_id(session)
+    out = model_out(model, manifest, active_model_id(session)).model_dump()
     return ModelDetail(**out, manifest=manifest)
 
 
@@ -83,7 +97,7 @@ async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut
     with state.factory() as session:
         model = registry.find_model(session, model_id)
         assert model is not None
-        return ModelOut.model_validate(model).model_copy(update={"active": True})
+        return model_out(model, registry.model_manifest(state.settings, model), model_id)
 
 
 @router.delete(

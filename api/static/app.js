@@ -137,7 +137,7 @@
 
   // -- annotate ----------------------------------------------------------------------------
   // A model trained with source styles reads text as one of its corpora's (or with none, when
-  // it has a blank style): the styles of the chosen model, from its manifest, to choose from.
+  // it has a blank style): the styles the service says the chosen model may read text as.
   $("model").addEventListener("change", () => showStyles().catch(fail));
 
   async function showStyles() {
@@ -146,13 +146,14 @@
     picker.replaceChildren(el("option", { value: "" }, "the model's own style"));
     $("style-choice").hidden = true;
     if (!id) return;
-    const manifest = (await api("GET", `/v1/models/${encodeURIComponent(id)}`)).manifest || {};
-    const styles = [...(manifest.styles || []), ...(manifest.blank_style ? [""] : [])];
+    const model = await api("GET", `/v1/models/${encodeURIComponent(id)}`);
+    const styles = model.styles || [""];
     for (const style of styles) {
       // the option's value is the style as JSON: "" is a style too (none), not the default
       picker.append(el("option", { value: JSON.stringify(style) }, style || "no style (blank)"));
     }
-    $("style-choice").hidden = styles.length === 0;
+    picker.options[0].textContent = `the model's own style (${model.style || "none"})`;
+    $("style-choice").hidden = styles.length < 2; // one reading: nothing to choose
   }
 
   const threshold = () => Number($("threshold").value);
