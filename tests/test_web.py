@@ -272,16 +272,21 @@ def test_jobs_view_follows_a_job_to_the_end(page, site):
     shot(page, "web-jobs.png")
 
 
+SIGNS = "Fever\tB-Sign\nand\tO\npain\tB-Sign\n.\tO\n"
+
+
+def upload_tsv(base: str, name: str, tsv: str) -> dict:
+    """A dataset named ``name`` whose train and dev splits are both ``tsv`` (IOB)."""
+    files = {split: (f"{split}.tsv", tsv, "text/plain") for split in ("train", "dev")}
+    return httpx.post(
+        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": name}
+    ).json()
+
+
 def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_path):
     """Issue 28: check a second dataset, map its types, set its weight, start the job."""
     base, _, first_id, _ = site
-    files = {
-        split: (f"{split}.tsv", "Fever\tB-Sign\nand\tO\npain\tB-Sign\n.\tO\n", "text/plain")
-        for split in ("train", "dev")
-    }
-    second = httpx.post(
-        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": "signs"}
-    ).json()
+    second = upload_tsv(base, "signs", SIGNS)
     connect(page, TRAIN)
     page.click("#tab-jobs")
     page.wait_for_selector(f"[data-ds='{second['id']}']")
@@ -319,13 +324,7 @@ def test_a_model_with_source_styles_reads_text_in_the_style_chosen(page, site):
     """A model trained with source styles and a blank style: its styles are offered beside
     the model picker, and the one chosen goes with the request ("" too: no style)."""
     base, settings, first_id, _ = site
-    files = {
-        split: (f"{split}.tsv", "Fever\tB-Sign\nand\tO\npain\tB-Sign\n.\tO\n", "text/plain")
-        for split in ("train", "dev")
-    }
-    second = httpx.post(
-        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": "styled"}
-    ).json()
+    second = upload_tsv(base, "styled", SIGNS)
     datasets = [{"id": first_id}, {"id": second["id"], "type_map": {"Sign": "Disease"}}]
     body = {**JOB, "epochs": 2, "datasets": datasets, "source_styles": True, "blank_style": 0.5}
     job = httpx.post(base + "/v1/jobs", headers=auth(TRAIN), json=body).json()
@@ -358,13 +357,7 @@ def test_the_job_form_suggests_what_to_label_next(page, site):
     """Issue 33: a dataset's version and its unlabelled pool show beside it; the served model
     ranks the pool, near-identical notes spread out."""
     base, *_ = site
-    files = {
-        split: (f"{split}.tsv", "Cisplatin\tB-Chemical\ncaused\tO\nfever\tB-Disease\n", "text")
-        for split in ("train", "dev")
-    }
-    ds = httpx.post(
-        base + "/v1/datasets", headers=auth(TRAIN), files=files, data={"name": "growing"}
-    ).json()
+    ds = upload_tsv(base, "growing", "Cisplatin\tB-Chemical\ncaused\tO\nfever\tB-Disease\n")
     pool = [
         {"id": "twin-a", "text": "Patient denies chest pain and fever today ."},
         {"id": "twin-b", "text": "Patient denies chest pain and fever today !"},
