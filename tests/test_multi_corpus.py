@@ -528,7 +528,14 @@ def test_a_call_reads_its_texts_in_the_style_it_asks(corpora, tmp_path, monkeypa
         (as_b if style == "B" else served).annotate([t])[0]
         for t, style in zip(texts, asked, strict=True)
     ]
-    assert plan.result() == want
+    # the same entities; their scores equal up to float noise (a mixed batch pads otherwise)
+    got = plan.result()
+    spans = lambda results: [[(e.start, e.end, e.type) for e in ents] for ents in results]  # noqa: E731
+    assert spans(got) == spans(want)
+    scores = lambda results: [  # noqa: E731
+        (e.confidence, e.detection_score, e.type_score) for ents in results for e in ents
+    ]
+    assert np.allclose(scores(got), scores(want), atol=1e-5)
     assert [e.text for ents in want for e in ents]  # the comparison is of entities, not []
     read.clear()
     served.plan(texts)
