@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import typing
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from mslm_core.active import STRATEGIES as ACTIVE_STRATEGIES
 from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGY_CHOICES, TrainConfig
-from mslm_core.corpus import PREDICTION_FORMATS
+from mslm_core.pipeline import ANNOTATE_OPTIONS, AnnotateOptions
+from mslm_core.pipeline import JOB_OPTIONS as ANNOTATION_JOB_OPTIONS
 from mslm_core.render import OUTPUTS
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_core.types import ASSERTION_ATTRIBUTES
@@ -37,15 +38,9 @@ def _keys_are_identifiers(schema: dict[str, Any]) -> None:
     schema.setdefault("propertyNames", {})["pattern"] = pattern
 
 
-# a per-type threshold: finite, not negative; above 1 it drops the type
-Threshold = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 # the style a model trained with source styles reads text as: a corpus it was trained on ("":
 # none, for a model trained with a blank style too)
 Style = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL)]
-STYLE_DOC = (
-    "a model trained with source styles: read the texts as this corpus's (one of its styles; "
-    "'': none, for a model with a blank style or none); default: the model's own"
-)
 
 
 class Strict(BaseModel):
@@ -53,30 +48,67 @@ class Strict(BaseModel):
 
 
 # -- annotate ---------------------------------------------------------------------------------
-class LabelStudioNames(Strict):
-    from_name: Identifier = Field(default="label", description="the Labels control's name")
-    to_name: Identifier = Field(default="text", description="the Text object's name")
+_OPTIONS = {f.name: f for f in dataclasses.fields(AnnotateOptions)}
+#: the options written in a request's ``labelstudio`` object rather than at its top
+_LABELSTUDIO_NAMES = ("from_name", "to_name")
 
 
-class AnnotateRequest(Strict):
+def _bounds(spec: dataclasses.Field[Any]) -> dict[str, Any]:
+    bounds = spec.metadata["bounds"]
+    return {} if bounds is None else {k: v for k, v in vars(bounds).items() if v is not None}
+
+
+def _annotate_option(name: str) -> tuple[Any, Any]:
+    """An annotation option as the API takes it: the kind, default, help, bounds and choices
+    of its field in ``mslm_core.pipeline.AnnotateOptions``."""
+    spec = _OPTIONS[name]
+    meta, default = spec.metadata, cast(Any, spec.default)
+    if name == "style":
+        return Style | None, Field(None, description=meta["help"])
+    if spec.default_factory is not dataclasses.MISSING:  # the per-type thresholds
+        value = Annotated[float, Field(allow_inf_nan=False, **_bounds(spec))]
+        return dict[str, value], Field(
+            default_factory=dict, max_length=1000, description=meta["help"]
+        )
+    if meta["choices"] is not None:
+        return Literal[tuple(meta["choices"])], Field(default, description=meta["help"])
+    if name in _LABELSTUDIO_NAMES:
+        return Identifier, Field(default, description=meta["help"])
+    return type(default), Field(default, description=meta["help"], **_bounds(spec))
+
+
+class _Texts(Strict):
     texts: list[str] = Field(min_length=1, description="raw texts; any length, any Unicode")
     model: Identifier | None = Field(None, description="a model id; default: the active model")
-    style: Style | None = Field(None, description=STYLE_DOC)
-    min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
-    min_confidence_per_type: dict[str, Threshold] = Field(
-        default_factory=dict,
-        max_length=1000,
-        description="per-type thresholds, over min_confidence (above 1: drop the type)",
+
+
+if TYPE_CHECKING:  # their fields are mslm_core.pipeline's AnnotateOptions
+    _AnnotateOptions = _Texts
+    LabelStudioNames = Strict
+else:
+    _AnnotateOptions = create_model(
+        "_AnnotateOptions",
+        __base__=_Texts,
+        **{n: _annotate_option(n) for n in ANNOTATE_OPTIONS if n not in _LABELSTUDIO_NAMES},
     )
+    LabelStudioNames = create_model(
+        "LabelStudioNames",
+        __base__=Strict,
+        **{n: _annotate_option(n) for n in _LABELSTUDIO_NAMES},
+    )
+
+
+class AnnotateRequest(_AnnotateOptions):
     labelstudio: LabelStudioNames = Field(
         default_factory=LabelStudioNames,
         description="for format labelstudio: the names in the project's labelling config",
     )
-    format: Literal[PREDICTION_FORMATS] = Field(  # type: ignore[valid-type]
-        "json",
-        description="json: AnnotateResponse; bioc: a BioC JSON collection; pubtator: PubTator "
-        "text (text/plain); labelstudio: Label Studio tasks with pre-annotations",
-    )
+
+    def options(self, **given: Any) -> AnnotateOptions:
+        """The request's options (``given`` over them), as the pipeline takes them."""
+        top = self.model_dump(include=set(ANNOTATE_OPTIONS))
+        names = self.labelstudio.model_dump()
+        return AnnotateOptions(**{**top, **names, **given})
 
 
 class CueOut(BaseModel):
@@ -675,20 +707,32 @@ class OmopOutput(Strict):
     ] = Field("note_nlp", description="schema.table of an OMOP CDM v5.4 NOTE_NLP table")
 
 
-class AnnotationJobCreate(Strict):
+class _AnnotationJobSource(Strict):
     source: FileSource | SqlSource = Field(discriminator="kind")
     output: FileOutput | OmopOutput = Field(
         default_factory=lambda: FileOutput(kind="file", format="jsonl"), discriminator="kind"
     )
     model: Identifier | None = Field(None, description="a model id; default: the active model")
-    style: Style | None = Field(None, description=STYLE_DOC)
-    min_confidence: float = Field(0.0, ge=0.0, le=1.0, description="drop entities below this")
-    min_confidence_per_type: dict[str, Threshold] = Field(default_factory=dict, max_length=1000)
-    context: bool = Field(True, description="ConText assertions and sections (term_exists …)")
-    linking: bool = Field(True, description="concepts from the served vocabulary")
+
+
+if TYPE_CHECKING:  # its fields are mslm_core.pipeline's AnnotateOptions that jobs take
+    _AnnotationJobOptions = _AnnotationJobSource
+else:
+    _AnnotationJobOptions = create_model(
+        "_AnnotationJobOptions",
+        __base__=_AnnotationJobSource,
+        **{n: _annotate_option(n) for n in ANNOTATION_JOB_OPTIONS},
+    )
+
+
+class AnnotationJobCreate(_AnnotationJobOptions):
     chunk_size: int | None = Field(
         None, ge=1, le=100_000, description="notes per chunk (default MSLM_BULK_CHUNK_NOTES)"
     )
+
+    def options(self) -> AnnotateOptions:
+        """The job's options, as the pipeline takes them."""
+        return AnnotateOptions(**self.model_dump(include=set(ANNOTATION_JOB_OPTIONS)))
 
 
 class AnnotationJobOut(BaseModel):

@@ -24,12 +24,12 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core import active
-from mslm_core.context import ContextEngine, rules_for
 from mslm_core.errors import InferenceError, MSLMError
-from mslm_core.inference import EntityExtractor
+from mslm_core.pipeline import DEFAULTS, AnnotateOptions, AnnotationPipeline
 from mslm_core.predict import AnnotationPlan, Entity
 from mslm_settings import Settings
 from store import registry
+from store.pipeline import context_engine, load_pipeline
 from store.serving import active_model_id
 
 from .linking import Linking, VocabularyManager
@@ -47,10 +47,10 @@ _STOP = None  # the queue's last item: finish what came before it, then stop
 
 
 class Request(NamedTuple):
-    """One caller's texts, the style to read them as (None: the model's) and its answer."""
+    """One caller's texts, its options (checked for the model) and its answer."""
 
     texts: list[str]
-    style: str | None
+    options: AnnotateOptions
     future: asyncio.Future[list[list[Entity]]]
 
 
@@ -84,20 +84,22 @@ class _Work:
 
 
 class MicroBatcher:
-    """Batches concurrent ``annotate`` calls for one extractor, and shares the engine fairly.
+    """Batches concurrent ``annotate`` calls for one pipeline, and shares the engine fairly.
 
     Requests that arrive together are merged into one micro-batch (one plan, see
-    :class:`~mslm_core.predict.AnnotationPlan`). The batches being run take turns: each
-    turn runs one step — up to 16 windows, side by side as the engine allows — of the next
-    batch in line. A 100,000-character text therefore holds
+    :class:`~mslm_core.predict.AnnotationPlan`, each text under its request's options). The
+    batches being run take turns: each turn runs one step — up to 16 windows, side by side as
+    the engine allows — of the next batch in line. A 100,000-character text therefore holds
     the engine for one step at a time and a short request that arrives behind it is answered
-    after a few steps, not after the long one (issue 18, item 5). A batch whose clients have
+    after a few steps, not after the long one. A batch whose clients have
     all gone (their requests cancelled) is not stepped any further. A batch gathers up to
     :data:`BATCH_CHARS` characters: a short request that arrives with long ones is not made
     to wait for all their steps."""
 
-    def __init__(self, extractor: EntityExtractor, wait_s: float, max_texts: int, metrics: Metrics):
-        self.extractor = extractor
+    def __init__(
+        self, pipeline: AnnotationPipeline, wait_s: float, max_texts: int, metrics: Metrics
+    ):
+        self.pipeline = pipeline
         self.wait_s = wait_s
         self.max_texts = max_texts
         self.metrics = metrics
@@ -105,10 +107,8 @@ class MicroBatcher:
         self.closed = False
         # steps in flight: one (a step runs its batches of windows side by side itself, as
         # the engine's workers allow)
-        self.parallel = max(1, int(getattr(extractor, "parallel_steps", 1)))
-        self.executor = ThreadPoolExecutor(
-            self.parallel, thread_name_prefix=f"infer-{extractor.id}"
-        )
+        self.parallel = max(1, int(getattr(pipeline, "parallel_steps", 1)))
+        self.executor = ThreadPoolExecutor(self.parallel, thread_name_prefix=f"infer-{pipeline.id}")
         self.active: list[_Work] = []
         self.in_flight = 0
         self._turn = 0
@@ -120,16 +120,17 @@ class MicroBatcher:
         self.task = loop.create_task(self._collect())
         self.scheduler = loop.create_task(self._schedule())
 
-    async def annotate(self, texts: list[str], style: str | None = None) -> list[list[Entity]]:
-        """Entities of ``texts`` read as ``style`` (None: the model's own; a batch may mix
-        styles, each text is read as its request's)."""
+    async def annotate(
+        self, texts: list[str], options: AnnotateOptions = DEFAULTS
+    ) -> list[list[Entity]]:
+        """Entities of ``texts`` under ``options``, which the pipeline checked
+        (:meth:`~mslm_core.pipeline.AnnotationPipeline.options`); a batch may mix requests of
+        several options, each text is read and postprocessed under its request's."""
         if self.closed:
             raise BatcherClosed()
-        if style is not None:
-            self.extractor.check_styles([style])  # refused before it queues
         future: asyncio.Future[list[list[Entity]]] = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda _: self._changed.set())  # a cancel frees its turns
-        await self.queue.put(Request(texts, style, future))
+        await self.queue.put(Request(texts, options, future))
         return await future
 
     # -- collecting micro-batches ---------------------------------------------------------
@@ -245,8 +246,8 @@ class MicroBatcher:
         """The plan (sentences, the first chunk's windows) and its first step, in one go: a
         short request is answered by this one step."""
         requests = work.requests
-        plan = self.extractor.plan(
-            [t for r in requests for t in r.texts], [r.style for r in requests for _ in r.texts]
+        plan = self.pipeline.preprocess(
+            [t for r in requests for t in r.texts], [r.options for r in requests for _ in r.texts]
         )
         work.plan = plan
         step = plan.next_step()
@@ -257,7 +258,7 @@ class MicroBatcher:
     @staticmethod
     def _step(plan: AnnotationPlan, step: Callable[[], None]) -> list[list[Entity]] | None:
         """One step, in an inference thread; the step that completes the plan also builds
-        its result (the entities, with their clinical context)."""
+        its result (the entities, postprocessed)."""
         step()
         return plan.result() if plan.take_result() else None
 
@@ -288,9 +289,7 @@ class MicroBatcher:
 
     async def close(self) -> None:
         """Take no new request, answer every one already queued or running, then stop —
-        without blocking the event loop. Before: cancelling the loop mid-batch left that
-        batch's requests waiting forever, and the executor's shutdown blocked the event loop
-        until the batch ended."""
+        without blocking the event loop (the executor is not waited for)."""
         if self.closed:
             return
         self.closed = True
@@ -303,29 +302,12 @@ class MicroBatcher:
 @dataclass
 class LoadedModel:
     id: str
-    extractor: EntityExtractor
+    pipeline: AnnotationPipeline
     batcher: MicroBatcher
     loaded_at: float = field(default_factory=time.time)
 
     def describe(self) -> dict[str, Any]:
-        info = self.extractor.info
-        return {
-            "id": self.id,
-            "backend": info.backend,
-            "precision": info.precision,
-            "provider": info.provider,
-            "types": list(info.types),
-        }
-
-
-def context_engine(settings: Settings) -> ContextEngine | None:
-    """The ConText engine of ``settings`` (ours, extended or replaced by MSLM_CONTEXT_RULES), or
-    None when MSLM_CONTEXT is off."""
-    if not settings.context:
-        return None
-    rules = rules_for(settings.context_rules, settings.context_rules_mode)
-    log.info("ConText: %d rules (%s)", len(rules), rules.origin)
-    return ContextEngine(rules)
+        return self.pipeline.describe()
 
 
 class ModelManager:
@@ -345,24 +327,14 @@ class ModelManager:
         self._ranking = asyncio.Lock()  # suggest: one ranking at a time
 
     # -- loading ----------------------------------------------------------------------------
-    def _path_of(self, model_id: str) -> str:
-        with self.factory() as session:
-            row = registry.find_model(session, model_id)
-            if row is None:
-                raise KeyError(model_id)
-            return str(self.settings.artifacts / row.path)
-
-    def _load_sync(self, model_id: str) -> EntityExtractor:
-        s = self.settings
-        return EntityExtractor.from_bundle(
-            self._path_of(model_id),
-            precision=s.precision,
-            device=s.device,
-            intra_op_threads=s.intra_op_threads,
-            inter_op_threads=s.inter_op_threads,
-            spinning=False,  # the event loop shares these cores
+    def _load_sync(self, model_id: str) -> AnnotationPipeline:
+        return load_pipeline(
+            self.settings,
+            self.factory,
+            model_id,
             context=self.context,
             linker=self.vocabularies.linker,
+            spinning=False,  # the event loop shares these cores
         )
 
     async def load(self, model_id: str) -> LoadedModel:
@@ -379,19 +351,19 @@ class ModelManager:
 
     async def _load(self, model_id: str) -> LoadedModel:
         try:
-            extractor = await asyncio.to_thread(self._load_sync, model_id)
+            pipeline = await asyncio.to_thread(self._load_sync, model_id)
         except (KeyError, MSLMError):
             self.metrics.model_loads.labels("refused").inc()
             raise
         finally:
             self._loading.pop(model_id, None)
         self.metrics.model_loads.labels("loaded").inc()
-        extractor.linker = self.vocabularies.linker  # a vocabulary swapped while it loaded
+        pipeline.linker = self.vocabularies.linker  # a vocabulary swapped while it loaded
         s = self.settings
         loaded = LoadedModel(
             model_id,
-            extractor,
-            MicroBatcher(extractor, s.batch_wait_ms / 1000, s.max_batch_texts, self.metrics),
+            pipeline,
+            MicroBatcher(pipeline, s.batch_wait_ms / 1000, s.max_batch_texts, self.metrics),
         )
         self._models[model_id] = loaded
         await self._evict(keep=model_id)
@@ -426,7 +398,7 @@ class ModelManager:
         loaded later too)."""
         self.vocabularies.current = linking
         for loaded in self._models.values():
-            loaded.extractor.linker = linking.linker
+            loaded.pipeline.linker = linking.linker
 
     async def activate_vocabulary(self, vocabulary_id: str | None) -> Linking:
         """Build the vocabulary's linker and, only if that worked, link with it here and
@@ -501,16 +473,17 @@ class ModelManager:
         return await self.load(wanted)
 
     async def annotate(
-        self, model_id: str | None, texts: list[str], style: str | None = None
+        self, model_id: str | None, texts: list[str], options: AnnotateOptions
     ) -> tuple[LoadedModel, list[list[Entity]]]:
-        """Entities of ``texts`` with ``model_id`` (or the active model), read as ``style``
-        (None: the model's own; a style it does not know: StyleError) → (the model that
-        answered, its entities). A model unloaded between lookup and queueing (evicted by
-        another request's model, or deleted) is looked up again: loaded anew, or KeyError."""
+        """Entities of ``texts`` with ``model_id`` (or the active model) under ``options``
+        (a style the model does not read: StyleError) → (the model that answered, its
+        entities). A model unloaded between lookup and queueing (evicted by another request's
+        model, or deleted) is looked up again: loaded anew, or KeyError."""
         for _ in range(3):
             loaded = await self.get(model_id)
+            checked = loaded.pipeline.options(options)
             try:
-                return loaded, await loaded.batcher.annotate(texts, style)
+                return loaded, await loaded.batcher.annotate(texts, checked)
             except BatcherClosed:
                 continue
         raise InferenceError("the model was unloaded three times while this request waited")
@@ -522,7 +495,7 @@ class ModelManager:
         (or the active model), one ranking at a time per replica, in a thread: annotation
         requests keep being answered meanwhile."""
         return await self._ranked(
-            model_id, lambda e: active.uncertainties(e.predictor, texts, strategy)
+            model_id, lambda p: active.uncertainties(p.extractor.predictor, texts, strategy)
         )
 
     async def annotate_with_uncertainties(
@@ -531,17 +504,17 @@ class ModelManager:
         """:meth:`annotate` and :meth:`uncertainties` from one prediction pass (Label Studio's
         pre-annotations come with their order), run like a ranking."""
         loaded, (entities, scores) = await self._ranked(
-            model_id, lambda e: e.annotate_with_uncertainty(texts, strategy)
+            model_id, lambda p: p.annotate_with_uncertainty(texts, strategy)
         )
         return loaded, entities, scores
 
     async def _ranked(
-        self, model_id: str | None, call: Callable[[EntityExtractor], _T]
+        self, model_id: str | None, call: Callable[[AnnotationPipeline], _T]
     ) -> tuple[LoadedModel, _T]:
-        """``call`` on the model's extractor in a thread, one ranking at a time per replica."""
+        """``call`` on the model's pipeline in a thread, one ranking at a time per replica."""
         loaded = await self.get(model_id)
         async with self._ranking:
-            return loaded, await asyncio.to_thread(call, loaded.extractor)
+            return loaded, await asyncio.to_thread(call, loaded.pipeline)
 
     @property
     def active(self) -> LoadedModel | None:

@@ -163,7 +163,7 @@ def predicted_spans(
     gold_neg = gold_neg_found = 0
     on_matched: list[tuple[bool, bool]] = []
     t0 = time.perf_counter()
-    results = extractor.annotate([d.text for d in docs], style=style)
+    results = extractor([d.text for d in docs], extractor.options(style=style))
     seconds = time.perf_counter() - t0
     for d, predicted in zip(docs, results, strict=True):
         gold = [g for g in d.entities if g.type in types]
@@ -464,12 +464,12 @@ def main() -> None:
     )
     eligibility = ContextEngine(rules_for(site, "extend"))
     from mslm_core.bundle import readable_styles
-    from mslm_core.inference import EntityExtractor
+    from mslm_core.pipeline import AnnotationPipeline
 
     extractors = {}
     for spec in args.model:
         label, _, path = spec.rpartition("=")
-        extractors[label or Path(path).name] = EntityExtractor.from_bundle(
+        extractors[label or Path(path).name] = AnnotationPipeline.from_bundle(
             path, context=systems["context"]
         )
     out: dict = {"corpora": {}, "rules": {"count": len(rules), "origin": rules.origin}}
@@ -523,7 +523,7 @@ def main() -> None:
             if args.baselines:  # on the findings each model finds there, too
                 entry["side_by_side_findings"] = {}
                 for label, extractor in extractors.items():
-                    found = bioscope_findings(docs, extractor)
+                    found = bioscope_findings(docs, extractor.extractor)
                     compared = {"ours": run_ours(systems["context"], found, {"Finding"})}
                     for engine in BASELINES:
                         compared[engine] = run_baseline(engine, found, {"Finding"})
@@ -534,7 +534,7 @@ def main() -> None:
             entry["predicted_spans"] = {}
             for label, extractor in extractors.items():
                 style = None
-                if args.own_styles and name in readable_styles(extractor.manifest):
+                if args.own_styles and name in readable_styles(extractor.extractor.manifest):
                     style = name
                 entry["predicted_spans"][label] = predicted_spans(name, docs, extractor, style)
                 entry["predicted_spans"][label]["style"] = style

@@ -167,8 +167,8 @@ def offline(bundle: Path, url: str, first: int, last: int, start_at: float | Non
     """The engine alone on the job's notes: one ONNX Runtime thread, the same steps. With
     ``start_at`` (a wall-clock time), timed once from then (processes started together)."""
     from mslm_core.context import ContextEngine
-    from mslm_core.inference import EntityExtractor
     from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
+    from mslm_core.pipeline import AnnotationPipeline
 
     with psycopg.connect(url) as conn:
         texts = [
@@ -178,7 +178,7 @@ def offline(bundle: Path, url: str, first: int, last: int, start_at: float | Non
                 (first, last),
             )
         ]
-    extractor = EntityExtractor.from_bundle(
+    pipeline = AnnotationPipeline.from_bundle(
         bundle,
         precision="int8",
         device="cpu",
@@ -187,14 +187,14 @@ def offline(bundle: Path, url: str, first: int, last: int, start_at: float | Non
         context=ContextEngine.default(),
         linker=load_linker(DEFAULT_VOCABULARY),
     )
-    extractor.annotate(texts[:32])  # warm
+    pipeline(texts[:32])  # warm
     seconds = []
     if start_at is not None:
         time.sleep(max(0.0, start_at - time.time()))
     for _ in range(1 if start_at is not None else 2):
         start = time.perf_counter()
         for i in range(0, len(texts), 32):
-            extractor.annotate(texts[i : i + 32])
+            pipeline(texts[i : i + 32])
         seconds.append(time.perf_counter() - start)
     best = min(seconds)
     return {"notes": len(texts), "seconds": round(best, 2), "notes_per_s": len(texts) / best}

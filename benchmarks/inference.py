@@ -134,9 +134,9 @@ def run_pipeline(args) -> dict:
 def run_engine(args, precision: str, batch_size: int | None) -> dict:
     from mslm_core.context import ContextEngine
     from mslm_core.evaluate import predict_mentions, score_predictions
-    from mslm_core.inference import EntityExtractor
+    from mslm_core.pipeline import AnnotationPipeline
 
-    engine = EntityExtractor.from_bundle(
+    engine = AnnotationPipeline.from_bundle(
         args.model,
         backend="onnx",
         precision=precision,
@@ -144,17 +144,17 @@ def run_engine(args, precision: str, batch_size: int | None) -> dict:
         batch_size=batch_size,
         context=ContextEngine.default(),  # as the service runs it (MSLM_CONTEXT on)
     )
+    context = engine.context
+    assert context is not None
     corpus, texts = load_texts(args.data, args.limit)
-    seconds = timed(lambda: engine.annotate(texts), args.repeats)  # with the ConText step
-    p50, p95 = latency_ms(lambda: engine.annotate([LATENCY_TEXT]), args.latency_runs)
-    report = score_predictions(corpus, predict_mentions(engine.predictor, corpus))
+    seconds = timed(lambda: engine(texts), args.repeats)  # with the ConText step
+    p50, p95 = latency_ms(lambda: engine([LATENCY_TEXT]), args.latency_runs)
+    report = score_predictions(corpus, predict_mentions(engine.extractor.predictor, corpus))
     # the ConText step alone, on the entities the model found (it runs after the model)
-    context, engine.context = engine.context, None
-    entities = engine.annotate(texts)
+    entities = engine.extractor.annotate(texts)
     context_seconds = timed(lambda: context.apply_all(texts, entities), args.repeats)
-    one = engine.annotate([LATENCY_TEXT])
+    one = engine.extractor.annotate([LATENCY_TEXT])
     context_p50, _ = latency_ms(lambda: context.apply_all([LATENCY_TEXT], one), args.latency_runs)
-    engine.context = context
     n_entities = sum(len(e) for e in entities)
     return {
         "context_seconds": context_seconds,
@@ -167,7 +167,7 @@ def run_engine(args, precision: str, batch_size: int | None) -> dict:
         "f1": report["strict"]["f1"],
         "entities": n_entities,
         "provider": engine.info.provider,
-        "batch_size": engine.predictor.batch_size,
+        "batch_size": engine.extractor.predictor.batch_size,
         "peak_rss_mb": peak_rss_mb(),
     }
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, emit
 
 from mslm_core.corpus import read_conll
-from mslm_core.inference import EntityExtractor
 from mslm_core.linking import Concept, Linker, Vocabulary
+from mslm_core.pipeline import AnnotationPipeline
 from mslm_core.types import Entity
 
 # consonant-vowel(-consonant) syllables: about 2,300, so that n-grams are shared the way a
@@ -65,9 +65,9 @@ def main() -> int:
         for s in sentences
     ]
     n_gold = sum(map(len, gold))
-    engine = EntityExtractor.from_bundle(args.model)
-    engine.annotate(texts[:8])  # warm up
-    entities = engine.annotate(texts)
+    engine = AnnotationPipeline.from_bundle(args.model)
+    engine(texts[:8])  # warm up
+    entities = engine(texts)
     n_mentions = sum(map(len, entities))
     figures: dict = {
         "sentences": len(texts),
@@ -83,11 +83,11 @@ def main() -> int:
         for _ in range(args.rounds):
             engine.linker = None
             t0 = time.perf_counter()
-            engine.annotate(texts)
+            engine(texts)
             plain.append(time.perf_counter() - t0)
             engine.linker = linker
             t0 = time.perf_counter()
-            engine.annotate(texts)
+            engine(texts)
             linked.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             linker.apply_all(texts, entities)

@@ -39,6 +39,8 @@ class AnnotateOptions(TypedDict, total=False):
     style: str | None  # a model with source styles: read the texts as this corpus's
     min_confidence: float | None  # drop entities below this
     min_confidence_per_type: Mapping[str, float] | None  # per type, over min_confidence
+    context: bool  # each finding's clinical context and section (default True)
+    linking: bool  # each entity's concept (default True)
 
 
 class JobParams(TypedDict, total=False):

@@ -128,9 +128,9 @@ class Client:
         self, texts: Sequence[str], *, format: str | None = None, **options: Unpack[AnnotateOptions]
     ) -> Any:
         """Entities in each text (``model``, ``style``, ``min_confidence``,
-        ``min_confidence_per_type`` as the API takes them). With a ``format`` other than json
-        (``bioc``, ``labelstudio``: decoded JSON; ``pubtator``: text), the service's answer in
-        that format."""
+        ``min_confidence_per_type``, ``context``, ``linking`` as the API takes them). With a
+        ``format`` other than json (``bioc``, ``labelstudio``: decoded JSON; ``pubtator``:
+        text), the service's answer in that format."""
         return self._request(ep.annotate(texts, options, format))
 
     def annotate_iter(

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from .active import STRATEGIES as ACTIVE_STRATEGIES
 from .config import BASE_DEFAULTS, STRATEGY_CHOICES, TrainConfig
-from .corpus import FORMATS, PREDICTION_FORMATS
+from .corpus import FORMATS
 from .errors import ConfigError, MSLMError
 from .notes import NOTE_FORMATS
+from .pipeline import ANNOTATE_OPTIONS, STYLE_HELP, AnnotateOptions
 
 if TYPE_CHECKING:
     from .inference import EntityExtractor
@@ -152,21 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="bundle directory")
     p.add_argument("texts", nargs="*", help="texts; none: read stdin")
     p.add_argument("--lines", action="store_true", help="stdin holds one text per line")
-    p.add_argument("--min-confidence", type=float, default=0.0)
-    p.add_argument(
-        "--format",
-        default="json",
-        choices=PREDICTION_FORMATS,
-        help="json: entities with scores; bioc: a BioC JSON collection; pubtator: PubTator "
-        "text; labelstudio: Label Studio tasks with pre-annotations (default: json)",
-    )
-    p.add_argument("--from-name", default="label", help="labelstudio: the Labels control")
-    p.add_argument("--to-name", default="text", help="labelstudio: the Text object")
-    p.add_argument(
-        "--no-context",
-        action="store_true",
-        help="no ConText assertion (negated, possible, hypothetical, historical, family)",
-    )
+    _annotate_option_flags(p)
     p.add_argument(
         "--context-rules", help="a site's ConText rules file (JSON) added to ours (or replacing)"
     )
@@ -179,12 +166,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--vocabulary",
-        help="link entities to the concepts of this file: TSV (id, name, syn|syn) or OBO; "
-        "'mesh': the packaged MeSH vocabulary (what the service links to by default)",
+        default="mesh",
+        help="the concepts entities are linked to: a TSV (id, name, syn|syn) or OBO file; "
+        "'mesh': the packaged MeSH vocabulary, as the service's default; 'none': no linking "
+        "(default: mesh)",
     )
-    p.add_argument("--link-threshold", type=float, default=0.5, help="(default: 0.5)")
-    p.add_argument("--link-candidates", type=int, default=5, help="(default: 5)")
-    _engine_flags(p)
+    p.add_argument(
+        "--link-threshold",
+        type=float,
+        help="the lowest candidate score given as the concept (default: the service's, "
+        "MSLM_LINK_THRESHOLD's default)",
+    )
+    p.add_argument(
+        "--link-candidates",
+        type=int,
+        help="candidate concepts per entity (default: the service's, MSLM_LINK_CANDIDATES's)",
+    )
+    _engine_flags(p, style=False)
 
     p = sub.add_parser(
         "suggest", help="which unlabelled notes to label next (active learning; JSON out)"
@@ -340,7 +338,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine_flags(p: argparse.ArgumentParser) -> None:
+def _engine_flags(p: argparse.ArgumentParser, style: bool = True) -> None:
     p.add_argument(
         "--backend",
         default="auto",
@@ -354,12 +352,71 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
         help="auto: int8 on CPU when exported, else fp32",
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument(
-        "--style",
-        help="a model trained with --source-styles: read the text as this corpus's (its "
-        "manifest's styles, or '' for none with --blank-style; default: its first corpus's, "
-        "or none with --blank-style)",
-    )
+    if style:
+        p.add_argument("--style", help=STYLE_HELP)
+
+
+def _annotate_option_flags(p: argparse.ArgumentParser) -> None:
+    """A flag per annotation option (``mslm_core.pipeline.AnnotateOptions``), with its help
+    and default: ``--no-X`` for an option on by default, ``--X`` for one off by default,
+    ``--X TYPE=VALUE`` (repeated) for the per-type thresholds."""
+    for f in dataclasses.fields(AnnotateOptions):
+        flag, meta = "--" + f.name.replace("_", "-"), f.metadata
+        if f.default_factory is not dataclasses.MISSING:
+            p.add_argument(
+                flag,
+                dest=f.name,
+                action="append",
+                type=_type_threshold,
+                default=[],
+                metavar="TYPE=VALUE",
+                help=meta["help"] + " (repeat the flag for each type)",
+            )
+        elif isinstance(f.default, bool) and f.default:
+            p.add_argument(
+                "--no-" + f.name.replace("_", "-"),
+                dest=f.name,
+                action="store_false",
+                help="off: " + meta["help"] + " (on by default)",
+            )
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, dest=f.name, action="store_true", help=meta["help"])
+        elif isinstance(f.default, (int, float)):
+            p.add_argument(
+                flag,
+                dest=f.name,
+                type=type(f.default),
+                default=f.default,
+                help=meta["help"] + " (default: %(default)s)",
+            )
+        else:  # a string: the style, the format, the Label Studio names
+            p.add_argument(
+                flag,
+                dest=f.name,
+                default=f.default,
+                choices=meta["choices"],
+                help=meta["help"] + ("" if f.default is None else " (default: %(default)s)"),
+            )
+
+
+def _type_threshold(value: str) -> tuple[str, float]:
+    kind, sep, number = value.rpartition("=")
+    try:
+        if not sep or not kind:
+            raise ValueError
+        return kind, float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: give TYPE=VALUE, as Drug=0.7") from None
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _annotate_options(args: argparse.Namespace) -> AnnotateOptions:
+    given = {name: getattr(args, name) for name in ANNOTATE_OPTIONS}
+    given["min_confidence_per_type"] = dict(given["min_confidence_per_type"])
+    return AnnotateOptions(**given)
 
 
 def _extractor(args: argparse.Namespace) -> EntityExtractor:
@@ -404,40 +461,36 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
+    """The service's annotation of texts: the same pipeline, options and defaults."""
     from .context import ContextEngine, rules_for
+    from .pipeline import AnnotationPipeline
 
+    options = _annotate_options(args)  # everything is checked before the model loads
     context = None
-    if not args.no_context:  # rules checked before the model loads
+    if options.context:
         context = ContextEngine(rules_for(args.context_rules, args.context_rules_mode))
     linker = None
-    if args.vocabulary:  # checked before the model loads, too
-        from .linking.builtin import DEFAULT_VOCABULARY, load_linker
+    if options.linking and args.vocabulary.lower() != "none":
+        from .linking import builtin
 
-        path = DEFAULT_VOCABULARY if args.vocabulary == "mesh" else args.vocabulary
-        linker = load_linker(path, threshold=args.link_threshold, k=args.link_candidates)
+        mesh = args.vocabulary.lower() == "mesh"
+        linker = builtin.load_linker(
+            builtin.DEFAULT_VOCABULARY if mesh else args.vocabulary,
+            cache=builtin.user_cache(),
+            threshold=_given(args.link_threshold, builtin.LINK_THRESHOLD),
+            k=_given(args.link_candidates, builtin.LINK_CANDIDATES),
+        )
     texts = list(args.texts)
     if not texts:
         data = sys.stdin.read()
         texts = data.splitlines() if args.lines else [data]
-    extractor = _extractor(args)
-    extractor.context = context
-    extractor.linker = linker
-    from .render import annotation_json, kept, render_predictions
-
-    found = [kept(ents, args.min_confidence) for ents in extractor.annotate(texts)]
-
-    if args.format != "json":
-        rendered = render_predictions(
-            args.format, texts, found, extractor.id, args.from_name, args.to_name
-        )
-        if isinstance(rendered, str):
-            sys.stdout.write(rendered)
-        else:
-            print(json.dumps(rendered, ensure_ascii=False, indent=2))
-        return 0
-    info = extractor.info
-    model = {"id": extractor.id, "backend": info.backend, "precision": info.precision}
-    print(json.dumps(annotation_json(model, found), ensure_ascii=False, indent=2))
+    pipeline = AnnotationPipeline(_extractor(args), context, linker)
+    options = pipeline.options(options)
+    rendered = pipeline.render(texts, pipeline(texts, options), options)
+    if isinstance(rendered.body, str):
+        sys.stdout.write(rendered.body)
+    else:
+        print(json.dumps(rendered.body, ensure_ascii=False, indent=2))
     return 0
 
 

@@ -18,26 +18,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .active import check_strategy, raw_uncertainties
 from .bundle import check_style, predictor_options, styles_of, verify_bundle
-from .context import ContextEngine
 from .errors import InferenceError
 from .features import WindowBuilder
 from .predict.predictor import Predictor
 from .predict.schedule import AnnotationPlan
-from .schema import context_applies, context_attributes, linked
 from .tokenizer import RustWordTokenizer
 from .types import Entity, ScoredMention
-
-if TYPE_CHECKING:
-    from .linking import Linker
 
 log = logging.getLogger(__name__)
 
@@ -144,21 +138,14 @@ def _check(name: str, value: str, valid: tuple[str, ...]) -> None:
 
 
 class EntityExtractor:
-    """Entities from raw text with one bundle. Build it with :meth:`from_bundle`."""
+    """Entities from raw text with one bundle: the model's own, before any threshold, context
+    or concept (:class:`~mslm_core.pipeline.AnnotationPipeline` adds those). Build it with
+    :meth:`from_bundle`."""
 
-    def __init__(
-        self,
-        predictor: Predictor,
-        manifest: dict[str, Any],
-        info: EngineInfo,
-        context: ContextEngine | None = None,
-        linker: Linker | None = None,
-    ):
+    def __init__(self, predictor: Predictor, manifest: dict[str, Any], info: EngineInfo):
         self.predictor = predictor
         self.manifest = manifest
         self.info = info
-        self.context = context  # ConText assertion of each entity; None: no assertion
-        self.linker = linker  # the concept of each entity; None: no concept
 
     @property
     def id(self) -> str:
@@ -177,8 +164,6 @@ class EntityExtractor:
         batch_size: int | None = None,
         max_batch_tokens: int = 8192,
         spinning: bool = True,
-        context: ContextEngine | None = None,
-        linker: Linker | None = None,
         style: str | None = None,
     ) -> EntityExtractor:
         """Load a bundle (every checksum verified first).
@@ -189,12 +174,10 @@ class EntityExtractor:
         Thread counts of 0 take the runtime's own default (the service passes its settings'
         ``intra_op_threads`` / ``inter_op_threads``). ``batch_size``: windows per run; see
         :func:`_default_batch_size`. ``spinning=False`` lets idle ONNX Runtime threads sleep
-        (a server sharing its cores with request handling). ``context``: the ConText engine that
-        sets each entity's ``assertion`` (``ContextEngine.default()``: our rules). ``linker``:
-        the :class:`~mslm_core.linking.Linker` that sets each entity's ``concept``.
-        ``style``: a model trained with ``source_styles`` reads text as this corpus's (one of
-        its manifest's ``styles``, or ``""``, none, when it was trained with a ``blank_style``;
-        None: its ``style``, the first corpus's or, with a blank style, none)."""
+        (a server sharing its cores with request handling). ``style``: a model trained with
+        ``source_styles`` reads text as this corpus's (one of its manifest's ``styles``, or
+        ``""``, none, when it was trained with a ``blank_style``; None: its ``style``, the
+        first corpus's or, with a blank style, none)."""
         _check("backend", backend, BACKENDS)
         _check("precision", precision, PRECISIONS)
         _check("device", device, DEVICES)
@@ -250,95 +233,40 @@ class EntityExtractor:
             predictor.temperatures,
         )
         log.info("serving %s with %s %s (%s)", info.model_id, backend, precision, provider)
-        return cls(predictor, manifest, info, context, linker)
+        return cls(predictor, manifest, info)
 
     # -- prediction -------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str], style: str | None = None) -> list[list[Entity]]:
-        """Entities per text, in text order; ``text[start:end] == entity.text``; each with its
-        ``assertion`` when the extractor has a ConText engine. ``style``: read the texts as
-        this corpus's (a model trained with ``source_styles``; see :meth:`from_bundle`; None:
-        the style it was loaded with)."""
-        _check_texts(texts)
-        styles = None if style is None else [style] * len(texts)
-        return self._after(texts, self.predictor.annotate(texts, self.check_styles(styles)))
-
-    def annotate_with_uncertainty(
-        self, texts: Sequence[str], strategy: str
-    ) -> tuple[list[list[Entity]], list[float]]:
-        """:meth:`annotate` and each text's uncertainty under ``strategy``
-        (:func:`mslm_core.active.uncertainties`), both from one prediction pass."""
-        _check_texts(texts)
-        check_strategy(strategy)
-        entities, raw, groups = self.predictor.annotate_with_raw(texts)
-        scores = raw_uncertainties(raw, groups, len(texts), strategy, self.predictor.temperatures)
-        return self._after(texts, entities), scores
-
-    def _after(
-        self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
-    ) -> list[list[Entity]]:
-        """The steps after prediction: the clinical context, then the concept — each for the
-        entity types it applies to (``mslm_core.schema``: the clinical schema's Dosage, say,
-        gets neither)."""
-        out = [list(e) for e in entities]
-        if self.context is not None:
-            out = self.context.sectioned_all(texts, out)  # every entity: its section
-            out = _for_types(self.context.apply_all, texts, out, context_applies)
-            out = [[_attributes_of_its_type(e) for e in ents] for ents in out]
-        if self.linker is not None:
-            out = _for_types(self.linker.apply_all, texts, out, linked)
-        return out
+        """Entities per text, in text order; ``text[start:end] == entity.text``. ``style``:
+        read the texts as this corpus's (a model trained with ``source_styles``; see
+        :meth:`from_bundle`; None: the style it was loaded with)."""
+        check_texts(texts)
+        styles = None if style is None else [check_style(self.manifest, style)] * len(texts)
+        return self.predictor.annotate(texts, styles)
 
     def plan(
-        self, texts: Sequence[str], styles: Sequence[str | None] | None = None
+        self,
+        texts: Sequence[str],
+        styles: Sequence[str | None] | None = None,
+        after: Callable[[list[str], list[list[Entity]]], list[list[Entity]]] | None = None,
     ) -> AnnotationPlan:
         """:meth:`annotate` as steps for a scheduler (the service's micro-batcher runs the
-        steps of several requests in turn); ``plan.result()`` equals ``annotate(texts)``.
-        ``styles``: per text, the style it is read as (None: the loaded one), as in
-        :meth:`annotate`."""
-        _check_texts(texts)
-        after = None if self.context is None and self.linker is None else self._after
-        return AnnotationPlan(self.predictor, texts, after, self.check_styles(styles))
-
-    def check_styles(self, styles: Sequence[str | None] | None) -> Sequence[str | None] | None:
-        """``styles``, when this model may read text as each of them (None: the loaded
-        style); else a :class:`~mslm_core.errors.StyleError` naming the ones it may."""
-        for style in {s for s in styles or () if s is not None}:
-            check_style(self.manifest, style)
-        return styles
+        steps of several requests in turn); ``plan.result()`` equals ``annotate(texts)``, then
+        ``after`` (the pipeline's postprocessing). ``styles``: per text, the style it is read
+        as (None: the loaded one), each one this model reads
+        (:meth:`~mslm_core.pipeline.AnnotationPipeline.options` checks them)."""
+        check_texts(texts)
+        return AnnotationPlan(self.predictor, texts, after, styles)
 
     def predict_words(self, sentences: Sequence[list[str]]) -> list[list[ScoredMention]]:
         """Mentions per sentence of pre-split words (what evaluation scores)."""
         return self.predictor.predict_words(sentences)
 
 
-def _check_texts(texts: Sequence[str]) -> None:
+def check_texts(texts: Sequence[str]) -> None:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise InferenceError(f"texts[{i}] is {type(t).__name__}, not str")
-
-
-def _attributes_of_its_type(e: Entity) -> Entity:
-    """The entity with the assertion attributes its type carries only (a Drug: allergy)."""
-    if e.assertion is None:
-        return e
-    return replace(e, assertion=e.assertion.only(context_attributes(e.type)))
-
-
-def _for_types(
-    step: Callable[[Sequence[str], list[list[Entity]]], list[list[Entity]]],
-    texts: Sequence[str],
-    entities: list[list[Entity]],
-    applies: Callable[[str], bool],
-) -> list[list[Entity]]:
-    """``step`` run on the entities whose type it ``applies`` to; the others pass unchanged,
-    every text's entities in their order."""
-    if all(applies(e.type) for ents in entities for e in ents):
-        return step(texts, entities)
-    chosen = [[e for e in ents if applies(e.type)] for ents in entities]
-    done = [iter(ents) for ents in step(texts, chosen)]
-    return [
-        [next(done[i]) if applies(e.type) else e for e in ents] for i, ents in enumerate(entities)
-    ]
 
 
 def _default_batch_size(precision: str, provider: str) -> int:

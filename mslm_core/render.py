@@ -1,13 +1,13 @@
 """Predictions rendered for the people and tools that read them — the one place for every output
 shape: this service's annotate JSON (``POST /v1/annotate`` and ``mslm annotate``), BioC JSON,
-Label Studio pre-annotations and PubTator (each built with its format's writer helpers), the
-file outputs of annotation jobs (:data:`OUTPUTS`) — and the confidence thresholds applied before
-any of them (:func:`kept`: the API, the command line and annotation jobs all call it)."""
+Label Studio pre-annotations and PubTator (each built with its format's writer helpers) and the
+file outputs of annotation jobs (:data:`OUTPUTS`). ``mslm_core.pipeline`` renders an
+annotation's response with them."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,21 +22,9 @@ __all__ = [
     "PREDICTION_FORMATS",
     "OutputFormat",
     "annotation_json",
-    "kept",
     "media_type",
     "render_predictions",
 ]
-
-
-def kept(
-    entities: Sequence[Entity],
-    min_confidence: float = 0.0,
-    per_type: Mapping[str, float] | None = None,
-) -> list[Entity]:
-    """The entities at or above ``min_confidence`` and their type's own threshold (a
-    threshold above 1 drops the type), in order."""
-    per_type = per_type or {}
-    return [e for e in entities if e.confidence >= max(min_confidence, per_type.get(e.type, 0.0))]
 
 
 def annotation_json(model: dict[str, Any], entities: Sequence[Sequence[Entity]]) -> dict[str, Any]:

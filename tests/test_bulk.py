@@ -662,17 +662,3 @@ def test_a_warehouse_query_cannot_write(served, warehouse, query, refusal):
     with psycopg.connect(plain) as conn:
         assert conn.execute("SELECT count(*) FROM cdm.note").fetchone()[0] == 21
         assert conn.execute("SELECT is_called FROM cdm.probe").fetchone()[0] is False
-
-
-def test_one_threshold_step_for_the_api_the_cli_and_annotation_jobs():
-    from mslm_core.render import kept
-
-    ents = [
-        Entity(0, 1, "a", "Drug", 0.9, 0.9, 1.0),
-        Entity(2, 3, "b", "Problem", 0.6, 0.6, 1.0),
-        Entity(4, 5, "c", "Drug", 0.4, 0.4, 1.0),
-    ]
-    assert kept(ents) == ents
-    assert [e.text for e in kept(ents, 0.5)] == ["a", "b"]
-    assert [e.text for e in kept(ents, 0.5, {"Problem": 0.7})] == ["a"]
-    assert [e.text for e in kept(ents, 0.0, {"Drug": 1.01})] == ["b"]  # above 1: the type goes

@@ -132,7 +132,7 @@ def test_a_plan_run_step_by_step_gives_what_annotate_gives(bundle, pack, monkeyp
     predictor = torch_predictor(bundle, batch_size=1)
     predictor.chunk_sentences, predictor.pack = 3, pack
     texts = [*TRICKY, " ".join(["The patient has breast cancer ."] * 40)]
-    plan = predictor.plan(texts)
+    plan = AnnotationPlan(predictor, texts)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         while not plan.done:
             steps = list(iter(plan.next_step, None))  # all that can start now
@@ -141,7 +141,7 @@ def test_a_plan_run_step_by_step_gives_what_annotate_gives(bundle, pack, monkeyp
     assert plan.steps_run > 20  # many batches over several chunks
     assert plan.result() == predictor.annotate(texts)
     with pytest.raises(RuntimeError, match="steps left"):
-        predictor.plan(["aspirin"]).result()
+        AnnotationPlan(predictor, ["aspirin"]).result()
 
 
 def test_long_sentence_is_windowed_not_truncated(bundle):

@@ -203,23 +203,24 @@ def test_annotating_with_uncertainties_takes_one_pass_and_answers_the_same(
     calibrated_bundle, toy_corpus
 ):
     from mslm_core.active import uncertainties
-    from mslm_core.inference import EntityExtractor
+    from mslm_core.pipeline import AnnotationPipeline
 
-    extractor = EntityExtractor.from_bundle(calibrated_bundle, backend="torch", device="cpu")
+    pipeline = AnnotationPipeline.from_bundle(calibrated_bundle, backend="torch", device="cpu")
+    extractor = pipeline.extractor
     notes = [" ".join(s.words) for s in read_conll(toy_corpus).sentences[:5]]
     texts = [*notes, "", f"{notes[0]}\n\n{notes[1]}"]
     backend, runs = extractor.predictor.backend, []
     features = backend.features
     backend.features = lambda ids, mask: runs.append(len(ids)) or features(ids, mask)
-    entities, scores = extractor.annotate_with_uncertainty(texts, "entropy")
+    entities, scores = pipeline.annotate_with_uncertainty(texts, "entropy")
     one_pass = sum(runs)
     runs.clear()
-    assert entities == extractor.annotate(texts) and any(entities)
+    assert entities == pipeline(texts) and any(entities)
     assert one_pass == sum(runs) > 0  # the windows of one annotation, not two
     assert scores == pytest.approx(uncertainties(extractor.predictor, texts, "entropy"))
     assert scores[len(notes)] == 0.0 and all(s > 0 for s in scores[: len(notes)])
     with pytest.raises(ValueError, match="strategy must be one of"):
-        extractor.annotate_with_uncertainty(texts, "random")
+        pipeline.annotate_with_uncertainty(texts, "random")
 
 
 def test_extra_spans_are_typed_in_the_same_pass_as_the_predictions(calibrated_bundle, toy_corpus):

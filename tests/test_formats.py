@@ -7,7 +7,7 @@ import json
 import logging
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 
 import pytest
 from conftest import TOY_CONLL, data_dir
@@ -1032,17 +1032,21 @@ def test_cli_convert_both_ways_and_reports_bad_input(tmp_path, capsys, caplog):
 
 
 class _FakeExtractor:
-    id = "fake-model"
-    info = SimpleNamespace(backend="torch", precision="fp32")
+    """An engine that finds the same entities whatever it reads."""
 
-    def annotate(self, texts):
-        return _entities()[: len(texts)]
+    id = "fake-model"
+    manifest = MappingProxyType({})
+    info = SimpleNamespace(
+        model_id="fake-model", backend="torch", precision="fp32", provider="cpu", types=("X",)
+    )
+    predictor = SimpleNamespace(annotate=lambda texts, styles=None: _entities()[: len(texts)])
 
 
 @pytest.mark.parametrize("fmt", ["json", "bioc", "pubtator", "labelstudio"])
 def test_cli_annotate_format(monkeypatch, capsys, fmt):
     monkeypatch.setattr(cli, "_extractor", lambda args: _FakeExtractor())
-    argv = ["annotate", "--model", "m", "--min-confidence", "0.85", "--format", fmt, *TEXTS[:2]]
+    argv = ["annotate", "--model", "m", "--min-confidence", "0.85", "--no-linking", "--format", fmt]
+    argv += TEXTS[:2]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     if fmt == "pubtator":

@@ -201,7 +201,7 @@ def test_predict_fills_the_projects_labels_in_our_order(client):
     assert f'mslm_entities_total{{model="{model}",type="Disease"}} {len(regions)}.0' in scrape
     assert 'type="Chemical"' not in scrape  # not in the project's labels: not returned
     # lowest score first is our active-learning order
-    extractor = state.models.active.extractor
+    extractor = state.models.active.pipeline.extractor
     from mslm_core.active import uncertainties
 
     expected = rank(texts, uncertainties(extractor.predictor, texts, "least_confidence"))

@@ -215,7 +215,7 @@ def test_label_studio_goes_from_an_empty_project_to_a_model_of_its_own(tmp_path,
         assert "renal failure" in found or "breast cancer" in found, found
 
         # Label Studio's uncertainty sampling follows our ranking (lowest score first)
-        extractor = app.state.mslm.models.active.extractor
+        extractor = app.state.mslm.models.active.pipeline.extractor
         order = rank(NOTES, uncertainties(extractor.predictor, NOTES, "least_confidence"))
         expected = [ids[s.index] for s in order]
         ls.projects.update(project.id, sampling="Uncertainty sampling", model_version=model)

@@ -500,6 +500,7 @@ def test_a_blank_style_reads_a_share_of_windows_and_the_served_text_with_no_name
 def test_a_call_reads_its_texts_in_the_style_it_asks(corpora, tmp_path, monkeypatch):
     from mslm_core.errors import StyleError
     from mslm_core.inference import EntityExtractor
+    from mslm_core.pipeline import AnnotationPipeline
 
     trainer = styled_trainer(corpora, tmp_path, epochs=2)
     served = EntityExtractor.from_bundle(tmp_path / "bundle", backend="torch")  # read as A
@@ -540,11 +541,12 @@ def test_a_call_reads_its_texts_in_the_style_it_asks(corpora, tmp_path, monkeypa
     read.clear()
     served.plan(texts)
     assert read == [None]
-    # a style the model was not trained with is refused, naming those it was
+    # a style the model was not trained with is refused, naming those it was: by the engine,
+    # and by the pipeline's options, checked once before a plan is made
     with pytest.raises(StyleError, match=r"style 'C': this model's styles are A, B$"):
         served.annotate(texts, style="C")
     with pytest.raises(StyleError, match=r"style '': this model's styles are A, B$"):
-        served.plan(texts, [None, ""] + [None] * 5)
+        AnnotationPipeline(served).options(style="")
 
 
 def draws_without_blank(trainer: Trainer, epoch: int) -> np.ndarray:
@@ -623,15 +625,14 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
     Dosage and Result (no MeSH branch) get no concept; the others do. A model with other
     types (BC5CDR's) gets both for every type, as before."""
     from mslm_core.context import ContextEngine, default_rules
-    from mslm_core.inference import EntityExtractor
     from mslm_core.linking import Linker, read_vocabulary
+    from mslm_core.pipeline import AnnotationPipeline
     from mslm_core.types import Entity
 
     vocabulary = tmp_path / "v.tsv"
     vocabulary.write_text("D1\tfever\nD2\taspirin\nD3\tliver\nD4\t500 mg\n", "utf-8")
-    extractor = object.__new__(EntityExtractor)
-    extractor.context = ContextEngine(default_rules())
-    extractor.linker = Linker(read_vocabulary(vocabulary), threshold=0.5)
+    linker = Linker(read_vocabulary(vocabulary), threshold=0.5)
+    pipeline = AnnotationPipeline(None, ContextEngine(default_rules()), linker)  # type: ignore[arg-type]
     text = "No fever, no aspirin 500 mg, liver normal."
 
     def entity(word: str, kind: str) -> Entity:
@@ -645,7 +646,7 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
         entity("liver", "Anatomy"),
         entity("normal", "Result"),
     ]
-    out = {e.type: e for e in extractor._after([text], [ents])[0]}
+    out = {e.type: e for e in pipeline.postprocess([text], [ents])[0]}
     assert out["Problem"].assertion is not None and out["Problem"].assertion.negated
     assert all(out[t].assertion is None for t in ("Dosage", "Anatomy", "Result"))
     # a Drug carries allergy alone: "no aspirin" is what a medication list says, not checked
@@ -655,9 +656,9 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
     assert out["Drug"].concept.id == "D2"
     assert out["Dosage"].candidates is None and out["Result"].candidates is None  # not linked
     assert "concept" not in out["Dosage"].to_dict()
-    assert [e.text for e in extractor._after([text], [ents])[0]] == [e.text for e in ents]
+    assert [e.text for e in pipeline.postprocess([text], [ents])[0]] == [e.text for e in ents]
     old = [entity("fever", "Disease"), entity("aspirin", "Chemical")]
-    both = extractor._after([text], [old])[0]
+    both = pipeline.postprocess([text], [old])[0]
     assert all(e.assertion is not None and e.candidates is not None for e in both)
     # every type gets its section; a Drug its allergy
     note = "ALLERGIES: aspirin\nPLAN: liver panel, 500 mg"
@@ -666,7 +667,7 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
         start = note.index(word)
         return Entity(start, start + len(word), word, kind, 0.9, 0.9, 1.0)
 
-    got = extractor._after([note], [[at("aspirin", "Drug"), at("500 mg", "Dosage")]])[0]
+    got = pipeline.postprocess([note], [[at("aspirin", "Drug"), at("500 mg", "Dosage")]])[0]
     assert [e.section for e in got] == ["allergy", "observation_and_plan"]
     assert got[0].assertion.allergy and got[1].assertion is None
 

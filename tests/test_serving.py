@@ -1,4 +1,4 @@
-"""The serving engine's micro-batcher and model cache, unit-tested with a fake extractor (a
+"""The serving engine's micro-batcher and model cache, unit-tested with a fake pipeline (a
 real one is in the service tests). Issue 18 item 1: a request on a model that another
 request's model evicted never answered, and the eviction stalled the event loop."""
 
@@ -12,6 +12,7 @@ import pytest
 
 from api.metrics import Metrics
 from api.serving import BatcherClosed, MicroBatcher
+from mslm_core.pipeline import AnnotateOptions
 
 
 class FakePlan:
@@ -53,7 +54,7 @@ class FakePlan:
         return [[] for _ in self.texts]
 
 
-class SlowExtractor:
+class SlowPipeline:
     """Plans of ``steps`` steps (a text longer than 1,000 characters: ``long_steps``) of
     ``seconds`` each, run in the batcher's threads."""
 
@@ -64,16 +65,11 @@ class SlowExtractor:
         self.parallel_steps = parallel
         self.started = threading.Event()
         self.plans: list[FakePlan] = []
-        self.checked: list[list[str | None]] = []
 
-    def check_styles(self, styles):
-        self.checked.append(styles)
-        return styles
-
-    def plan(self, texts, styles=None):
+    def preprocess(self, texts, options):
         steps = self.long_steps if any(len(t) > 1000 for t in texts) else self.steps
         plan = FakePlan(texts, steps, self.seconds, self.started)
-        plan.styles = styles
+        plan.options = options
         self.plans.append(plan)
         return plan
 
@@ -85,7 +81,7 @@ def metrics():
 
 def test_closing_answers_the_running_and_the_queued_requests_without_blocking(metrics):
     async def scenario():
-        extractor = SlowExtractor(0.6)
+        extractor = SlowPipeline(0.6)
         batcher = MicroBatcher(extractor, 0.0, 256, metrics)
         running = asyncio.create_task(batcher.annotate(["a"]))
         await asyncio.to_thread(extractor.started.wait, 5)
@@ -117,7 +113,7 @@ def test_closing_answers_the_running_and_the_queued_requests_without_blocking(me
 
 def test_a_closed_batcher_is_done_with_its_thread(metrics):
     async def scenario():
-        batcher = MicroBatcher(SlowExtractor(0.0), 0.0, 256, metrics)
+        batcher = MicroBatcher(SlowPipeline(0.0), 0.0, 256, metrics)
         assert await batcher.annotate(["a"]) == [[]]
         await batcher.close()
         assert batcher.task.done()
@@ -132,7 +128,7 @@ def test_a_long_text_does_not_hold_up_a_short_one_that_comes_after_it(metrics):
     steps of the long one's, which still completes."""
 
     async def scenario():
-        extractor = SlowExtractor(0.02, steps=1, long_steps=100)  # long: 2 s of steps
+        extractor = SlowPipeline(0.02, steps=1, long_steps=100)  # long: 2 s of steps
         batcher = MicroBatcher(extractor, 0.0, 256, metrics)
         started = time.perf_counter()
         long = asyncio.create_task(batcher.annotate(["." * 100_000]))
@@ -154,7 +150,7 @@ def test_work_of_a_client_that_left_is_dropped(metrics):
     not stepped any more, and the engine serves the next request at once."""
 
     async def scenario():
-        extractor = SlowExtractor(0.02, steps=1, long_steps=500, parallel=2)  # 5 s of steps
+        extractor = SlowPipeline(0.02, steps=1, long_steps=500, parallel=2)  # 5 s of steps
         batcher = MicroBatcher(extractor, 0.0, 256, metrics)
         long = asyncio.create_task(batcher.annotate(["." * 100_000]))
         await asyncio.to_thread(extractor.started.wait, 5)
@@ -172,19 +168,19 @@ def test_work_of_a_client_that_left_is_dropped(metrics):
 
 def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
     async def scenario():
-        extractor = SlowExtractor(0.3)
+        extractor = SlowPipeline(0.3)
         batcher = MicroBatcher(extractor, 0.0, 256, metrics)
         first = asyncio.create_task(batcher.annotate(["a"]))
         await asyncio.to_thread(extractor.started.wait, 5)
-        styles = [None, "X", ""]  # each request's texts are read in its own style
+        # each request's texts are read and postprocessed under its own options
+        options = [AnnotateOptions(), AnnotateOptions(style="X"), AnnotateOptions(linking=False)]
         others = [
-            asyncio.create_task(batcher.annotate([t, t], style))
-            for t, style in zip("bcd", styles, strict=True)
+            asyncio.create_task(batcher.annotate([t, t], o))
+            for t, o in zip("bcd", options, strict=True)
         ]
         assert await asyncio.wait_for(asyncio.gather(first, *others), 5) == [[[]]] + [[[], []]] * 3
         assert [len(p.texts) for p in extractor.plans] == [1, 6]  # b, c, d: one batch
-        assert extractor.plans[1].styles == [None, None, "X", "X", "", ""]
-        assert extractor.checked == [["X"], [""]]  # refused before they queue, if unknown
+        assert extractor.plans[1].options == [o for o in options for _ in "tt"]
         await batcher.close()
 
     asyncio.run(scenario())
@@ -197,7 +193,7 @@ def test_a_short_request_never_shares_a_batch_with_long_ones(metrics):
     their own, and the short one gets its turns beside them."""
 
     async def scenario():
-        extractor = SlowExtractor(0.02, steps=1, long_steps=50)  # long: 1 s of steps each
+        extractor = SlowPipeline(0.02, steps=1, long_steps=50)  # long: 1 s of steps each
         batcher = MicroBatcher(extractor, 0.0, 256, metrics)
         first = asyncio.create_task(batcher.annotate(["a"]))
         await asyncio.to_thread(extractor.started.wait, 5)  # busy: the next ones queue

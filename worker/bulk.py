@@ -27,13 +27,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core import __version__, omop
 from mslm_core.errors import MSLMError
-from mslm_core.inference import EntityExtractor
-from mslm_core.render import kept
+from mslm_core.pipeline import AnnotateOptions, AnnotationPipeline
 from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import bulk
 from store.db import session_factory
-from store.registry import find_model
+from store.pipeline import context_engine, load_pipeline
 from store.tables import (
     FAILED,
     SUCCEEDED,
@@ -315,50 +314,32 @@ def _qualified(table: str) -> str:
 
 
 # -- the model ---------------------------------------------------------------------------------
-_EXTRACTORS: dict[tuple[str, bool, bool, str | None], EntityExtractor] = {}
+_PIPELINES: dict[tuple[str, str | None], AnnotationPipeline] = {}
 
 
-def extractor_for(
+def pipeline_for(
     settings: Settings, factory: sessionmaker[Session], job: AnnotationJob
-) -> EntityExtractor:
-    """The job's model with its context and linking, loaded once per worker process."""
-    context = bool(job.params.get("context", True))
-    linking = bool(job.params.get("linking", True))
-    style = job.params.get("style")
-    key = (job.model_id, context, linking, style)
-    if key in _EXTRACTORS:
-        return _EXTRACTORS[key]
+) -> AnnotationPipeline:
+    """The job's model with the deployment's context and the active vocabulary's linker,
+    as an API replica serves it; loaded once per worker process and vocabulary."""
+    from store.linking import build_linker
+    from store.serving import active_vocabulary_id
+
     with factory() as session:
-        row = find_model(session, job.model_id)
-        if row is None:
-            raise MSLMError(f"model {job.model_id} is not in the store (deleted?)")
-        path = settings.artifacts / row.path
-    engine = None
-    if context:
-        from mslm_core.context import ContextEngine, rules_for
-
-        engine = ContextEngine(rules_for(settings.context_rules, settings.context_rules_mode))
-    linker = None
-    if linking:
-        from store.linking import build_linker
-        from store.serving import active_vocabulary_id
-
-        with factory() as session:
-            vocabulary_id = active_vocabulary_id(session)
-        linker, _ = build_linker(settings, factory, vocabulary_id)
-    extractor = EntityExtractor.from_bundle(
-        path,
-        precision=settings.precision,
-        device=settings.device,
-        intra_op_threads=settings.intra_op_threads,
-        inter_op_threads=settings.inter_op_threads,
-        context=engine,
-        linker=linker,
-        style=style,
-    )
-    _EXTRACTORS.clear()  # one model at a time in a worker's memory
-    _EXTRACTORS[key] = extractor
-    return extractor
+        vocabulary_id = active_vocabulary_id(session)
+    key = (job.model_id, vocabulary_id)
+    if key in _PIPELINES:
+        return _PIPELINES[key]
+    linker, _ = build_linker(settings, factory, vocabulary_id)
+    try:
+        pipeline = load_pipeline(
+            settings, factory, job.model_id, context=context_engine(settings), linker=linker
+        )
+    except KeyError:
+        raise MSLMError(f"model {job.model_id} is not in the store (deleted?)") from None
+    _PIPELINES.clear()  # one model at a time in a worker's memory
+    _PIPELINES[key] = pipeline
+    return pipeline
 
 
 # -- the runners -------------------------------------------------------------------------------
@@ -430,13 +411,13 @@ def _reason(exc: BaseException) -> str:
 
 
 def _annotate(
-    extractor: EntityExtractor, rows: list[Row]
+    pipeline: AnnotationPipeline, options: AnnotateOptions, rows: list[Row]
 ) -> tuple[list[tuple[str, str, list[Entity]]], list[dict[str, Any]]]:
-    """The rows' entities; a batch that fails is retried note by note so that only the note
-    that fails is lost (recorded with its reason)."""
+    """The rows' entities under the job's options; a batch that fails is retried note by note
+    so that only the note that fails is lost (recorded with its reason)."""
     texts = [r.text or "" for r in rows]
     try:
-        found = extractor.annotate(texts)
+        found = pipeline(texts, options)
         return [(r.note_id, t, e) for r, t, e in zip(rows, texts, found, strict=True)], []
     except Exception:
         if len(rows) == 1:
@@ -445,18 +426,10 @@ def _annotate(
     errors: list[dict[str, Any]] = []
     for row, t in zip(rows, texts, strict=True):
         try:
-            done.append((row.note_id, t, extractor.annotate([t])[0]))
+            done.append((row.note_id, t, pipeline([t], options)[0]))
         except Exception as exc:
             errors.append({"note_id": row.note_id, "reason": f"annotation failed: {_reason(exc)}"})
     return done, errors
-
-
-def _kept(job: AnnotationJob, entities: list[Entity]) -> list[Entity]:
-    return kept(
-        entities,
-        float(job.params.get("min_confidence", 0.0)),
-        job.params.get("min_confidence_per_type") or {},
-    )
 
 
 def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
@@ -470,7 +443,8 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
         try:
             source = source_of(settings, session, job)
             sink = sink_of(settings, job)
-            extractor = extractor_for(settings, factory, job)
+            options = AnnotateOptions.from_params(job.params)
+            pipeline = pipeline_for(settings, factory, job)
             rows = list(source.read(chunk.first, chunk.last))
             read_s = time.perf_counter() - started
         except Exception as exc:
@@ -494,8 +468,8 @@ def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
         todo = [r for r in rows if r.problem is None]
         beat = time.monotonic()
         for i in range(0, len(todo), BATCH_NOTES):
-            done, failed = _annotate(extractor, todo[i : i + BATCH_NOTES])
-            annotated += [(n, t, _kept(job, e)) for n, t, e in done]
+            done, failed = _annotate(pipeline, options, todo[i : i + BATCH_NOTES])
+            annotated += done
             errors += failed
             if time.monotonic() - beat < settings.heartbeat_seconds:
                 continue  # a store commit per batch cost a fifth of a chunk's time

@@ -8,8 +8,7 @@ import logging
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from mslm_core.render import annotation_json, media_type, render_predictions
-from mslm_core.render import kept as keep
+from mslm_core.pipeline import AnnotateOptions
 from mslm_core.types import Entity
 
 from ..deps import AnnotateKey, AppState, StateDep
@@ -65,10 +64,11 @@ async def annotate(
     JSON, PubTator or Label Studio pre-annotations, each after the confidence thresholds.
     (A client generated from this document reads the JSON ones; for PubTator it calls
     ``/v1/annotate/pubtator``, whose only answer is text.)"""
-    found = await _annotate(body, request, state)
+    options = body.options()
+    found = await _annotate(body, options, request, state)
     if isinstance(found, Response):
         return found
-    return await _respond(body, body.format, *found)
+    return await _respond(body, options, *found)
 
 
 @router.post(
@@ -87,17 +87,18 @@ async def annotate_pubtator(
 ) -> Response:
     """``/v1/annotate`` answered in PubTator text whatever ``format`` says: the operation for
     clients generated from this document (they read one media type per status)."""
-    found = await _annotate(body, request, state)
+    options = body.options(format="pubtator")
+    found = await _annotate(body, options, request, state)
     if isinstance(found, Response):
         return found
-    return await _respond(body, "pubtator", *found)
+    return await _respond(body, options, *found)
 
 
 async def _annotate(
-    body: AnnotateRequest, request: Request, state: AppState
+    body: AnnotateRequest, options: AnnotateOptions, request: Request, state: AppState
 ) -> Response | tuple[LoadedModel, list[list[Entity]]]:
-    """The model that answered and the entities kept per text (after the thresholds), or the
-    response to send instead (the client left)."""
+    """The model that answered and the entities of each text under ``options`` (thresholds,
+    context, concepts), or the response to send instead (the client left)."""
     s = state.settings
     if len(body.texts) > s.max_texts:
         raise Problem(
@@ -109,7 +110,7 @@ async def _annotate(
     refuse_long_texts(body.texts, s.max_text_chars, "text", "body.texts.{i}")
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
-    work = asyncio.ensure_future(state.models.annotate(body.model, body.texts, body.style))
+    work = asyncio.ensure_future(state.models.annotate(body.model, body.texts, options))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -127,27 +128,19 @@ async def _annotate(
         loaded, results = work.result()
     except KeyError:
         raise Problem(404, f"model {body.model} not found", slug="not-found") from None
-    kept = [
-        keep(entities, body.min_confidence, body.min_confidence_per_type) for entities in results
-    ]
-    state.metrics.count_annotated(loaded.id, body.texts, kept)
-    return loaded, kept
+    state.metrics.count_annotated(loaded.id, body.texts, results)
+    return loaded, results
 
 
 async def _respond(
-    body: AnnotateRequest, format: str, loaded: LoadedModel, kept: list[list[Entity]]
+    body: AnnotateRequest, options: AnnotateOptions, loaded: LoadedModel, kept: list[list[Entity]]
 ) -> Response:
     def respond() -> Response:
-        if format == "json":
-            # built once, in the documented shape (AnnotateResponse); not validated again
-            return JSONResponse(annotation_json(loaded.describe(), kept))
-        names = body.labelstudio
-        rendered = render_predictions(
-            format, body.texts, kept, loaded.id, names.from_name, names.to_name
-        )
-        if isinstance(rendered, str):
-            return PlainTextResponse(rendered, media_type=media_type(format))
-        return JSONResponse(rendered, media_type=media_type(format))
+        # built once, in the documented shape (AnnotateResponse for json); not validated again
+        rendered = loaded.pipeline.render(body.texts, kept, options)
+        if isinstance(rendered.body, str):
+            return PlainTextResponse(rendered.body, media_type=rendered.media_type)
+        return JSONResponse(rendered.body, media_type=rendered.media_type)
 
     if sum(map(len, kept)) < RENDER_ON_THE_LOOP:
         return respond()

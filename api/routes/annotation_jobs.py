@@ -130,15 +130,13 @@ def submit(
     model_id = body.model or active_model_id(session)
     if model_id is None:
         raise Conflict("no model is served yet: name one (model) or activate one")
-    if body.style is not None:  # refused now, not when a worker loads the model
+    options = body.options()
+    if options.style is not None:  # refused now, not when a worker loads the model
         model = registry.get_model(session, model_id)
-        check_style(registry.model_manifest(state.settings, model), body.style)
+        check_style(registry.model_manifest(state.settings, model), options.style)
     params = {
-        "style": body.style,
-        "min_confidence": body.min_confidence,
-        "min_confidence_per_type": body.min_confidence_per_type,
-        "context": body.context and state.settings.context,
-        "linking": body.linking,
+        **options.params(),
+        "context": options.context and state.settings.context,  # as this deployment runs
         "max_text_chars": state.settings.max_text_chars,
     }
     job = bulk.create_annotation_job(

@@ -173,7 +173,7 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
     loaded, found, uncertainty = await state.models.annotate_with_uncertainties(
         None, texts, options.strategy
     )
-    mapping = type_map(loaded.extractor.info.types, config.labels)
+    mapping = type_map(loaded.pipeline.info.types, config.labels)
     kept = [[e for e in ents if e.type in mapping] for ents in found]
     state.metrics.count_annotated(loaded.id, texts, kept)
     entities: list[list[Entity]] = [

@@ -26,6 +26,16 @@ DEFAULT_URLS = {
     "OMIM:": "https://omim.org/entry/{id}",
 }
 NGRAMS, MAX_DF = (2, 4), 0.02
+#: The lowest candidate score given as an entity's concept, and the candidates it carries: the
+#: service's defaults (MSLM_LINK_THRESHOLD, MSLM_LINK_CANDIDATES) and the command's.
+LINK_THRESHOLD, LINK_CANDIDATES = 0.5, 5
+
+
+def user_cache() -> Path:
+    """Where the command keeps the linker indexes it builds: ``$XDG_CACHE_HOME/mslm/linking``
+    (``~/.cache/mslm/linking``), so that the packaged vocabulary's index is built once."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mslm" / "linking"
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -69,8 +79,8 @@ def load_linker(
     *,
     cache: str | os.PathLike[str] | None = None,
     name: str | None = None,
-    threshold: float = 0.5,
-    k: int = 5,
+    threshold: float = LINK_THRESHOLD,
+    k: int = LINK_CANDIDATES,
     url_pattern: str | dict[str, str] = "",
     rerank: str | os.PathLike[str] | None = None,
 ) -> Linker:

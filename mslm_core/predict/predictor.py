@@ -15,7 +15,6 @@ from ..types import Entity, ScoredMention
 from .backend import Backend
 from .confidence import RawPredictions, span_features, temper, word_tag_probs
 from .decoding import DECODINGS, decode_bio, decode_tags, trim_hyphens
-from .schedule import AnnotationPlan
 from .windows import Chunk, Origin, assemble, batch_windows, sentences_of
 
 # the outputs of one run: per window of the batch, its [T, 3] probabilities and [T, H] features
@@ -99,12 +98,6 @@ class Predictor:
         raw = self.raw_predictions(sentences, groups=groups)
         entities = assemble(texts, where, raw.mentions(self.types, self.temperatures))
         return entities, raw, groups
-
-    def plan(
-        self, texts: Sequence[str], styles: Sequence[str | None] | None = None
-    ) -> AnnotationPlan:
-        """:meth:`annotate` cut into steps that a scheduler runs (see :class:`AnnotationPlan`)."""
-        return AnnotationPlan(self, texts, styles=styles)
 
     # -- words ------------------------------------------------------------------------------
     def predict_words(

@@ -9,13 +9,10 @@ import functools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..types import Entity, ScoredMention
+from .predictor import Predictor
 from .windows import Chunk, assemble, batch_windows, sentences_of
-
-if TYPE_CHECKING:
-    from .predictor import Predictor
 
 
 @dataclass
@@ -30,7 +27,7 @@ class _Issuing:
 
 class AnnotationPlan:
     """:meth:`Predictor.annotate` cut into steps, for a scheduler that serves several requests
-    with one engine (issue 18, item 5): a step prepares the next chunk of sentences, or runs
+    with one engine: a step prepares the next chunk of sentences, or runs
     one batch of windows through the backend. Interleaving the steps of several plans, a long
     text holds the engine for one batch at a time, never for its whole length; a plan whose
     client left is simply not stepped any more. The result equals ``annotate``'s.
@@ -51,7 +48,8 @@ class AnnotationPlan:
         after: Callable[[list[str], list[list[Entity]]], list[list[Entity]]] | None = None,
         styles: Sequence[str | None] | None = None,
     ):
-        """``after``: applied to (texts, entities) by :meth:`result` (the ConText step).
+        """``after``: applied to (texts, entities) by :meth:`result` (the pipeline's
+        postprocessing).
         ``styles``: per text, the style it is read as (None: the predictor's)."""
         self.predictor = predictor
         self.after = after
