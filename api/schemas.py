@@ -141,11 +141,26 @@ else:
 
 
 class ConceptOut(BaseModel):
-    id: str
+    id: str = Field(
+        description="its id in the linked vocabulary (an OMOP concept id for one "
+        "imported from Athena)"
+    )
     name: str = Field(description="the concept's preferred name")
     score: float = Field(description="similarity of its best-matching name; 1.0: an exact name")
-    vocabulary: str
+    vocabulary: str = Field(description="the vocabulary it comes from (MeSH, SNOMED, RxNorm …)")
     url: str | None = Field(None, description="its page (MSLM_VOCABULARY_URL); null: none")
+    code: str | None = Field(None, description="its code in that vocabulary (D003920, 73211009)")
+    concept_id: int | None = Field(
+        None, description="its OMOP standard concept id, when the vocabulary is OMOP's"
+    )
+    source_id: str | None = Field(
+        None, description='the non-standard concept whose name matched, reached by "Maps to"'
+    )
+    confidence: float | None = Field(
+        None,
+        description="the calibrated probability that it is the entity's concept (the top "
+        "candidate; null: the vocabulary has no calibration)",
+    )
 
 
 class EntityOut(BaseModel):

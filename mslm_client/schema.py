@@ -85,15 +85,29 @@ class Assertion:
 class Concept:
     """A concept an entity may denote (the service's MSLM_VOCABULARY)."""
 
-    id: str
+    id: str  # its id in the linked vocabulary (an OMOP concept id for an Athena import)
     name: str
     score: float  # similarity of its best-matching name; 1.0: an exact name
-    vocabulary: str
+    vocabulary: str  # the vocabulary it comes from: MeSH, SNOMED, RxNorm …
     url: str | None = None  # its page, when the service has MSLM_VOCABULARY_URL
+    code: str | None = None  # its code in that vocabulary
+    concept_id: int | None = None  # its OMOP standard concept id, for an OMOP vocabulary
+    source_id: str | None = None  # the non-standard concept whose name matched ("Maps to")
+    confidence: float | None = None  # calibrated probability that it is right (top candidate)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Concept:
-        return cls(d["id"], d["name"], float(d["score"]), d["vocabulary"], d.get("url"))
+        return cls(
+            d["id"],
+            d["name"],
+            float(d["score"]),
+            d["vocabulary"],
+            d.get("url"),
+            d.get("code"),
+            d.get("concept_id"),
+            d.get("source_id"),
+            d.get("confidence"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

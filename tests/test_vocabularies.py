@@ -101,6 +101,10 @@ def test_import_activate_follow_and_delete_on_two_replicas(served):
             "score": 1.0,
             "vocabulary": "Site terms",
             "url": "https://terms.example.org/concept/D001943",
+            "code": "D001943",
+            "concept_id": None,  # not an OMOP vocabulary
+            "source_id": None,
+            "confidence": None,  # no calibration beside it
         }
         assert concepts["Aspirin"]["id"] == "D001241"
         # the other replica follows the store within its poll interval

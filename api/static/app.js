@@ -173,8 +173,9 @@
     if (contextOf(e).length === 0) return "present";
     return e.assertion.cues.map((c) => `${c.attribute}: “${c.text}”`).join("; ");
   };
-  // the linked concept: its id (a link to its page when the vocabulary gives one) and name;
-  // "–" below the threshold; nothing when the service links no concepts
+  // the linked concept: its id (a link to its page when the vocabulary gives one), name and
+  // vocabulary (with its code, when the id is an OMOP concept id); "–" when the linker
+  // abstained; nothing when the service links no concepts
   const conceptCell = (e) => {
     if (e.candidates === undefined) return "";
     if (!e.concept) return "–";
@@ -182,7 +183,14 @@
     const id = c.url
       ? el("a", { href: c.url, target: "_blank", rel: "noopener noreferrer" }, c.id)
       : el("span", {}, c.id);
-    return el("span", { title: `${c.vocabulary}, score ${c.score.toFixed(2)}` }, id, ` ${c.name}`);
+    const sure = c.confidence == null ? "" : `, confidence ${c.confidence.toFixed(2)}`;
+    const code = c.code && c.code !== c.id ? ` (${c.vocabulary} ${c.code})` : ` (${c.vocabulary})`;
+    return el(
+      "span",
+      { title: `score ${c.score.toFixed(2)}${sure}` },
+      id,
+      ` ${c.name}${code}`,
+    );
   };
   $("threshold").addEventListener("input", () => {
     $("threshold-value").textContent = threshold().toFixed(2);

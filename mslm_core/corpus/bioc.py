@@ -362,6 +362,12 @@ def _prediction_infons(e: Entity) -> dict[str, str]:
         infons["concept_name"] = e.concept.name
         infons["concept_score"] = f"{e.concept.score:.4g}"
         infons["vocabulary"] = e.concept.vocabulary
+        if e.concept.code is not None:
+            infons["concept_code"] = e.concept.code
+        if e.concept.concept_id is not None:
+            infons["concept_id"] = str(e.concept.concept_id)
+        if e.concept.confidence is not None:
+            infons["concept_confidence"] = f"{e.concept.confidence:.4g}"
     return infons
 
 

@@ -319,7 +319,9 @@ def predictions_to_labelstudio(
                 meta.append(f"section: {e.section}")
             if e.concept is not None:
                 c = e.concept
-                meta.append(f"concept: {c.vocabulary} {c.id} {c.name} ({c.score:.2f})")
+                code = c.code or c.id
+                sure = f", confidence {c.confidence:.2f}" if c.confidence is not None else ""
+                meta.append(f"concept: {c.vocabulary} {code} {c.name} (score {c.score:.2f}{sure})")
             if meta:
                 region["meta"] = {"text": meta}
             result.append(region)

@@ -13,6 +13,7 @@ import logging
 import os
 from pathlib import Path
 
+from .calibration import LinkCalibration
 from .linker import INDEX_VERSION, Linker, LinkerIndex
 from .vocabulary import Vocabulary, read_vocabulary
 
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 
 #: The packaged default (MeSH descriptors and the corpora's training mentions).
 DEFAULT_VOCABULARY = Path(__file__).resolve().parent / "data" / "mesh-default.tsv.gz"
+#: What a linking calibration beside a vocabulary file is called (``X.tsv.gz`` →
+#: ``X.calibration.json``): the packaged one was fitted on NCBI-disease's and BC5CDR's
+#: development mentions (``mslm vocab calibrate``).
+CALIBRATION_SUFFIX = ".calibration.json"
 #: Where a default concept's page is: MeSH's browser, and OMIM's for the corpora's OMIM ids.
 DEFAULT_URLS = {
     "": "https://meshb.nlm.nih.gov/record/ui?ui={id}",
@@ -83,11 +88,14 @@ def load_linker(
     k: int = LINK_CANDIDATES,
     url_pattern: str | dict[str, str] = "",
     rerank: str | os.PathLike[str] | None = None,
+    calibration: str | os.PathLike[str] | None = None,
 ) -> Linker:
     """A linker over the vocabulary file ``path`` (TSV or OBO, gzip or not); ``cache``: see
     :func:`cached_index`; ``rerank``: a folder :func:`~mslm_core.linking.rerank.prepare`
-    made for this vocabulary (its candidates re-ranked by the encoder's embeddings). The
-    packaged default links to MeSH's and OMIM's pages unless ``url_pattern`` says otherwise."""
+    made for this vocabulary (its candidates re-ranked by the encoder's embeddings);
+    ``calibration``: a :class:`~mslm_core.linking.calibration.LinkCalibration` file (None:
+    the one beside ``path``, :func:`calibration_of`, when there is one). The packaged default
+    links to MeSH's and OMIM's pages unless ``url_pattern`` says otherwise."""
     vocabulary = read_vocabulary(path, name)
     index = cached_index(path, cache, vocabulary)
     if not url_pattern and Path(path).resolve() == DEFAULT_VOCABULARY:
@@ -97,4 +105,29 @@ def load_linker(
         from .rerank import Reranker
 
         reranker = Reranker(rerank, index)
-    return Linker(vocabulary, threshold, k, url_pattern=url_pattern, index=index, reranker=reranker)
+    found = calibration if calibration is not None else calibration_of(path)
+    calibrated = LinkCalibration.load(found) if found is not None else None
+    return Linker(
+        vocabulary,
+        threshold,
+        k,
+        url_pattern=url_pattern,
+        index=index,
+        reranker=reranker,
+        calibration=calibrated,
+    )
+
+
+def calibration_path(path: str | os.PathLike[str]) -> Path:
+    """Where the calibration of the vocabulary file ``path`` lies: beside it, ``X.tsv[.gz]``
+    → ``X.calibration.json``."""
+    base = Path(path)
+    stem = base.name.removesuffix(".gz")
+    stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+    return base.with_name(stem + CALIBRATION_SUFFIX)
+
+
+def calibration_of(path: str | os.PathLike[str]) -> Path | None:
+    """The calibration file beside the vocabulary file ``path``, when there is one."""
+    found = calibration_path(path)
+    return found if found.is_file() else None

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +22,7 @@ from scipy import sparse
 
 from ..types import Entity, LinkedConcept
 from .abbreviations import abbreviations
+from .calibration import LinkCalibration
 from .vocabulary import Vocabulary
 
 if TYPE_CHECKING:
@@ -30,6 +33,8 @@ INDEX_VERSION = 1
 
 #: TF-IDF candidates a re-rank looks at (the linker returns its k of them).
 POOL = 20
+#: Texts whose candidates a linker keeps for its next calls (notes repeat their mentions).
+CACHED = 50_000
 
 
 class Reranker(Protocol):
@@ -55,7 +60,13 @@ def normalise(text: str) -> str:
 
 class Linker:
     """Links entity texts to the concepts of ``vocabulary``. ``threshold``: the lowest score a
-    top candidate needs to be given as the concept; ``k``: candidates returned."""
+    top candidate needs to be given as the concept; ``k``: candidates returned;
+    ``calibration``: how likely a top candidate is right, and the per-type confidence below
+    which no concept is given (:class:`LinkCalibration`; None: the score threshold alone).
+
+    An entity of a type the vocabulary's type map names (:attr:`Vocabulary.types`) gets
+    candidates of the parts that fit it only (an Anatomy entity: MeSH's tree A); a candidate
+    that maps to another concept (an OMOP non-standard one) stands for that concept."""
 
     def __init__(
         self,
@@ -67,65 +78,172 @@ class Linker:
         max_df: float = 0.02,
         index: LinkerIndex | None = None,
         reranker: Reranker | None = None,
+        calibration: LinkCalibration | None = None,
     ):
         self.vocabulary, self.threshold, self.k = vocabulary, threshold, k
         self.url_patterns = _url_patterns(url_pattern)
         self.index = index if index is not None else LinkerIndex.build(vocabulary, ngrams, max_df)
-        self.reranker = reranker  # None: TF-IDF order
+        self._cache = _Cache(CACHED)
+        self._reranker = reranker  # None: TF-IDF order
+        self._calibration = calibration
+        self._masks: dict[str, npt.NDArray[np.bool_] | None] = {}
+        # the concept each index concept stands for (itself, or what it maps to)
+        position = {cid: i for i, cid in enumerate(self.index.ids)}
+        self._target = np.array(
+            [
+                position.get(vocabulary.concepts[cid].maps_to or cid, i)
+                if cid in vocabulary.concepts
+                else i
+                for i, cid in enumerate(self.index.ids)
+            ],
+            dtype=np.int64,
+        )
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return self._reranker
+
+    @reranker.setter
+    def reranker(self, value: Reranker | None) -> None:
+        self._reranker = value
+        self.clear_cache()
+
+    @property
+    def calibration(self) -> LinkCalibration | None:
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, value: LinkCalibration | None) -> None:
+        self._calibration = value
+        self.clear_cache()
+
+    def clear_cache(self) -> None:
+        """Forget the texts looked up (after changing what ranks or calibrates them)."""
+        self._cache = _Cache(CACHED)
 
     @property
     def url_pattern(self) -> str:
         """The pattern of ids without a namespace of their own (``""``: none)."""
         return self.url_patterns.get("", "")
 
-    def candidates(self, texts: Sequence[str]) -> list[list[Candidate]]:
-        """Up to ``k`` candidates per text, best first (any score). A text met several times
-        in one call is looked up once."""
+    def mask(self, entity_type: str | None) -> npt.NDArray[np.bool_] | None:
+        """Which of the index's concepts an entity of ``entity_type`` may be linked to (None:
+        any — the vocabulary's type map does not name the type)."""
+        if entity_type is None or entity_type not in self.vocabulary.types:
+            return None
+        if entity_type not in self._masks:
+            concepts = self.vocabulary.concepts
+            self._masks[entity_type] = np.array(
+                [
+                    cid in concepts and self.vocabulary.allows(entity_type, concepts[cid])
+                    for cid in self.index.ids
+                ],
+                dtype=bool,
+            )
+        return self._masks[entity_type]
+
+    def candidates(
+        self, texts: Sequence[str], types: Sequence[str | None] | None = None
+    ) -> list[list[Candidate]]:
+        """Up to ``k`` candidates per text, best first (any score), each of the parts its
+        type fits (``types``: per text, its entity type; None: any concept), the first with
+        its calibrated confidence. A text that is a concept's exact name gets the concepts of
+        that name only; the others their nearest names by character n-grams. A text met
+        several times is looked up once (and kept for the next calls, up to
+        :data:`CACHED` texts)."""
         if not texts:
             return []
         normalised = [normalise(t) for t in texts]
-        queries = list(dict.fromkeys(normalised))
-        index = self.index
-        sims = (index.vectorizer.transform(queries) @ index.names).tocsr()
-        pool = max(self.k, POOL) if self.reranker is not None else self.k
-        ranked: list[list[tuple[int, float]]] = []
-        for row, query in enumerate(queries):
-            best: dict[int, float] = {}
-            for concept in index.exact.get(query, []):
-                best[concept] = 1.0
-            start, end = sims.indptr[row], sims.indptr[row + 1]
-            cols, vals = sims.indices[start:end], sims.data[start:end]
-            if len(vals):
-                top = np.argsort(-vals)[: 8 * pool]  # enough names for the distinct concepts
-                for j in top:
-                    concept = int(index.name_concept[cols[j]])
-                    if concept not in best:
-                        best[concept] = float(min(vals[j], 0.9999))  # below an exact name
-                    if len(best) >= pool:
-                        break
-            ranked.append(sorted(best.items(), key=lambda kv: -kv[1]))
-        if self.reranker is not None:
-            ranked = self.reranker.scores(queries, ranked)
-        found = {
-            query: [self._candidate(c, s) for c, s in pairs[: self.k]]
-            for query, pairs in zip(queries, ranked, strict=True)
-        }
-        return [found[q] for q in normalised]
+        kinds = list(types) if types is not None else [None] * len(texts)
+        wanted = list(zip(normalised, kinds, strict=True))
+        known = self._cache.get_many(wanted)
+        missing = [key for key in dict.fromkeys(wanted) if key not in known]
+        if missing:
+            found = self._look_up(missing)
+            self._cache.put_many(found)
+            known.update(found)
+        return list(map(list, map(known.__getitem__, wanted)))
 
-    def link(self, texts: Sequence[str]) -> list[Candidate | None]:
-        """The concept of each text: its top candidate when it scores at least the
-        threshold, else None."""
-        return [
-            found[0] if found and found[0].score >= self.threshold else None
-            for found in self.candidates(texts)
-        ]
+    def _look_up(
+        self, keys: list[tuple[str, str | None]]
+    ) -> dict[tuple[str, str | None], tuple[Candidate, ...]]:
+        index = self.index
+        pool = max(self.k, POOL) if self.reranker is not None else self.k
+        ranked: list[list[tuple[int, float]]] = [[] for _ in keys]
+        through: list[dict[int, int]] = [{} for _ in keys]  # concepts reached through another
+        searched: list[int] = []  # the keys with no exact name: their nearest names
+        for n, (query, kind) in enumerate(keys):
+            allowed = self.mask(kind)
+            hits = [c for c in index.exact.get(query, []) if allowed is None or allowed[c]]
+            if hits and self.reranker is None:
+                ranked[n], through[n] = _distinct([(c, 1.0) for c in hits], self._target, pool)
+            else:
+                searched.append(n)
+        queries = list(dict.fromkeys(keys[n][0] for n in searched))
+        if queries:
+            sims = (index.vectorizer.transform(queries) @ index.names).tocsr()
+            row_of = {q: i for i, q in enumerate(queries)}
+            for n in searched:
+                query, kind = keys[n]
+                allowed = self.mask(kind)
+                scored = [
+                    (c, 1.0) for c in index.exact.get(query, []) if allowed is None or allowed[c]
+                ]
+                row = row_of[query]
+                start, end = sims.indptr[row], sims.indptr[row + 1]
+                cols, vals = sims.indices[start:end], sims.data[start:end]
+                if allowed is not None and len(cols):
+                    keep = allowed[index.name_concept[cols]]
+                    cols, vals = cols[keep], vals[keep]
+                if len(vals):
+                    top = _top(vals, 8 * pool)  # enough names for the distinct concepts
+                    concepts = index.name_concept[cols[top]].tolist()
+                    # below an exact name
+                    scored += zip(concepts, np.minimum(vals[top], 0.9999).tolist(), strict=True)
+                ranked[n], through[n] = _distinct(scored, self._target, pool)
+        if self.reranker is not None:
+            ranked = self.reranker.scores([q for q, _ in keys], ranked)
+        out = {}
+        for key, pairs, via in zip(keys, ranked, through, strict=True):
+            found = [self._candidate(c, score, via.get(c)) for c, score in pairs[: self.k]]
+            out[key] = tuple(self._calibrated(found, key[0]))
+        return out
+
+    def _calibrated(self, found: list[Candidate], query: str) -> list[Candidate]:
+        """The candidates, the first with its calibrated confidence."""
+        if self.calibration is None or not found:
+            return found
+        confidence = self.calibration.confidence(found, query)
+        return [replace(found[0], confidence=confidence), *found[1:]]
+
+    def chosen(self, found: Sequence[Candidate], entity_type: str | None) -> Candidate | None:
+        """The concept given for these candidates: the first, when it is confident enough
+        for its type (calibrated), or scores at least the threshold (uncalibrated)."""
+        if not found:
+            return None
+        top = found[0]
+        if self.calibration is None or top.confidence is None:
+            return top if top.score >= self.threshold else None
+        return top if top.confidence >= self.calibration.threshold(entity_type) else None
+
+    def link(
+        self, texts: Sequence[str], types: Sequence[str | None] | None = None
+    ) -> list[Candidate | None]:
+        """The concept of each text (:meth:`chosen`), or None."""
+        kinds = list(types) if types is not None else [None] * len(texts)
+        found = self.candidates(texts, kinds)
+        return [self.chosen(f, t) for f, t in zip(found, kinds, strict=True)]
 
     def candidates_in_text(
-        self, text: str, spans: Sequence[tuple[int, int]]
+        self,
+        text: str,
+        spans: Sequence[tuple[int, int]],
+        types: Sequence[str | None] | None = None,
     ) -> list[list[Candidate]]:
-        """Candidates for the entities ``text[start:end]``; an abbreviation the text defines
-        (``renal failure (RF)``) is looked up by its long form. Offsets are not changed."""
-        return self.candidates(self._lookups(text, spans))
+        """Candidates for the entities ``text[start:end]`` (of ``types``); an abbreviation the
+        text defines (``renal failure (RF)``) is looked up by its long form. Offsets are not
+        changed."""
+        return self.candidates(self._lookups(text, spans), types)
 
     @staticmethod
     def _lookups(text: str, spans: Sequence[tuple[int, int]]) -> list[str]:
@@ -139,29 +257,39 @@ class Linker:
     def apply_all(
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
     ) -> list[list[Entity]]:
-        """``entities`` (per text) with their ``concept`` (None below the threshold) and
-        ``candidates``; spans, types and confidences unchanged."""
+        """``entities`` (per text) with their ``concept`` (:meth:`chosen`; None when it
+        abstains) and ``candidates``, each of the parts its type fits; spans, types and
+        confidences unchanged."""
         lookups = [
             self._lookups(text, [(e.start, e.end) for e in ents])
             for text, ents in zip(texts, entities, strict=True)
         ]
-        found = iter(self.candidates([q for qs in lookups for q in qs]))  # one batch for all
+        kinds = [e.type for ents in entities for e in ents]
+        found = iter(self.candidates([q for qs in lookups for q in qs], kinds))  # one batch
         return [
             [
-                replace(
-                    e,
-                    concept=c[0] if c and c[0].score >= self.threshold else None,
-                    candidates=tuple(c),
-                )
+                replace(e, concept=self.chosen(c, e.type), candidates=tuple(c))
                 for e, c in zip(ents, (next(found) for _ in ents), strict=True)
             ]
             for ents in entities
         ]
 
-    def _candidate(self, concept: int, score: float) -> Candidate:
+    def _candidate(self, concept: int, score: float, via: int | None = None) -> Candidate:
+        """The candidate of the index's ``concept``; ``via``: the concept whose name matched
+        when it is another (one that maps to this)."""
         cid = self.index.ids[concept]
-        name = self.vocabulary.concepts[cid].name
-        return Candidate(cid, name, score, self.vocabulary.name, self.url_of(cid))
+        c = self.vocabulary.concepts[cid]
+        omop = c.vocabulary is not None and c.code is not None and cid.isdigit()
+        return Candidate(
+            cid,
+            c.name,
+            score,
+            c.vocabulary or self.vocabulary.name,
+            self.url_of(cid),
+            code=c.code or cid,
+            concept_id=int(cid) if omop else None,
+            source_id=None if via is None else self.index.ids[via],
+        )
 
     def url_of(self, cid: str) -> str | None:
         """The concept's page: the pattern of the longest prefix of ``cid`` that has one
@@ -170,6 +298,58 @@ class Linker:
             if cid.startswith(prefix):
                 return pattern.replace("{id}", quote(cid.removeprefix(prefix), safe=":"))
         return None
+
+
+def _top(values: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.intp]:
+    """The positions of the ``n`` largest ``values``, largest first."""
+    if len(values) > n:
+        part = np.argpartition(-values, n)[:n]
+        return part[np.argsort(-values[part], kind="stable")]
+    return np.argsort(-values, kind="stable")
+
+
+def _distinct(
+    scored: Sequence[tuple[int, float]], target: npt.NDArray[np.int64], pool: int
+) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """Up to ``pool`` distinct concepts of (concept, score) pairs in their order, each
+    replaced by the concept it stands for, best first; and the concepts reached through
+    another's name."""
+    best: dict[int, float] = {}
+    via: dict[int, int] = {}
+    for concept, score in scored:
+        chosen = int(target[concept])
+        if chosen not in best:
+            best[chosen] = score
+            if chosen != concept:
+                via[chosen] = concept
+            if len(best) >= pool:
+                break
+    return sorted(best.items(), key=lambda kv: -kv[1]), via
+
+
+class _Cache:
+    """Candidates of texts already looked up, the most recently used kept (thread-safe: a
+    service's inference threads share one linker)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[tuple[str, str | None], tuple[Candidate, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(
+        self, keys: Sequence[tuple[str, str | None]]
+    ) -> dict[tuple[str, str | None], tuple[Candidate, ...]]:
+        with self._lock:
+            found = {k: self._items[k] for k in keys if k in self._items}
+            for key in found:
+                self._items.move_to_end(key)
+        return found
+
+    def put_many(self, found: dict[tuple[str, str | None], tuple[Candidate, ...]]) -> None:
+        with self._lock:
+            self._items.update(found)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
 
 def _url_patterns(value: str | dict[str, str]) -> dict[str, str]:
