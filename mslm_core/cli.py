@@ -256,6 +256,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--source", help="what it was fitted on, as the file records it")
     p.set_defaults(handler=cmd_vocab_calibrate)
+    p = vocab.add_parser(
+        "athena",
+        help="a vocabulary (TSV) of OMOP standard concepts from an Athena download's CONCEPT, "
+        "CONCEPT_SYNONYM and CONCEPT_RELATIONSHIP (a folder or a zip); mslm vocab import "
+        "--athena stores one for the service",
+    )
+    p.add_argument("tables", help="the folder or zip archive of the tables")
+    p.add_argument("out", help="the TSV to write")
+    p.add_argument("--name", default="OMOP", help="the vocabulary's name (default: OMOP)")
+    athena_flags(p)
+    p.set_defaults(handler=cmd_vocab_athena)
     p = vocab.add_parser("check", help="read a vocabulary (TSV or OBO) and say what it holds")
     p.add_argument("path")
     p.set_defaults(handler=cmd_vocab_check)
@@ -636,6 +647,43 @@ def cmd_vocab_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else builtin.calibration_path(args.vocabulary)
     calibration.save(out)
     print(json.dumps({"out": str(out), **calibration.to_json()["report"]}, ensure_ascii=False))
+    return 0
+
+
+def athena_flags(p: argparse.ArgumentParser) -> None:
+    """What an OMOP import links each type to, and whose non-standard names it keeps."""
+    from .linking.athena import DEFAULT_TYPES, SOURCE_VOCABULARIES
+
+    shown = "; ".join(f"{k}={s.describe()}" for k, s in DEFAULT_TYPES.items())
+    p.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        metavar="TYPE=Domain:Vocab|Vocab[:Class|Class]",
+        help=f"what an entity type is linked to, repeated per type (default: {shown})",
+    )
+    p.add_argument(
+        "--sources",
+        default=",".join(SOURCE_VOCABULARIES),
+        help="the vocabularies whose valid non-standard concepts are kept as names of the "
+        "standard ones they map to (default: %(default)s)",
+    )
+
+
+def athena_options(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The type specs and source vocabularies an OMOP import's flags ask for."""
+    from .linking.athena import parse_types
+
+    types = parse_types(";".join(args.type))
+    return types, [s.strip() for s in args.sources.split(",") if s.strip()]
+
+
+def cmd_vocab_athena(args: argparse.Namespace) -> int:
+    from .linking.athena import AthenaFiles, omop_vocabulary
+
+    types, sources = athena_options(args)
+    counts = omop_vocabulary(AthenaFiles(args.tables), args.out, types, sources, args.name)
+    print(json.dumps({"out": args.out, **dataclasses.asdict(counts)}))
     return 0
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
+    from mslm_core.linking.athena import Counts
     from mslm_settings import Settings
 
 log = logging.getLogger("mslm.store")
@@ -79,8 +82,26 @@ def import_vocabulary(vocab: argparse._SubParsersAction[argparse.ArgumentParser]
         help="check, index and store a vocabulary (TSV or OBO) that the service can link to",
     )
     p.add_argument(
-        "path", help="TSV (id, name, synonym|synonym…) or OBO (*.obo); 'mesh': the packaged one"
+        "path",
+        nargs="?",
+        help="TSV (id, name, synonym|synonym…) or OBO (*.obo); 'mesh': the packaged one",
     )
+    p.add_argument(
+        "--athena",
+        metavar="DIR",
+        help="the OMOP standard concepts of an Athena download (CONCEPT, CONCEPT_SYNONYM, "
+        "CONCEPT_RELATIONSHIP)",
+    )
+    p.add_argument(
+        "--warehouse",
+        metavar="NAME",
+        help="the OMOP standard concepts of this warehouse's vocabulary tables (MSLM_WAREHOUSES; "
+        "read only)",
+    )
+    p.add_argument("--schema", default="cdm", help="--warehouse: the tables' schema (cdm)")
+    from mslm_core.cli import athena_flags
+
+    athena_flags(p)
     p.add_argument(
         "--rerank",
         nargs="?",
@@ -94,24 +115,50 @@ def import_vocabulary(vocab: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(handler=run_import_vocabulary)
 
 
+def build_athena(args: argparse.Namespace, settings: Settings, out: Path) -> Counts:
+    """The OMOP linking vocabulary the import's flags ask for, written to ``out``."""
+    from mslm_core.cli import athena_options
+    from mslm_core.linking.athena import AthenaFiles, Tables, omop_vocabulary
+
+    from .athena import WarehouseTables
+
+    tables: Tables = (
+        AthenaFiles(args.athena)
+        if args.athena
+        else WarehouseTables(settings, args.warehouse, args.schema)
+    )
+    types, sources = athena_options(args)
+    return omop_vocabulary(tables, out, types, sources, name=args.name or "OMOP", work=out.parent)
+
+
 def run_import_vocabulary(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
+
+    from mslm_core.errors import ConfigError
 
     from .vocabularies import import_vocabulary, set_active_vocabulary
 
+    given = [x for x in (args.path, args.athena, args.warehouse) if x]
+    if len(given) != 1:
+        raise ConfigError("give one of: a vocabulary file, --athena DIR, --warehouse NAME")
     settings, sessions = _store()
-    if args.path == "mesh":
-        from mslm_core.linking.builtin import DEFAULT_VOCABULARY as path
-    else:
-        path = Path(args.path)
-    with sessions() as session:
-        row = import_vocabulary(
-            settings, session, path, path.name, args.name, args.url, rerank_encoder=args.rerank
-        )
-        if args.activate:
-            set_active_vocabulary(session, row.id)
-        summary = {"id": row.id, "name": row.name, "concepts": row.concepts, "names": row.names}
-        summary["rerank"] = args.rerank
+    settings.artifacts.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=settings.artifacts) as tmp:
+        if args.athena or args.warehouse:
+            path = Path(tmp) / "omop.tsv"
+            counts = build_athena(args, settings, path)
+            log.info("OMOP concepts per type: %s; %d mapped", counts.concepts, counts.mapped)
+        elif args.path == "mesh":
+            from mslm_core.linking.builtin import DEFAULT_VOCABULARY as path
+        else:
+            path = Path(args.path)
+        with sessions() as session:
+            row = import_vocabulary(
+                settings, session, path, path.name, args.name, args.url, rerank_encoder=args.rerank
+            )
+            if args.activate:
+                set_active_vocabulary(session, row.id)
+            summary = {"id": row.id, "name": row.name, "concepts": row.concepts}
+            summary.update(names=row.names, rerank=args.rerank)
     print(json.dumps({**summary, "active": args.activate}))
     return 0

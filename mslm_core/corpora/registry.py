@@ -243,6 +243,19 @@ def corpora() -> dict[str, PinnedCorpus]:
             description="4,999 transcribed sample medical reports with their section headers "
             "(R data)",
         ),
+        PinnedCorpus(
+            "Eunomia-Synthea27Nj",
+            "OHDSI/EunomiaDatasets",
+            "3efd533eb95a41a56d5b0758b0d7c8fa57e1303e",
+            {
+                "datasets/Synthea27Nj/Synthea27Nj_5.4.zip": (
+                    "cdd3971be325e17b0e872bf4560711ab4c346917ecb079e2faf32badb55cb693"
+                )
+            },
+            "Apache-2.0 (OHDSI EunomiaDatasets; synthetic Synthea patients)",
+            description="an OMOP CDM 5.4 example with the vocabulary subset it uses: 2,294 "
+            "concepts (SNOMED, LOINC, RxNorm, UCUM), their relationships (CSV in a zip)",
+        ),
     ]
     return {c.name: c for c in table}
 

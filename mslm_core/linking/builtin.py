@@ -25,6 +25,9 @@ DEFAULT_VOCABULARY = Path(__file__).resolve().parent / "data" / "mesh-default.ts
 #: ``X.calibration.json``): the packaged one was fitted on NCBI-disease's and BC5CDR's
 #: development mentions (``mslm vocab calibrate``).
 CALIBRATION_SUFFIX = ".calibration.json"
+#: The packaged vocabulary's calibration: also what a vocabulary without its own is read with
+#: (its features — scores, margins, exact names — are the linker's, whatever the vocabulary).
+DEFAULT_CALIBRATION = DEFAULT_VOCABULARY.with_name("mesh-default" + CALIBRATION_SUFFIX)
 #: Where a default concept's page is: MeSH's browser, and OMIM's for the corpora's OMIM ids.
 DEFAULT_URLS = {
     "": "https://meshb.nlm.nih.gov/record/ui?ui={id}",
@@ -94,7 +97,8 @@ def load_linker(
     :func:`cached_index`; ``rerank``: a folder :func:`~mslm_core.linking.rerank.prepare`
     made for this vocabulary (its candidates re-ranked by the encoder's embeddings);
     ``calibration``: a :class:`~mslm_core.linking.calibration.LinkCalibration` file (None:
-    the one beside ``path``, :func:`calibration_of`, when there is one). The packaged default
+    the one beside ``path``, :func:`calibration_of`, else the packaged vocabulary's,
+    :data:`DEFAULT_CALIBRATION`). The packaged default
     links to MeSH's and OMIM's pages unless ``url_pattern`` says otherwise."""
     vocabulary = read_vocabulary(path, name)
     index = cached_index(path, cache, vocabulary)
@@ -106,7 +110,7 @@ def load_linker(
 
         reranker = Reranker(rerank, index)
     found = calibration if calibration is not None else calibration_of(path)
-    calibrated = LinkCalibration.load(found) if found is not None else None
+    calibrated = LinkCalibration.load(found or DEFAULT_CALIBRATION)
     return Linker(
         vocabulary,
         threshold,
