@@ -629,6 +629,9 @@ RUNS: dict[str, Run] = {
     "vocabulary_scale": Run(
         "vocabulary_scale.py", lambda t: ["--concepts", "200"], "vocabulary_scale.json", cost=10
     ),
+    "athena_scale": Run(
+        "athena_scale.py", lambda t: ["--scale", "0.0002"], "linking/athena_scale.json", cost=12
+    ),
 }
 
 
