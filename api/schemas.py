@@ -209,8 +209,20 @@ class ServedModel(BaseModel):
     types: list[str]
 
 
+class LinkedVocabulary(BaseModel):
+    name: str = Field(description="the vocabulary entities were linked to (MeSH, OMOP …)")
+    concepts: int = Field(description="how many concepts it holds")
+    calibrated: bool = Field(
+        description="whether each concept comes with a confidence and abstains below its "
+        "type's threshold"
+    )
+
+
 class AnnotateResponse(BaseModel):
     model: ServedModel
+    linking: LinkedVocabulary | None = Field(
+        description="what the entities were linked to; null: no linking"
+    )
     results: list[TextResult]
 
 

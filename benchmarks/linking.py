@@ -44,6 +44,7 @@ from mslm_core.linking.calibration import Example, gold_examples, precision_cove
 from mslm_core.linking.vocabulary import COMPOSITE, NO_ID
 
 CHECK_SET = Path(__file__).resolve().parent / "data" / "linking-clinical-check.tsv"
+COUNTS = ("mentions", "given", "given_right", "wrong_kind", "none_given", "none_given_rightly")
 _CDR = "CDR_Data/CDR.Corpus.v010516/CDR_{}Set.PubTator.txt"
 TEST_FILES = {
     "NCBI-disease-original": "original-data/test/NCBItestset_corpus.txt",
@@ -133,7 +134,8 @@ def corpus_figures(linker: Linker, root: Path, name: str) -> dict:
 
 
 def check_set(linker: Linker) -> dict:
-    """The clinical mentions: per type, concepts given, right, wrong, of another kind."""
+    """The clinical mentions: per type, the concepts given and how many are right or of
+    another kind; the mentions given none, and how many of those MeSH has no concept for."""
     rows = [
         line.split("\t")
         for line in CHECK_SET.read_text(encoding="utf-8").splitlines()
@@ -149,23 +151,20 @@ def check_set(linker: Linker) -> dict:
                 top = candidates[0] if candidates and candidates[0].score >= 0.5 else None
             else:
                 top = linker.chosen(candidates, kind)
-            t = tally.setdefault(kind, {"mentions": 0, "given": 0, "right": 0, "wrong_kind": 0})
+            t = tally.setdefault(kind, dict.fromkeys(COUNTS, 0))
             t["mentions"] += 1
-            if top is None:
-                t["right"] += gold == "-"  # nothing of that kind to give: none is right
+            if top is None:  # where MeSH has nothing of that kind, giving none is right
+                t["none_given"] += 1
+                t["none_given_rightly"] += gold == "-"
                 continue
             t["given"] += 1
-            t["right"] += top.id == gold
+            t["given_right"] += top.id == gold
             concept = linker.vocabulary.concepts[top.id]
             t["wrong_kind"] += not linker.vocabulary.allows(kind, concept)
-            t.setdefault("examples", []).append(f"{text} → {top.name}")
-        for t in tally.values():
-            t["examples"] = t.get("examples", [])[:6]
+            if top.id != gold:
+                t.setdefault("wrong", []).append(f"{text} → {top.name}")
         out["per_type"][label] = tally
-        out[label] = {
-            key: sum(t[key] for t in tally.values())
-            for key in ("mentions", "given", "right", "wrong_kind")
-        }
+        out[label] = {key: sum(t[key] for t in tally.values()) for key in COUNTS}
     return out
 
 

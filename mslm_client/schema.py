@@ -211,14 +211,30 @@ class ServedModel:
 
 
 @dataclass(frozen=True)
+class LinkedVocabulary:
+    """What an answer's entities were linked to."""
+
+    name: str
+    concepts: int
+    calibrated: bool  # concepts come with a confidence, and none below its type's threshold
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LinkedVocabulary:
+        return cls(d["name"], int(d["concepts"]), bool(d["calibrated"]))
+
+
+@dataclass(frozen=True)
 class AnnotateResponse:
     model: ServedModel
+    linking: LinkedVocabulary | None  # None: no linking
     results: list[TextResult]  # one per submitted text, in order
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AnnotateResponse:
+        linking = d.get("linking")
         return cls(
             model=ServedModel.from_dict(d["model"]),
+            linking=LinkedVocabulary.from_dict(linking) if linking else None,
             results=[TextResult.from_dict(r) for r in d["results"]],
         )
 

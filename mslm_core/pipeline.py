@@ -231,6 +231,17 @@ class AnnotationPipeline:
     def info(self) -> EngineInfo:
         return self.extractor.info
 
+    def linking(self, options: AnnotateOptions = DEFAULTS) -> dict[str, Any] | None:
+        """What the concepts of an answer under ``options`` come from (None: no linking)."""
+        linker = self.linker
+        if linker is None or not options.linking:
+            return None
+        return {
+            "name": linker.vocabulary.name,
+            "concepts": len(linker.vocabulary),
+            "calibrated": linker.calibration is not None,
+        }
+
     def describe(self) -> dict[str, Any]:
         """The model as every answer names it: its id, what serves it and its types."""
         info = self.info
@@ -302,7 +313,8 @@ class AnnotationPipeline:
         the texts in BioC and PubTator (default: their indices)."""
         fmt = options.format
         if fmt == "json":
-            return Rendered(annotation_json(self.describe(), entities), "application/json")
+            described = annotation_json(self.describe(), entities, self.linking(options))
+            return Rendered(described, "application/json")
         body = render_predictions(
             fmt, texts, entities, self.id, options.from_name, options.to_name, ids
         )

@@ -27,11 +27,17 @@ __all__ = [
 ]
 
 
-def annotation_json(model: dict[str, Any], entities: Sequence[Sequence[Entity]]) -> dict[str, Any]:
-    """``{"model": …, "results": [{"entities": [{start, end, text, type, confidence,
-    detection_score, type_score}, …]}, …]}``: one result per text, in order."""
+def annotation_json(
+    model: dict[str, Any],
+    entities: Sequence[Sequence[Entity]],
+    linking: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``{"model": …, "linking": …, "results": [{"entities": [{start, end, text, type,
+    confidence, detection_score, type_score, …}, …]}, …]}``: one result per text, in order;
+    ``linking`` what the concepts come from (None: no linking)."""
     return {
         "model": model,
+        "linking": linking,
         "results": [{"entities": [e.to_dict() for e in ents]} for ents in entities],
     }
 

@@ -432,6 +432,7 @@ def test_the_client_reads_every_field_the_api_answers():
         client.Entity: api.EntityOut,
         client.TextResult: api.TextResult,
         client.ServedModel: api.ServedModel,
+        client.LinkedVocabulary: api.LinkedVocabulary,
         client.AnnotateResponse: api.AnnotateResponse,
         client.SplitFile: api.SplitFile,
         client.Dataset: api.DatasetOut,

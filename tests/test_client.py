@@ -638,6 +638,7 @@ CONTRACT = {  # client dataclass → the API's response model
     "Entity": "EntityOut",
     "TextResult": "TextResult",
     "ServedModel": "ServedModel",
+    "LinkedVocabulary": "LinkedVocabulary",
     "AnnotateResponse": "AnnotateResponse",
     "SplitFile": "SplitFile",
     "Dataset": "DatasetOut",

@@ -207,6 +207,8 @@ def test_the_route_the_worker_and_the_command_give_the_same_answer(served, tmp_p
     _same(worker, results)
     _same([r["entities"] for r in command["results"]], results)
     assert command["model"] == route["model"]  # one description of the model
+    linked = {"name": "vocabulary", "concepts": 3, "calibrated": True}
+    assert command["linking"] == route["linking"] == linked  # and of what it linked to
     # and the thresholds were applied by all three: nothing below them came back
     assert all(e["confidence"] >= 0.05 for r in results for e in r)
     assert all(e["confidence"] >= 0.1 for r in results for e in r if e["type"] == "Chemical")

@@ -320,17 +320,24 @@ _PIPELINES: dict[tuple[str, str | None], AnnotationPipeline] = {}
 def pipeline_for(
     settings: Settings, factory: sessionmaker[Session], job: AnnotationJob
 ) -> AnnotationPipeline:
-    """The job's model with the deployment's context and the active vocabulary's linker,
-    as an API replica serves it; loaded once per worker process and vocabulary."""
+    """The job's model with the deployment's context and the linker of the vocabulary that
+    was active when the job was submitted (a job from before that was recorded: the active
+    one), as an API replica serves it; loaded once per worker process and vocabulary."""
     from store.linking import build_linker
     from store.serving import active_vocabulary_id
 
-    with factory() as session:
-        vocabulary_id = active_vocabulary_id(session)
+    if "vocabulary" in job.params:
+        vocabulary_id = job.params["vocabulary"]
+    else:
+        with factory() as session:
+            vocabulary_id = active_vocabulary_id(session)
     key = (job.model_id, vocabulary_id)
     if key in _PIPELINES:
         return _PIPELINES[key]
-    linker, _ = build_linker(settings, factory, vocabulary_id)
+    try:
+        linker, _ = build_linker(settings, factory, vocabulary_id)
+    except KeyError:
+        raise MSLMError(f"vocabulary {vocabulary_id} of this job is not in the store") from None
     try:
         pipeline = load_pipeline(
             settings, factory, job.model_id, context=context_engine(settings), linker=linker

@@ -134,10 +134,13 @@ def submit(
     if options.style is not None:  # refused now, not when a worker loads the model
         model = registry.get_model(session, model_id)
         check_style(registry.model_manifest(state.settings, model), options.style)
+    linking = state.models.vocabularies.current  # what the job links to, whatever follows
     params = {
         **options.params(),
         "context": options.context and state.settings.context,  # as this deployment runs
         "max_text_chars": state.settings.max_text_chars,
+        "vocabulary": linking.vocabulary_id,  # None: the deployment's own
+        "vocabulary_name": linking.linker.vocabulary.name if linking.linker else None,
     }
     job = bulk.create_annotation_job(
         session,
