@@ -8,8 +8,9 @@ tables are synthetic with the sizes of one: ``--scale 1`` writes about 5.4 milli
 the proportions of an Athena download with SNOMED, LOINC, RxNorm, RxNorm Extension, ICD-10-CM,
 ICD-9-CM, CPT4, HCPCS and NDC (standard and non-standard, valid and not), 3 million synonyms
 (English and not) and 40 million relationships (a quarter "Maps to"), as Athena writes them
-(tab-separated, ``YYYYMMDD`` dates). Names are drawn from clinical-looking syllables. Each
-phase runs in a process of its own so that its peak memory is its own:
+(tab-separated, ``YYYYMMDD`` dates). Names are 1–4 words drawn from the words of the packaged
+MeSH vocabulary's names. Each phase runs in a process of its own so that its peak memory is
+its own:
 
 - **import**: ``omop_vocabulary`` over the files (what ``mslm vocab import --athena`` runs
   before storing): the tables streamed through SQLite into the linking vocabulary;
@@ -39,52 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit
 
-SYLLABLES = [
-    "car",
-    "di",
-    "o",
-    "my",
-    "o",
-    "path",
-    "ic",
-    "neu",
-    "ro",
-    "blast",
-    "o",
-    "ma",
-    "he",
-    "pa",
-    "tic",
-    "ren",
-    "al",
-    "ar",
-    "thr",
-    "itis",
-    "lym",
-    "ph",
-    "aden",
-    "gas",
-    "tro",
-    "en",
-    "ter",
-    "col",
-    "pul",
-    "mon",
-    "ary",
-    "cor",
-    "on",
-    "hep",
-    "at",
-    "sten",
-    "osis",
-    "ox",
-    "ol",
-    "in",
-    "ase",
-    "pril",
-    "sar",
-    "tan",
-]
 #: (domain, vocabulary, class, standard, count at scale 1)
 MIX = [
     ("Condition", "SNOMED", "Clinical Finding", "S", 110_000),
@@ -109,15 +64,29 @@ MIX = [
 LANGUAGES = ("4180186", "4180186", "4180190", "4182511")  # English twice as often
 
 
+def clinical_words() -> list[str]:
+    """The distinct words of the packaged MeSH vocabulary's names: synthetic names made of
+    them share character n-grams as a clinical vocabulary's do (names of a few syllables
+    share every n-gram, and cost a search far more than real names)."""
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY
+    from mslm_core.linking.vocabulary import read_vocabulary
+
+    found = {
+        w
+        for _, name in read_vocabulary(DEFAULT_VOCABULARY).names()
+        for w in name.lower().replace(",", " ").split()
+        if w.isalpha() and 2 < len(w) < 20
+    }
+    return sorted(found)
+
+
 def synthesize(folder: Path, scale: float, seed: int = 54) -> dict:
     """The three tables in ``folder``; what they hold."""
     rng = random.Random(seed)
-
-    def word() -> str:
-        return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))
+    words = clinical_words()
 
     def name() -> str:
-        return " ".join(word() for _ in range(rng.randint(1, 4)))
+        return " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
 
     folder.mkdir(parents=True, exist_ok=True)
     counts = {"concepts": 0, "synonyms": 0, "relationships": 0}

@@ -35,6 +35,9 @@ INDEX_VERSION = 1
 POOL = 20
 #: Texts whose candidates a linker keeps for its next calls (notes repeat their mentions).
 CACHED = 50_000
+#: A look-up retrieves the names that share one of its text's heaviest (rarest) n-grams, and
+#: scores the best of them exactly (:meth:`LinkerIndex.search`).
+RETRIEVE, RESCORED = 12, 64
 
 
 class Reranker(Protocol):
@@ -86,7 +89,7 @@ class Linker:
         self._cache = _Cache(CACHED)
         self._reranker = reranker  # None: TF-IDF order
         self._calibration = calibration
-        self._masks: dict[str, npt.NDArray[np.bool_] | None] = {}
+        self._masks = self._type_masks()
         # the concept each index concept stands for (itself, or what it maps to)
         position = {cid: i for i, cid in enumerate(self.index.ids)}
         self._target = np.array(
@@ -131,16 +134,31 @@ class Linker:
         any — the vocabulary's type map does not name the type)."""
         if entity_type is None or entity_type not in self.vocabulary.types:
             return None
-        if entity_type not in self._masks:
-            concepts = self.vocabulary.concepts
-            self._masks[entity_type] = np.array(
-                [
-                    cid in concepts and self.vocabulary.allows(entity_type, concepts[cid])
-                    for cid in self.index.ids
-                ],
-                dtype=bool,
-            )
         return self._masks[entity_type]
+
+    def _type_masks(self) -> dict[str, npt.NDArray[np.bool_]]:
+        """Every mapped type's mask, built once: each distinct part is matched against the
+        type's prefixes once (an OMOP import has a few dozen parts, MeSH tens of thousands of
+        tree numbers), then spread over the concepts that lie in it."""
+        concepts = self.vocabulary.concepts
+        part_ids: dict[str, int] = {}
+        owners: list[int] = []
+        parts: list[int] = []
+        for i, cid in enumerate(self.index.ids):
+            found = concepts.get(cid)
+            for part in found.parts if found is not None else ():
+                owners.append(i)
+                parts.append(part_ids.setdefault(part, len(part_ids)))
+        names = list(part_ids)
+        owner, lies_in = np.array(owners, dtype=np.int64), np.array(parts, dtype=np.int64)
+        masks: dict[str, npt.NDArray[np.bool_]] = {}
+        for kind, prefixes in self.vocabulary.types.items():
+            fits = np.array([n.startswith(prefixes) for n in names], dtype=bool)
+            mask = np.zeros(len(self.index.ids), dtype=bool)
+            if len(owner):
+                np.logical_or.at(mask, owner, fits[lies_in])
+            masks[kind] = mask
+        return masks
 
     def candidates(
         self, texts: Sequence[str], types: Sequence[str | None] | None = None
@@ -179,27 +197,19 @@ class Linker:
                 ranked[n], through[n] = _distinct([(c, 1.0) for c in hits], self._target, pool)
             else:
                 searched.append(n)
-        queries = list(dict.fromkeys(keys[n][0] for n in searched))
-        if queries:
-            sims = (index.vectorizer.transform(queries) @ index.names).tocsr()
-            row_of = {q: i for i, q in enumerate(queries)}
-            for n in searched:
-                query, kind = keys[n]
-                allowed = self.mask(kind)
+        if searched:
+            texts = [keys[n][0] for n in searched]
+            masks = [self.mask(keys[n][1]) for n in searched]
+            nearest = index.search(index.vectorizer.transform(texts).tocsr(), masks, 8 * pool)
+            for n, allowed, (cols, vals) in zip(searched, masks, nearest, strict=True):
                 scored = [
-                    (c, 1.0) for c in index.exact.get(query, []) if allowed is None or allowed[c]
+                    (c, 1.0)
+                    for c in index.exact.get(keys[n][0], [])
+                    if allowed is None or allowed[c]
                 ]
-                row = row_of[query]
-                start, end = sims.indptr[row], sims.indptr[row + 1]
-                cols, vals = sims.indices[start:end], sims.data[start:end]
-                if allowed is not None and len(cols):
-                    keep = allowed[index.name_concept[cols]]
-                    cols, vals = cols[keep], vals[keep]
-                if len(vals):
-                    top = _top(vals, 8 * pool)  # enough names for the distinct concepts
-                    concepts = index.name_concept[cols[top]].tolist()
-                    # below an exact name
-                    scored += zip(concepts, np.minimum(vals[top], 0.9999).tolist(), strict=True)
+                concepts = index.name_concept[cols].tolist()
+                # below an exact name
+                scored += zip(concepts, np.minimum(vals, 0.9999).tolist(), strict=True)
                 ranked[n], through[n] = _distinct(scored, self._target, pool)
         if self.reranker is not None:
             ranked = self.reranker.scores([q for q, _ in keys], ranked)
@@ -300,6 +310,24 @@ class Linker:
         return None
 
 
+def _heaviest(vectors: sparse.csr_matrix, k: int) -> sparse.csr_matrix:
+    """``vectors`` with each row's ``k`` heaviest entries only."""
+    if not len(vectors.indptr) or int(np.diff(vectors.indptr).max(initial=0)) <= k:
+        return vectors
+    keep = np.zeros(len(vectors.data), dtype=bool)
+    for r in range(vectors.shape[0]):
+        start, end = vectors.indptr[r], vectors.indptr[r + 1]
+        if end - start <= k:
+            keep[start:end] = True
+        else:
+            keep[start + np.argpartition(-vectors.data[start:end], k)[:k]] = True
+    kept = np.concatenate([[0], np.cumsum(keep)])
+    indptr = kept[vectors.indptr]
+    return sparse.csr_matrix(
+        (vectors.data[keep], vectors.indices[keep], indptr), shape=vectors.shape
+    )
+
+
 def _top(values: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.intp]:
     """The positions of the ``n`` largest ``values``, largest first."""
     if len(values) > n:
@@ -375,6 +403,51 @@ class LinkerIndex:
     vectorizer: TfidfVectorizer
     names: sparse.csr_matrix
     params: dict[str, float | int]
+
+    def __post_init__(self) -> None:
+        # each name's n-grams, a row per name: the exact scores of the names a search retrieves
+        self._by_name = self.names.T.tocsr()
+
+    def search(
+        self,
+        vectors: sparse.csr_matrix,
+        masks: Sequence[npt.NDArray[np.bool_] | None],
+        n: int,
+    ) -> list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]]:
+        """Per query (a row of ``vectors``: n-gram TF-IDF, unit length), up to ``n`` names of
+        the concepts its mask allows (None: any), by their cosine with it, best first.
+
+        The names are retrieved by the query's :data:`RETRIEVE` heaviest (rarest) n-grams —
+        a name that shares only common ones with it is not a candidate — and the
+        :data:`RESCORED` best of those are scored exactly: a large vocabulary's common
+        n-grams are shared by thousands of names each, and were what a look-up cost."""
+        heavy = _heaviest(vectors, RETRIEVE)
+        partial = (heavy @ self.names).tocsr()
+        rows: list[npt.NDArray[np.int64]] = []
+        picked: list[npt.NDArray[np.int32]] = []
+        for r, mask in enumerate(masks):
+            start, end = partial.indptr[r], partial.indptr[r + 1]
+            cols, vals = partial.indices[start:end], partial.data[start:end]
+            if mask is not None and len(cols):
+                keep = mask[self.name_concept[cols]]
+                cols, vals = cols[keep], vals[keep]
+            top = cols[_top(vals, max(n, RESCORED))] if len(vals) else cols[:0]
+            picked.append(top.astype(np.int32))
+            rows.append(np.full(len(top), r, dtype=np.int64))
+        flat = np.concatenate(picked) if picked else np.zeros(0, np.int32)
+        if not len(flat):
+            return [(p, np.zeros(0, np.float32)) for p in picked]
+        exact = np.asarray(
+            self._by_name[flat].multiply(vectors[np.concatenate(rows)]).sum(axis=1)
+        ).ravel()
+        out = []
+        at = 0
+        for names in picked:
+            scores = exact[at : at + len(names)].astype(np.float32)
+            at += len(names)
+            best = _top(scores, n)
+            out.append((names[best], scores[best]))
+        return out
 
     @classmethod
     def build(cls, vocabulary: Vocabulary, ngrams: tuple[int, int], max_df: float) -> LinkerIndex:
