@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError, StyleError
-from store.errors import Conflict, NotFound, QuotaExceeded
+from store.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -190,6 +190,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ConfigError)
     async def _config(request: Request, exc: ConfigError) -> JSONResponse:
         return problem_response(request, 422, str(exc), "invalid-settings")
+
+    @app.exception_handler(Forbidden)
+    async def _forbidden(request: Request, exc: Forbidden) -> JSONResponse:
+        return problem_response(request, 403, str(exc.args[0]), "forbidden")
 
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:

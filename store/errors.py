@@ -1,5 +1,5 @@
 """What the store's operations raise when a request cannot be done as asked; the API turns
-each into its problem (``api.problems``: 409, 404, 429)."""
+each into its problem (``api.problems``: 409, 403, 404, 429)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ class Conflict(MSLMError):
     """The request conflicts with the store's state (HTTP 409)."""
 
     code = "E101"
+
+
+class Forbidden(MSLMError):
+    """The key may not do this, whatever its scopes allow elsewhere (HTTP 403)."""
+
+    code = "E104"
 
 
 class NotFound(MSLMError):

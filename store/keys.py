@@ -68,6 +68,12 @@ def ensure_admin_key(session: Session) -> str | None:
     return secret
 
 
+def is_admin(session: Session, key_id: str | None) -> bool:
+    """Whether ``key_id`` names a usable (not revoked) key with the admin scope."""
+    row = session.get(ApiKey, key_id) if key_id else None
+    return row is not None and row.revoked_at is None and "admin" in row.scopes.split("+")
+
+
 def usable_keys(session: Session) -> list[ApiKey]:
     """Every key not revoked."""
     return list(session.scalars(select(ApiKey).where(ApiKey.revoked_at.is_(None))))

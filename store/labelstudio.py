@@ -19,8 +19,9 @@ from mslm_settings import Settings
 
 from .datasets import add_documents, create_from_documents, current_documents, get_dataset
 from .documents import Document
-from .errors import NotFound
+from .errors import Forbidden, NotFound
 from .jobs import create_job, job_config
+from .keys import is_admin
 from .queue import TaskQueue
 from .tables import FINAL_STATES, Job, LabelStudioProject, new_id, utcnow
 
@@ -43,16 +44,20 @@ class Options:
     options; checked here, so a bad one fails the connection and not a job later)."""
 
     train_every: int = 10
-    serve: bool = True
+    serve: bool = False
     params: dict[str, Any] | None = None
     # the order Label Studio's uncertainty sampling hands tasks out in (``mslm_core.active``)
     strategy: str = "least_confidence"
     diversity: float = 0.5
 
     @classmethod
-    def parse(cls, settings: Settings, extra: Any) -> Options:
+    def parse(cls, settings: Settings, extra: Any, admin: bool = False) -> Options:
+        """The options Label Studio's extra params give (unset: the defaults). ``admin``:
+        whether the connecting key may serve a model — serving is an admin act, so it is what
+        ``serve`` defaults to, and a non-admin key that asks for it gets a
+        :class:`~store.errors.Forbidden`."""
         if extra is None or extra == "":
-            return cls()
+            return cls(serve=admin)
         if not isinstance(extra, dict):
             raise ConfigError("extra_params: must be a JSON object")
         unknown = sorted(set(extra) - set(OPTION_NAMES))
@@ -66,9 +71,14 @@ class Options:
             raise ConfigError("extra_params.train_every: must be an integer")
         if not 1 <= every <= MAX_TRAIN_EVERY:
             raise ConfigError(f"extra_params.train_every: must be in [1, {MAX_TRAIN_EVERY}]")
-        serve = extra.get("serve", cls.serve)
+        serve = extra.get("serve", admin)
         if not isinstance(serve, bool):
             raise ConfigError("extra_params.serve: must be true or false")
+        if serve and not admin:
+            raise Forbidden(
+                "extra_params.serve: serving a model to every key is an admin act; connect "
+                "with an admin key, or with serve false (the model is then trained, not served)"
+            )
         params = extra.get("params")
         if params is not None:
             if not isinstance(params, dict):
@@ -242,7 +252,8 @@ def start_training(
         {"onnx": True, "quantize": None},
         created_by=row.key_id,
         owner=row.key_id,
-        activate=row.serve,
+        # serving is an admin act: the key that connected the project must still be one
+        activate=row.serve and is_admin(session, row.key_id),
     )
     row.last_job_id, row.since_job, row.updated_at = job.id, 0, utcnow()
     session.commit()

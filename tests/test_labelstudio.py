@@ -34,6 +34,7 @@ CONFIG = """<View>
   <Text name="text" value="$note"/>
 </View>"""
 LS_KEY = "labelstudio-key-0123456789abcdef"  # annotate + train, as the docs ask
+LS_ADMIN = "labelstudio-admin-key-0123456789ab"  # a project whose models are served
 TRAINING = {k: v for k, v in JOB.items() if k != "epochs"} | {"epochs": 2}
 
 
@@ -105,7 +106,9 @@ def test_the_scores_sort_lowest_first_in_the_ranked_order():
 def service(tmp_path_factory, tiny_encoder):
     """An install with one trained, active model and a key for Label Studio."""
     tmp = tmp_path_factory.mktemp("ls")
-    settings = make_settings(tmp, tiny_encoder, api_keys=f"{KEYS},{LS_KEY}:annotate+train")
+    settings = make_settings(
+        tmp, tiny_encoder, api_keys=f"{KEYS},{LS_KEY}:annotate+train,{LS_ADMIN}:admin"
+    )
     with TestClient(create_app(settings)) as c:
         dataset = upload_toy(c, tmp / "corpus")
         job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB})
@@ -119,11 +122,11 @@ def client(service):
         yield c
 
 
-def _setup(client, project="7.1764000000", **extra):
+def _setup(client, project="7.1764000000", key=LS_KEY, **extra):
     body = {"project": project, "schema": CONFIG, "hostname": "http://ls", "access_token": "x"}
     if extra:
         body["extra_params"] = extra
-    return client.post("/labelstudio/setup", headers=basic(LS_KEY), json=body)
+    return client.post("/labelstudio/setup", headers=basic(key), json=body)
 
 
 def test_keys_come_the_way_label_studio_sends_them(client):
@@ -216,7 +219,8 @@ def test_predict_fills_the_projects_labels_in_our_order(client):
 
 
 def test_annotations_grow_the_dataset_and_every_n_start_a_job_that_is_served(client, service):
-    assert _setup(client, "9.1", train_every=2, params=TRAINING).status_code == 200
+    """A project an admin key connected: its models are served (serving is an admin act)."""
+    assert _setup(client, "9.1", LS_ADMIN, train_every=2, params=TRAINING).status_code == 200
     project = {"id": 9, "label_config": CONFIG}
     text = "The patient has breast cancer ."
 
@@ -236,7 +240,7 @@ def test_annotations_grow_the_dataset_and_every_n_start_a_job_that_is_served(cli
             "value": {"start": 16, "end": 29, "text": "breast cancer", "labels": ["disease"]},
         }
     ]
-    post = lambda body: client.post("/labelstudio/webhook", headers=basic(LS_KEY), json=body)  # noqa: E731
+    post = lambda body: client.post("/labelstudio/webhook", headers=basic(LS_ADMIN), json=body)  # noqa: E731
     first = post(event("ANNOTATION_CREATED", 1, 11, cancer))
     assert first.status_code == 200, first.text
     assert "job" not in first.json()
@@ -274,13 +278,67 @@ def test_annotations_grow_the_dataset_and_every_n_start_a_job_that_is_served(cli
     # on demand: Label Studio's START_TRAINING, and POST /labelstudio/train
     started = post({"action": "START_TRAINING", "project": project})
     assert started.status_code == 200 and started.json()["job"] != second["job"]
-    again = client.post("/labelstudio/train", headers=basic(LS_KEY), json={"project": "9"})
+    again = client.post("/labelstudio/train", headers=basic(LS_ADMIN), json={"project": "9"})
     assert again.status_code == 202 and again.json()["job"]
     # other events are acknowledged; a project never set up is 404
     assert post({"action": "PROJECT_UPDATED", "project": project}).json()["status"] == "ignored"
     unknown = post({"action": "START_TRAINING", "project": {"id": 404}})
     assert unknown.status_code == 404
     assert unknown.headers["content-type"] == "application/problem+json"
+
+
+def test_a_key_without_admin_cannot_serve_what_its_project_trains(client, service):
+    """Issue 58, item 1: an annotate+train key connected a project with serve true, and one
+    webhook later its model was served to every key. Serving is an admin act: asking is a
+    403 naming why; connected without it, the key's jobs train, and nothing changes for the
+    other keys — also when the admin key that connected a project loses its scope."""
+    refused = _setup(client, "21.1", train_every=1, serve=True, params=TRAINING)
+    assert refused.status_code == 403, refused.text
+    assert "admin" in refused.json()["detail"] and refused.json()["type"].endswith("forbidden")
+    assert _setup(client, "21.1", train_every=1, params=TRAINING).status_code == 200
+    served = client.get("/v1/models", headers=auth(ANNOTATE)).json()["data"]
+    active = [m["id"] for m in served if m["active"]]
+    project = {"id": 21, "label_config": CONFIG}
+    region = {"from_name": "label", "to_name": "text", "type": "labels"}
+    region["value"] = {"start": 0, "end": 6, "text": "Cancer", "labels": ["disease"]}
+    body = {
+        "action": "ANNOTATION_CREATED",
+        "project": project,
+        "annotation": {"id": 1, "task": 1, "result": [region]},
+        "task": {"id": 1, "data": {"note": "Cancer ."}},
+    }
+    answer = client.post("/labelstudio/webhook", headers=basic(LS_KEY), json=body).json()
+    factory = session_factory(service.sqlalchemy_url)
+    with factory() as s:
+        assert s.get(Job, answer["job"]).activate is False
+    assert run_training_job(answer["job"], service) == "succeeded"
+    served = client.get("/v1/models", headers=auth(ANNOTATE)).json()["data"]
+    assert [m["id"] for m in served if m["active"]] == active  # what others get: unchanged
+    # a project connected by an admin key whose scope is then taken away: not served either
+    from sqlalchemy import select
+
+    from store.labelstudio import start_training
+    from store.tables import ApiKey, LabelStudioProject
+
+    class Queue:
+        def train(self, job_id: str) -> None:
+            pass
+
+    assert _setup(client, "22.1", LS_ADMIN, train_every=5, params=TRAINING).status_code == 200
+    body["project"] = {"id": 22, "label_config": CONFIG}
+    assert (
+        "job" not in client.post("/labelstudio/webhook", headers=basic(LS_ADMIN), json=body).json()
+    )
+    with factory() as s:
+        row = s.scalar(select(LabelStudioProject).where(LabelStudioProject.project == "22"))
+        assert row.serve and row.dataset_id  # an admin key's project serves, by default
+        key = s.get(ApiKey, row.key_id)
+        key.scopes = "annotate+train"
+        s.commit()
+        job = start_training(service, s, Queue(), row)
+        assert job.activate is False
+        key.scopes = "admin"
+        s.commit()
 
 
 def test_a_project_with_nothing_annotated_has_nothing_to_train(client):

@@ -151,7 +151,7 @@ def test_label_studio_goes_from_an_empty_project_to_a_model_of_its_own(tmp_path,
     from mslm_settings import Settings
 
     env = service_env(tmp_path / "home", tiny_encoder)
-    env["MSLM_API_KEYS"] = f"{KEYS},{LS_KEY}:annotate+train"
+    env["MSLM_API_KEYS"] = f"{KEYS},{LS_KEY}:admin"  # its models served: an admin act
     settings = Settings(**{k.removeprefix("MSLM_").lower(): v for k, v in env.items()})
     worker_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
     worker = [sys.executable, "-m", "mslm_core.cli", "worker"]

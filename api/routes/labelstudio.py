@@ -133,7 +133,8 @@ def setup(
     and annotations teach; ``extra_params`` (``{"train_every", "serve", "params"}``) sets
     when it trains and with what."""
     config = parse_label_config(body.schema_)
-    options = store_ls.Options.parse(state.settings, body.extra_params or None)
+    admin = "admin" in key.scopes  # only an admin key's projects serve what they train
+    options = store_ls.Options.parse(state.settings, body.extra_params or None, admin)
     store_ls.connect(session, _project_id(body.project), key.key_id, config, options)
     return {"model_version": state.models.active_id or "none"}
 
