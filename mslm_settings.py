@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     header_timeout_seconds: float = Field(
         10.0, gt=0, description="a request's head (line and headers) must arrive within this"
     )
+    min_body_rate_kb: int = Field(
+        64,
+        ge=1,
+        description="a request's body must arrive at this many KB/s on average after the "
+        "head's timeout (else 408 and the connection is closed)",
+    )
     keep_alive_seconds: float = Field(
         5.0, gt=0, description="an idle kept-alive connection is closed after this"
     )

@@ -88,7 +88,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # as it comes, it read a 100 MB Authorization header whole (issue 18 item 4); and in
         # time (MSLM_HEADER_TIMEOUT_SECONDS), with MSLM_MAX_CONNECTIONS per process (issue 29)
         "http": BoundedHttpToolsProtocol.configured(
-            settings.header_timeout_seconds, settings.max_connections
+            settings.header_timeout_seconds,
+            settings.max_connections,
+            settings.min_body_rate_kb * 1024,
         ),
         "timeout_keep_alive": settings.keep_alive_seconds,
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,

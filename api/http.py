@@ -9,13 +9,15 @@ overshoot by at most one read (the bytes of a read that also starts a new reques
 counted, so a long pipelined body never counts against the next head).
 
 A head must also arrive whole within ``head_timeout`` seconds of its first byte — or of the
-connection, for its first request (issue 29 item 6: slow-header connections were held forever,
-and 1,100 of them used up the process's file descriptors) — else the connection is answered
-408 and closed. And a process holds at most ``max_connections`` connections: past it, the oldest
-connection that is serving no request (waiting for its head, or idle) is closed — or the new
-one, when every connection is serving one — so the process never runs out of descriptors and
-slow clients cannot lock new ones out. Idle keep-alive connections are closed by uvicorn
-after ``timeout_keep_alive``.
+connection, for its first request — else the connection is answered 408 and closed; and a body
+within ``head_timeout`` seconds plus its length at ``min_body_rate`` bytes per second (a body of
+unknown length: at most :data:`MAX_BODY_SECONDS`), else 408 and closed too: a client that
+sends a body byte by byte holds its connection for seconds, not hours. And a process holds at
+most ``max_connections`` connections: past it, the oldest connection that is not being
+answered (waiting for its head or its body, or idle) is closed — or the new one, when every
+connection is being answered — so the process never runs out of descriptors and slow clients
+cannot lock new ones out. Idle keep-alive connections are closed by uvicorn after
+``timeout_keep_alive``.
 """
 
 from __future__ import annotations
@@ -28,36 +30,49 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 MAX_HEAD_BYTES = 16 * 1024
 HEAD_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 1000
+#: The slowest a body may arrive (bytes per second, on average, after the head's timeout).
+MIN_BODY_RATE = 64 * 1024
+#: The longest a body of unknown length (chunked) may take to arrive.
+MAX_BODY_SECONDS = 300.0
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     max_head_bytes = MAX_HEAD_BYTES
     head_timeout = HEAD_TIMEOUT_S
     max_connections = MAX_CONNECTIONS
+    min_body_rate = MIN_BODY_RATE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_head = True  # a connection starts with a request's head
+        self._in_body = False  # its head is in, its body not yet whole
         self._head_bytes = 0
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._body_deadline: asyncio.TimerHandle | None = None
         self._opened_at = 0.0
 
     @classmethod
-    def configured(cls, head_timeout: float, max_connections: int) -> type:
+    def configured(
+        cls, head_timeout: float, max_connections: int, min_body_rate: int = MIN_BODY_RATE
+    ) -> type:
         """This protocol with other bounds (uvicorn takes a class)."""
         return type(
             cls.__name__,
             (cls,),
-            {"head_timeout": head_timeout, "max_connections": max_connections},
+            {
+                "head_timeout": head_timeout,
+                "max_connections": max_connections,
+                "min_body_rate": min_body_rate,
+            },
         )
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._opened_at = self.loop.time()
         if len(self.connections) > self.max_connections:
-            # the oldest connection that is not serving a request (still waiting for its
-            # head, or idle between two) goes, so that slow or idle clients cannot lock new
-            # ones out; when every one is serving a request, the new one goes
+            # the oldest connection that is not being answered (still waiting for its head
+            # or its body, or idle between two) goes, so that slow or idle clients cannot
+            # lock new ones out; when every one is being answered, the new one goes
             waiting = [
                 c
                 for c in self.connections
@@ -77,11 +92,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._arm_head_deadline()
 
     def _idle_or_in_head(self) -> bool:
-        """Not serving a request: waiting for a request's head, or kept alive between two."""
-        return self._in_head or self.cycle is None or self.cycle.response_complete
+        """Not being answered: waiting for a request's head or the rest of its body, or kept
+        alive between two requests."""
+        return self._in_head or self._in_body or self.cycle is None or self.cycle.response_complete
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        self._disarm_body_deadline()
         super().connection_lost(exc)
 
     def _arm_head_deadline(self) -> None:
@@ -112,6 +129,51 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = False
         self._disarm_head_deadline()
         super().on_headers_complete()
+        length = self._content_length()
+        if length != 0:  # a body follows: it has a deadline of its own
+            self._in_body = True
+            seconds = (
+                MAX_BODY_SECONDS
+                if length is None
+                else self.head_timeout + length / max(self.min_body_rate, 1)
+            )
+            self._body_deadline = self.loop.call_later(
+                min(seconds, MAX_BODY_SECONDS), self._body_too_slow
+            )
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        self._disarm_body_deadline()
+        super().on_message_complete()
+
+    def _content_length(self) -> int | None:
+        """The request's Content-Length (0: none, None: chunked or unreadable)."""
+        headers = dict(self.headers) if getattr(self, "headers", None) else {}
+        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+            return None
+        value = headers.get(b"content-length")
+        if value is None:
+            return 0
+        try:
+            return max(int(value), 0)
+        except ValueError:
+            return None
+
+    def _disarm_body_deadline(self) -> None:
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+
+    def _body_too_slow(self) -> None:
+        self._body_deadline = None
+        if not self._in_body or self.transport.is_closing():
+            return
+        self.logger.info("request body not complete in time: connection closed")
+        started = self.cycle is not None and self.cycle.response_started
+        if started:  # the app has answered already (a refusal before the body): just close
+            self.transport.close()
+            return
+        self._send_and_close(408, "Request Timeout", "request body not received in time")
 
     def data_received(self, data: bytes) -> None:
         started_in_head = self._in_head
@@ -129,6 +191,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _send_and_close(self, status: int, phrase: str, msg: str) -> None:
         self._disarm_head_deadline()
+        self._disarm_body_deadline()
         self.transport.write(
             f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")
             + b"content-type: text/plain; charset=utf-8\r\n"

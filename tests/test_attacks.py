@@ -1456,3 +1456,85 @@ def test_round3_item9_metadata_behind_a_key(api, record, tmp_path):
         else "FAIL",
     )
     assert ok, measured
+
+
+# -- round 4 ----------------------------------------------------------------------------------
+def test_round4_item2_slow_bodies_are_cut_off_and_do_not_lock_clients_out(api, record, tmp_path):
+    """520 POST /v1/annotate with Content-Length 100,000, each sending a byte every 2 s, held
+    500 connections with no answer and reset every new /healthz for 40 s: the connection cap
+    evicted only idle and head-sending connections, and nothing bounded a body's duration."""
+    _running(api)
+    server = _second_server(api, tmp_path, header_timeout_seconds=2, max_connections=100)
+    api.stop()
+    server.start()
+    head = (
+        "POST /v1/annotate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {ANNOTATE}\r\nContent-Length: 100000\r\n\r\n{{"
+    ).encode()
+    try:
+        socks = []
+        for _ in range(130):  # over the cap, every one an authorised body arriving slowly
+            try:
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                s.sendall(head)
+                socks.append(s)
+            except OSError:
+                break
+        stop = threading.Event()
+
+        def trickle() -> None:  # a byte every 0.5 s on each
+            while not stop.is_set():
+                for s in list(socks):
+                    with contextlib.suppress(OSError):
+                        s.send(b" ")
+                stop.wait(0.5)
+
+        dripping = threading.Thread(target=trickle, daemon=True)
+        dripping.start()
+        started = time.perf_counter()
+        with Probe(lambda: httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=10)) as p:
+            time.sleep(6)  # past 2 s + 100,000 bytes at 64 KB/s: the slow bodies are cut off
+        stop.set()
+        dripping.join(5)
+        answered = collections.Counter()
+        for s in socks:
+            try:
+                s.settimeout(1)
+                data = s.recv(64)
+                answered[
+                    data.split(b" ")[1].decode() if data.startswith(b"HTTP") else "closed"
+                ] += 1
+            except OSError:
+                answered["closed"] += 1
+            s.close()
+        fresh = server.annotate(["renal failure"]).status_code
+        held = round(time.perf_counter() - started, 1)
+    finally:
+        server.stop()
+        api.start()
+    measured = {
+        "slow_bodies_opened": len(socks),
+        "answers_to_them": dict(answered),
+        "healthz_while_held": p.figures(),
+        "annotate_after": fresh,
+        "seconds": held,
+    }
+    ok = (
+        p.figures()["failed"] == 0
+        and p.figures()["max_ms"] < 1000
+        and fresh == 200
+        and answered.get("408", 0) > 0
+        and sum(answered.values()) == len(socks)
+    )
+    record(
+        "round 4, item 2: slow bodies",
+        "130 authorised POST /v1/annotate with Content-Length 100,000, each sending a byte every "
+        "0.5 s (before: 500 such held every connection and new clients were reset for 40 s); "
+        "MSLM_MAX_CONNECTIONS 100, MSLM_HEADER_TIMEOUT_SECONDS 2, MSLM_MIN_BODY_RATE_KB 64",
+        measured,
+        "bodies past their deadline answered 408 and closed; over the cap, the oldest "
+        "still-sending connection closed; /healthz and annotate served throughout"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured

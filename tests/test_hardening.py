@@ -482,6 +482,54 @@ def test_a_huge_header_is_refused_without_being_read(tmp_path, tiny_encoder):
         assert r.status_code == 200
 
 
+def test_a_body_arriving_too_slowly_is_cut_off_and_its_connection_may_be_closed(
+    tmp_path, tiny_encoder
+):
+    """Issue 58 item 2, in process: a body sent a byte at a time is answered 408 and closed
+    past MSLM_HEADER_TIMEOUT_SECONDS plus its length at MSLM_MIN_BODY_RATE_KB; over the
+    connection cap, a connection still sending its body is one that may be closed for a new
+    client; a body that arrives in time is served."""
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    import httpx
+    from service_helpers import serving
+
+    from api.cli import uvicorn_options
+
+    settings = make_settings(
+        tmp_path, tiny_encoder, header_timeout_seconds=1, min_body_rate_kb=64, max_connections=4
+    )
+    options = {k: v for k, v in uvicorn_options(settings).items() if k != "log_config"}
+    head = (
+        "POST /v1/datasets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TRAIN}\r\nContent-Length: 65536\r\n\r\n"
+    ).encode()
+    with serving(create_app(settings), **options) as url, httpx.Client(base_url=url) as c:
+        port = urlparse(url).port
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+        for sock in slow:
+            sock.sendall(head + b"{")  # then nothing more
+        time.sleep(0.3)
+        # the cap is full of connections still sending bodies: a new client is served, one of
+        # them closed for it
+        assert c.get("/healthz").status_code == 200
+        started = time.monotonic()
+        answers = []
+        for sock in slow:
+            try:
+                data = sock.recv(4096)
+            except OSError:
+                data = b""
+            answers.append(data.split(b"\r\n", 1)[0])
+            sock.close()
+        waited = time.monotonic() - started
+        assert b"HTTP/1.1 408 Request Timeout" in answers, answers  # 1 s + 1 s of body
+        assert waited < 5, waited
+        assert c.get("/healthz").status_code == 200
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_migration_0003_adds_vocabularies_and_keeps_the_serving_state(backend, tmp_path, request):
     from alembic import command
