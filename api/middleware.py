@@ -111,8 +111,12 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 Gate = Callable[[Scope], Awaitable[tuple[int, str, str, dict[str, str]] | None]]
 
 
-def _is_json(headers: dict[bytes, bytes]) -> bool:
-    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+def _is_json(content_type: bytes | None) -> bool:
+    """Whether the route parses the body as JSON: FastAPI does for a JSON media type, and
+    for a request that names none."""
+    if content_type is None:
+        return True
+    kind = content_type.split(b";")[0].strip().lower()
     return kind == b"application/json" or kind.endswith(b"+json")
 
 
@@ -184,7 +188,14 @@ class ServiceMiddleware:
             length = int(headers.get(b"content-length", b"0") or 0)
         except ValueError:
             length = 0
+        # the media type the route reads is the first Content-Type (Starlette's): one header
+        # that says otherwise after it must not skip the shape check below — two are refused
+        kinds = [v for k, v in scope.get("headers") or [] if k == b"content-type"]
         try:
+            if len(kinds) > 1:
+                detail = "more than one Content-Type header: send one"
+                await refuse(400, detail, "bad-request", {})
+                return
             if self.gate is not None:
                 refusal = await self.gate(scope)
                 if refusal is not None:
@@ -207,7 +218,7 @@ class ServiceMiddleware:
                 return message
 
             downstream: Receive = receive_limited
-            if scope.get("method") in BODY_METHODS and _is_json(headers):
+            if scope.get("method") in BODY_METHODS and _is_json(kinds[0] if kinds else None):
                 # the whole body (within its limit), its shape checked before the route
                 # parses it; then handed to the route as it came
                 parts = []
