@@ -28,14 +28,14 @@ from sqlalchemy.orm import Session
 
 from mslm_core.bundle import sha256_file
 from mslm_core.errors import ConfigError
-from mslm_core.notes import Note, detect_note_format, read_notes
+from mslm_core.notes import Note, NoteProblem, detect_note_format, read_notes
 from mslm_core.render import OUTPUTS
 from mslm_settings import Settings
 
 from .access import get_owned, owned, owned_by, page
 from .db import rowcount
 from .errors import Conflict, NotFound
-from .files import record, shown_name, staged
+from .files import IdSet, record, shown_name, staged
 from .tables import (
     CANCELLED,
     FAILED,
@@ -53,6 +53,8 @@ from .tables import (
 
 #: Errors kept per chunk in the job's report (the count is always exact).
 ERRORS_PER_CHUNK = 1000
+#: A notes file whose first this many entries cannot be read is refused then, unread further.
+UNREADABLE_FIRST = 1000
 #: The file outputs: mslm_core.render.OUTPUTS (the API's schema and the client follow it too)
 OUTPUT_FORMATS = tuple(OUTPUTS)
 
@@ -93,30 +95,29 @@ def create_note_input(
     parent = settings.artifacts / "bulk" / "inputs"
     input_id = new_id("notes")
     with staged(parent) as staging:
-        notes = 0
-        problems: list[dict[str, Any]] = []
-        seen: set[str] = set()
+        notes = refused = 0
+        problems: list[dict[str, Any]] = []  # the first ERRORS_PER_CHUNK, the rest counted
+        seen = IdSet(staging / "ids.sqlite")
         with open(staging / "notes.jsonl", "w", encoding="utf-8") as out:
             for item in read_notes(spooled, fmt):
+                if isinstance(item, Note) and not seen.add(item.id):
+                    item = NoteProblem(f"note {item.id}", "a second note with this id", item.id)
                 if isinstance(item, Note):
-                    if item.id in seen:
-                        problems.append(
-                            {
-                                "where": f"note {item.id}",
-                                "reason": "a second note with this id",
-                                "id": item.id,
-                            }
-                        )
-                        continue
-                    seen.add(item.id)
                     out.write(json.dumps({"id": item.id, "text": item.text}, ensure_ascii=False))
                     out.write("\n")
                     notes += 1
-                else:
+                    continue
+                refused += 1
+                if len(problems) < ERRORS_PER_CHUNK:
                     problems.append({"where": item.where, "reason": item.reason, "id": item.id})
+                if notes == 0 and refused >= UNREADABLE_FIRST:
+                    break  # not a notes file of this format: said now, not after reading it all
+        seen.close()
+        (staging / "ids.sqlite").unlink(missing_ok=True)
         if notes == 0:
             first = f": {problems[0]['where']}: {problems[0]['reason']}" if problems else ""
-            raise ConfigError(f"{filename}: no note could be read as {fmt}{first}")
+            many = f" (the first {refused:,} could not)" if refused >= UNREADABLE_FIRST else ""
+            raise ConfigError(f"{filename}: no note could be read as {fmt}{many}{first}")
         target = input_dir(settings, input_id)
         row = NoteInput(
             id=input_id,

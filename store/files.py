@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,3 +45,42 @@ def record(session: Session, row: Base, folder: Path) -> None:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+class IdSet:
+    """The ids seen so far while reading an upload, in bounded memory: a set up to
+    :attr:`IN_MEMORY` ids, then a SQLite table at ``path`` (an upload of millions of notes
+    kept millions of ids in RAM)."""
+
+    IN_MEMORY = 100_000
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._ids: set[str] = set()
+        self._db: sqlite3.Connection | None = None
+
+    def add(self, value: str) -> bool:
+        """True when ``value`` is new (and is now in the set)."""
+        if self._db is None:
+            if value in self._ids:
+                return False
+            self._ids.add(value)
+            if len(self._ids) > self.IN_MEMORY:
+                self._spill()
+            return True
+        cursor = self._db.execute("INSERT OR IGNORE INTO ids VALUES (?)", (value,))
+        return cursor.rowcount == 1
+
+    def _spill(self) -> None:
+        self._db = sqlite3.connect(self.path)
+        self._db.executescript(
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
+            "CREATE TABLE ids (id TEXT PRIMARY KEY) WITHOUT ROWID;"
+        )
+        self._db.executemany("INSERT INTO ids VALUES (?)", ((i,) for i in self._ids))
+        self._ids = set()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

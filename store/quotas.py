@@ -3,15 +3,27 @@ work is accepted; a quota used up is :class:`~store.errors.QuotaExceeded` (HTTP 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Callable, Iterator
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from mslm_core.errors import ConfigError, CorpusError
 from mslm_settings import Settings
 
 from .errors import QuotaExceeded
-from .tables import QUEUED, Dataset, Job, NoteInput, StoredVocabulary, utcnow
+from .tables import (
+    QUEUED,
+    Dataset,
+    Job,
+    NoteInput,
+    RefusedUpload,
+    StoredVocabulary,
+    new_id,
+    utcnow,
+)
 
 
 def check_job_quota(settings: Settings, session: Session, key_id: str | None) -> None:
@@ -36,14 +48,15 @@ def check_job_quota(settings: Settings, session: Session, key_id: str | None) ->
 
 
 def check_upload_quota(settings: Settings, session: Session, key_id: str | None) -> None:
-    """QuotaExceeded when ``key_id`` uploaded MSLM_QUOTA_UPLOADS_PER_HOUR datasets and
-    vocabularies in the last hour; ``retry_after``: until the oldest of them is an hour old."""
+    """QuotaExceeded when ``key_id`` uploaded MSLM_QUOTA_UPLOADS_PER_HOUR datasets,
+    vocabularies and notes files in the last hour, those refused included; ``retry_after``:
+    until the oldest of them is an hour old."""
     if key_id is None or not settings.quota_uploads_per_hour:
         return
     since = utcnow() - dt.timedelta(hours=1)
     times = [
         t
-        for cls in (Dataset, StoredVocabulary, NoteInput)
+        for cls in (Dataset, StoredVocabulary, NoteInput, RefusedUpload)
         for t in session.scalars(
             select(cls.created_at).where(cls.created_by == key_id, cls.created_at > since)
         )
@@ -55,3 +68,20 @@ def check_upload_quota(settings: Settings, session: Session, key_id: str | None)
             "its quota (MSLM_QUOTA_UPLOADS_PER_HOUR)",
             max(1, int(wait) + 1),
         )
+
+
+@contextlib.contextmanager
+def counting_refusals(
+    factory: Callable[[], Session], key_id: str | None, kind: str
+) -> Iterator[None]:
+    """An upload read inside this block that is refused (its file cannot be read: a
+    CorpusError or ConfigError) counts toward ``key_id``'s upload quota all the same; the
+    refusal goes on to the caller."""
+    try:
+        yield
+    except (CorpusError, ConfigError):
+        if key_id is not None:
+            with factory() as session:
+                session.add(RefusedUpload(id=new_id("refused"), kind=kind, created_by=key_id))
+                session.commit()
+        raise

@@ -280,6 +280,18 @@ class NoteInput(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
+class RefusedUpload(Base):
+    """An upload (a dataset, a vocabulary, a notes file) that was read and refused: it counts
+    toward its key's upload quota as a stored one does. Its kind only, never its content."""
+
+    __tablename__ = "refused_uploads"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # dataset | vocabulary | notes
+    created_by: Mapped[str | None] = mapped_column(String(40), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class AnnotationJob(Base):
     """A bulk annotation job: notes from an uploaded file or a warehouse query, annotated in
     chunks by the workers, written to files or to a warehouse table (OMOP ``NOTE_NLP``).

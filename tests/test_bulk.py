@@ -662,3 +662,55 @@ def test_a_warehouse_query_cannot_write(served, warehouse, query, refusal):
     with psycopg.connect(plain) as conn:
         assert conn.execute("SELECT count(*) FROM cdm.note").fetchone()[0] == 21
         assert conn.execute("SELECT is_called FROM cdm.probe").fetchone()[0] is False
+
+
+def test_an_unreadable_notes_upload_is_refused_early_and_counts_toward_the_quota(
+    tmp_path, tiny_encoder
+):
+    """Issue 58 item 4: ``b"x\\n" * 5_000_000`` (9.5 MB) got its 422 after 25 s with the API
+    from 575 MB to 2,085 MB: every problem and id was kept, and a refused upload did not count
+    toward the upload quota, so it could be sent again without end. Now the first 1,000
+    unreadable notes refuse the file, problems are kept to the first 1,000, ids spill to disk,
+    and a refusal is an upload like any other for the quota."""
+    import time
+
+    settings = make_settings(tmp_path, tiny_encoder, quota_uploads_per_hour=3)
+    junk = b"x\n" * 5_000_000
+    with TestClient(create_app(settings)) as c:
+        started = time.perf_counter()
+        r = c.post(
+            "/v1/annotation-jobs/inputs",
+            headers=auth(ANNOTATE),
+            files={"file": ("notes.jsonl", junk)},
+            data={"format": "jsonl"},
+        )
+        seconds = time.perf_counter() - started
+        assert r.status_code == 422, r.text
+        assert "the first 1,000 could not" in r.json()["detail"] and "line 1" in r.json()["detail"]
+        assert seconds < 10, seconds  # refused after its first lines, not its 5 M
+        for _ in range(2):  # two more refusals: the key's three uploads of the hour
+            refused = c.post(
+                "/v1/annotation-jobs/inputs",
+                headers=auth(ANNOTATE),
+                files={"file": ("n.jsonl", b"not json\n")},
+                data={"format": "jsonl"},
+            )
+            assert refused.status_code == 422
+        good = c.post(
+            "/v1/annotation-jobs/inputs",
+            headers=auth(ANNOTATE),
+            files={"file": ("n.jsonl", b'{"id": 1, "text": "fever"}\n')},
+        )
+        assert good.status_code == 429 and "MSLM_QUOTA_UPLOADS_PER_HOUR" in good.json()["detail"]
+
+
+def test_note_ids_past_what_memory_holds_are_still_told_apart(tmp_path, monkeypatch):
+    from store.files import IdSet
+
+    monkeypatch.setattr(IdSet, "IN_MEMORY", 10)
+    ids = IdSet(tmp_path / "ids.sqlite")
+    fresh = [ids.add(str(i)) for i in range(25)]
+    again = [ids.add(str(i)) for i in (3, 17, 24)]  # before and after the spill
+    assert fresh == [True] * 25 and again == [False] * 3
+    assert ids.add("25") and (tmp_path / "ids.sqlite").is_file()
+    ids.close()

@@ -17,7 +17,7 @@ from mslm_core.notes import NOTE_FORMATS
 from mslm_core.render import OUTPUTS
 from store import bulk, registry
 from store.errors import Conflict, NotFound
-from store.quotas import check_upload_quota
+from store.quotas import check_upload_quota, counting_refusals
 from store.serving import active_model_id
 from store.tables import FINAL_STATES, AnnotationJob
 from worker.celery_app import CeleryQueue
@@ -72,9 +72,10 @@ def upload_notes(
         path = Path(tmp) / "notes"  # never the client's file name
         with open(path, "wb") as out:
             shutil.copyfileobj(file.file, out, 1 << 20)
-        row = bulk.create_note_input(
-            state.settings, session, path, file.filename or "notes", key.key_id, format
-        )
+        with counting_refusals(state.factory, key.key_id, "notes"):
+            row = bulk.create_note_input(
+                state.settings, session, path, file.filename or "notes", key.key_id, format
+            )
     return NoteInputOut.model_validate(row)
 
 

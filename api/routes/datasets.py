@@ -13,6 +13,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile, status
 
 from mslm_core.active import rank
 from store import datasets as store_datasets
+from store.quotas import counting_refusals
 from store.tables import Dataset, DatasetVersion
 
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
@@ -100,7 +101,10 @@ def upload(
             with open(path, "wb") as out:
                 shutil.copyfileobj(part.file, out, 1 << 20)
             uploads.append(store_datasets.Upload(split, Path(part.filename or split).name, path))
-        dataset = store_datasets.create_dataset(state.settings, session, uploads, name, key.key_id)
+        with counting_refusals(state.factory, key.key_id, "dataset"):
+            dataset = store_datasets.create_dataset(
+                state.settings, session, uploads, name, key.key_id
+            )
     return _out(dataset)
 
 

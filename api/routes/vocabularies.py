@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Query, UploadFile, status
 
 from store import vocabularies as store_vocabularies
+from store.quotas import counting_refusals
 from store.serving import active_vocabulary_id
 from store.tables import StoredVocabulary
 
@@ -67,7 +68,8 @@ async def import_(
             path = Path(tmp) / "vocabulary"  # never the client's file name
             with open(path, "wb") as out:
                 shutil.copyfileobj(file.file, out, 1 << 20)
-            with state.factory() as session:  # the row is detached when it closes
+            refused = counting_refusals(state.factory, key.key_id, "vocabulary")
+            with refused, state.factory() as session:  # the row is detached when it closes
                 return store_vocabularies.import_vocabulary(
                     settings,
                     session,
