@@ -65,11 +65,23 @@ def detect_note_format(path: Path, name: str | None = None) -> str:
     return "text"
 
 
-def read_notes(path: Path, format: str) -> Iterator[Note | NoteProblem]:
-    """The notes of ``path`` in file order, and a problem for each one that cannot be read."""
+#: The longest note a BioC document may spread its passages' offsets over (its gaps are
+#: filled with spaces: a 919-byte file with offsets of 2×10⁸ became 954 MB).
+MAX_NOTE_CHARS = 10_000_000
+
+
+def read_notes(
+    path: Path, format: str, max_chars: int = MAX_NOTE_CHARS
+) -> Iterator[Note | NoteProblem]:
+    """The notes of ``path`` in file order, and a problem for each one that cannot be read.
+    ``max_chars``: a BioC document whose passages' offsets reach past it is a problem, never
+    built (a note of another format is as long as its bytes in the file)."""
     if format not in NOTE_FORMATS:
         raise ValueError(f"unknown notes format {format!r}; valid: {', '.join(NOTE_FORMATS)}")
-    readers = {"jsonl": _jsonl, "text": _text, "bioc": _bioc, "pubtator": _pubtator}
+    if format == "bioc":
+        yield from _bioc(path, max_chars)
+        return
+    readers = {"jsonl": _jsonl, "text": _text, "pubtator": _pubtator}
     yield from readers[format](path)
 
 
@@ -149,7 +161,7 @@ def _pubtator(path: Path) -> Iterator[Note | NoteProblem]:
     yield from done()
 
 
-def _bioc(path: Path) -> Iterator[Note | NoteProblem]:
+def _bioc(path: Path, max_chars: int) -> Iterator[Note | NoteProblem]:
     from bioc import biocjson, biocxml
 
     with open(path, encoding="utf-8", errors="replace") as handle:
@@ -166,11 +178,23 @@ def _bioc(path: Path) -> Iterator[Note | NoteProblem]:
         return
     for k, document in enumerate(collection.documents, 1):
         doc_id = str(document.id or k)
-        text = ""
+        pieces: list[str] = []
+        end = 0
         for passage in document.passages:
             piece = passage.text or ""
             offset = int(passage.offset or 0)
-            if offset < len(text):
-                offset = len(text) + (1 if text else 0)
-            text = text + " " * (offset - len(text)) + piece
-        yield Note(doc_id, text)
+            if offset < end:
+                offset = end + (1 if end else 0)
+            if offset + len(piece) > max_chars:  # checked before any space is made
+                break
+            pieces += [" " * (offset - end), piece]
+            end = offset + len(piece)
+        else:
+            yield Note(doc_id, "".join(pieces))
+            continue
+        yield NoteProblem(
+            f"document {k}",
+            f"its passages reach past {max_chars:,} characters (their offsets; "
+            "MSLM_MAX_TEXT_CHARS)",
+            doc_id,
+        )

@@ -99,7 +99,7 @@ def create_note_input(
         problems: list[dict[str, Any]] = []  # the first ERRORS_PER_CHUNK, the rest counted
         seen = IdSet(staging / "ids.sqlite")
         with open(staging / "notes.jsonl", "w", encoding="utf-8") as out:
-            for item in read_notes(spooled, fmt):
+            for item in read_notes(spooled, fmt, settings.max_text_chars):
                 if isinstance(item, Note) and not seen.add(item.id):
                     item = NoteProblem(f"note {item.id}", "a second note with this id", item.id)
                 if isinstance(item, Note):

@@ -714,3 +714,35 @@ def test_note_ids_past_what_memory_holds_are_still_told_apart(tmp_path, monkeypa
     assert fresh == [True] * 25 and again == [False] * 3
     assert ids.add("25") and (tmp_path / "ids.sqlite").is_file()
     ids.close()
+
+
+def test_bioc_passage_offsets_cannot_blow_a_note_up(tmp_path, tiny_encoder):
+    """Issue 58 item 5: a 919-byte BioC file whose five passages sit at offsets of 2×10⁸
+    became 954 MB on disk (the gaps filled with spaces). A document reaching past
+    MSLM_MAX_TEXT_CHARS is a problem, never built; the others are read."""
+    import resource
+
+    def doc(i, offset):
+        passage = {"offset": offset, "text": "fever", "infons": {}, "sentences": []}
+        passage |= {"annotations": [], "relations": []}
+        return {"id": f"d{i}", "infons": {}, "relations": [], "passages": [passage]}
+
+    collection = {"source": "", "date": "", "key": "", "infons": {}}
+    collection["documents"] = [doc(i, 200_000_000 * (i + 1)) for i in range(5)] + [doc(9, 4)]
+    settings = make_settings(tmp_path, tiny_encoder, max_text_chars=1000)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with TestClient(create_app(settings)) as c:
+        r = c.post(
+            "/v1/annotation-jobs/inputs",
+            headers=auth(ANNOTATE),
+            files={"file": ("notes.json", json.dumps(collection).encode())},
+            data={"format": "bioc"},
+        )
+    assert r.status_code == 201, r.text
+    assert r.json()["notes"] == 1
+    assert [p["where"] for p in r.json()["problems"]] == [f"document {k}" for k in range(1, 6)]
+    assert "past 1,000 characters" in r.json()["problems"][0]["reason"]
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200, grown_mb  # never 954 MB
+    stored = sum(p.stat().st_size for p in settings.artifacts.rglob("notes.jsonl"))
+    assert stored < 1000  # the one note: "    fever"
