@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -135,21 +135,33 @@ def _score(rows: list[npt.NDArray[np.float32]], strategy: str) -> float:
     return float(np.clip(total / n, 0.0, 1.0))
 
 
-def similarities(texts: Sequence[str]) -> npt.NDArray[np.float64]:
-    """Cosine similarities [n, n] of the texts' TF-IDF vectors (words and word pairs,
-    lower-cased); a text with no word is like none."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+class Similarities:
+    """Cosine similarities of the texts' TF-IDF vectors (words and word pairs, lower-cased; a
+    text with no word is like none), a row at a time: ranking needs the rows of the texts it
+    picks only, and an n × n matrix of 10,000 documents took 3 GB."""
 
-    if len(texts) < 2:
-        return np.zeros((len(texts), len(texts)))
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=WORD)
-    try:
-        vectors = vectorizer.fit_transform(texts)
-    except ValueError:  # no text has a word
-        return np.zeros((len(texts), len(texts)))
-    sims: npt.NDArray[np.float64] = (vectors @ vectors.T).toarray()  # rows are L2-normalised
-    np.fill_diagonal(sims, 0.0)
-    return sims
+    def __init__(self, texts: Sequence[str]):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.n = len(texts)
+        self.vectors: Any = None
+        if self.n < 2:
+            return
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=WORD)
+        try:
+            self.vectors = vectorizer.fit_transform(texts).tocsr()  # rows L2-normalised
+        except ValueError:  # no text has a word
+            self.vectors = None
+
+    def row(self, i: int) -> npt.NDArray[np.float64]:
+        """Text ``i``'s similarity to every text (0 to itself)."""
+        if self.vectors is None:
+            return np.zeros(self.n)
+        out: npt.NDArray[np.float64] = (
+            (self.vectors @ self.vectors[i].T).toarray().ravel().astype(np.float64)
+        )
+        out[i] = 0.0
+        return out
 
 
 def rank(
@@ -172,7 +184,7 @@ def rank(
     if diversity == 0.0:
         order = sorted(range(n), key=lambda i: (-u[i], i))[:wanted]
         return [Suggestion(i, float(u[i]), float(u[i])) for i in order]
-    sims = similarities(texts)
+    sims = Similarities(texts)
     closest: npt.NDArray[np.float64] = np.zeros(n)  # highest similarity to a picked text
     nearest: npt.NDArray[np.int64] = np.full(n, -1, np.int64)
     left = np.ones(n, bool)
@@ -186,8 +198,9 @@ def rank(
             )
         )
         left[i] = False
-        closer = sims[i] > closest
-        closest = np.where(closer, sims[i], closest)
+        row = sims.row(i)
+        closer = row > closest
+        closest = np.where(closer, row, closest)
         nearest = np.where(closer, i, nearest)
     return out
 

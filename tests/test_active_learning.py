@@ -323,3 +323,37 @@ def test_a_version_folder_left_by_a_dead_process_does_not_block_the_next_change(
         assert r.status_code == 201 and r.json()["version"] == 2
         assert "half written" not in (orphan / "train.jsonl").read_text(encoding="utf-8")
         assert (orphan / "pool.jsonl").exists()
+
+
+def test_ranking_ten_thousand_documents_keeps_one_row_at_a_time():
+    """Issue 58 item 6: suggest on 10,000 documents built a dense 10,000 × 10,000 matrix
+    (2.97 GB) on the event loop. The ranking reads the rows of the texts it picks only; the
+    order is the one the whole matrix gave."""
+    import random
+    import resource
+
+    from mslm_core.active import Similarities, rank
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(400)]
+    texts = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(10_000)]
+    scores = [rng.random() for _ in texts]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ranked = rank(texts, scores, limit=10, diversity=0.5)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert len(ranked) == 10 and grown_mb < 300, grown_mb  # 10,000² float64: 800 MB
+    small = texts[:300]
+    sims = Similarities(small)
+    dense = np.stack([sims.row(i) for i in range(len(small))])
+    assert np.allclose(dense, dense.T) and np.all(np.diag(dense) == 0)
+    top = rank(small, scores[:300], limit=20, diversity=0.7)
+    assert top[0].index == int(np.argmax(np.asarray(scores[:300])))  # nothing picked yet
+    # each next pick: the best of uncertainty against closeness to those picked before
+    picked = [top[0].index]
+    closest = sims.row(picked[0])
+    for s in top[1:3]:
+        left = [i for i in range(300) if i not in picked]
+        best = max(left, key=lambda i: (0.3 * scores[i] - 0.7 * closest[i], -i))
+        assert s.index == best
+        picked.append(best)
+        closest = np.maximum(closest, sims.row(best))

@@ -205,7 +205,8 @@ async def suggest(
         loaded, scores = await state.models.uncertainties(body.model, texts, body.strategy)
     except KeyError:
         raise Problem(404, f"model {body.model} not found", slug="not-found") from None
-    ranked = rank(texts, scores, body.limit, body.diversity)
+    # off the event loop: thousands of documents take seconds to rank
+    ranked = await asyncio.to_thread(rank, texts, scores, body.limit, body.diversity)
     return SuggestResponse(
         model=loaded.id,
         strategy=body.strategy,

@@ -180,11 +180,16 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
     entities: list[list[Entity]] = [
         [dataclasses.replace(e, type=mapping[e.type]) for e in ents] for ents in kept
     ]
-    ranking = rank(texts, uncertainty, diversity=options.diversity)
-    scores = order_scores(ranking, len(texts), options.diversity)
-    tasks = predictions_to_labelstudio(
-        texts, entities, loaded.id, config.text_key, config.from_name, config.to_name
-    )
+    def render() -> tuple[list[float], list[dict[str, Any]]]:
+        """Off the event loop: thousands of tasks take seconds to rank and render."""
+        ranking = rank(texts, uncertainty, diversity=options.diversity)
+        scores = order_scores(ranking, len(texts), options.diversity)
+        tasks = predictions_to_labelstudio(
+            texts, entities, loaded.id, config.text_key, config.from_name, config.to_name
+        )
+        return scores, tasks
+
+    scores, tasks = await asyncio.to_thread(render)
     results = []
     for task, score in zip(tasks, scores, strict=True):
         prediction = task["predictions"][0]
