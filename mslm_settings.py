@@ -121,7 +121,10 @@ class Settings(BaseSettings):
         "keep it under the open-files limit (ulimit -n)",
     )
     quota_queued_jobs: int = Field(
-        10, ge=0, description="queued fine-tuning jobs per API key (0: no limit); 429 beyond"
+        10,
+        ge=0,
+        description="queued fine-tuning jobs per API key, and annotation jobs and evaluations "
+        "queued or running, each kind on its own (0: no limit); 429 beyond",
     )
     quota_running_jobs: int = Field(
         2,

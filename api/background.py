@@ -71,7 +71,8 @@ def sweep(state: AppState) -> dict[str, list[str]]:
 
 def _sweep_annotation_jobs(state: AppState, out: dict[str, list[str]]) -> None:
     """Annotation jobs: chunks (and planners) whose worker died are queued again and
-    published; queued ones whose message went missing are published again."""
+    published; queued ones whose message went missing are published again; a running job
+    with fewer chunks in flight than its window gets its next ones."""
     s = state.settings
     with state.factory() as session:
         reaped = bulk.reap(session, s.heartbeat_timeout_seconds, s.max_attempts)
@@ -89,6 +90,11 @@ def _sweep_annotation_jobs(state: AppState, out: dict[str, list[str]]) -> None:
                 publish_chunk(state.celery, job_id, seq)
             bulk.mark_published(session, jobs, chunks)
             out["republished"] += jobs + [f"{j}#{n}" for j, n in chunks]
+        # a worker that died between a chunk's end and the release of the next ones: their
+        # job's next chunks are released here
+        for job_id, seq in bulk.release(session):
+            publish_chunk(state.celery, job_id, seq)
+            out["republished"].append(f"{job_id}#{seq}")
 
 
 async def reaper(state: AppState) -> None:

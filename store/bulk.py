@@ -53,6 +53,13 @@ from .tables import (
 
 #: Errors kept per chunk in the job's report (the count is always exact).
 ERRORS_PER_CHUNK = 1000
+#: The most chunks a job is cut into (a chunk_size of 1 made 20,000 chunks of 20,000 notes):
+#: past it, consecutive chunks are merged.
+MAX_CHUNKS = 1000
+#: The chunks of one job waiting in the broker or running at once: the others are released
+#: as these end, so that jobs share the workers in turns and a cancelled job leaves at most
+#: this many messages behind.
+WINDOW = 8
 #: A notes file whose first this many entries cannot be read is refused then, unread further.
 UNREADABLE_FIRST = 1000
 #: The file outputs: mslm_core.render.OUTPUTS (the API's schema and the client follow it too)
@@ -280,6 +287,7 @@ def save_plan(
     transaction with ``planned_at``; a job with no note succeeds at once. False (nothing
     written) when the claim was lost."""
     now = utcnow()
+    ranges = bounded(ranges)
     total = sum(n for _, _, n in ranges)
     result = session.execute(
         update(AnnotationJob)
@@ -307,13 +315,80 @@ def save_plan(
             first=first,
             last=last,
             notes=n,
-            published_at=now,
+            published_at=now if seq < WINDOW else None,  # the others: released in turn
         )
         for seq, (first, last, n) in enumerate(ranges)
     )
     session.commit()
     complete_if_done(session, job_id)
     return True
+
+
+def released(session: Session, job_id: str) -> list[int]:
+    """The chunks of a job released to the broker so far, in order."""
+    return list(
+        session.scalars(
+            select(AnnotationChunk.seq)
+            .where(AnnotationChunk.job_id == job_id, AnnotationChunk.published_at.is_not(None))
+            .order_by(AnnotationChunk.seq)
+        )
+    )
+
+
+def bounded(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The chunks ``(first, last, notes)``, consecutive ones merged so that there are at most
+    :data:`MAX_CHUNKS`."""
+    if len(ranges) <= MAX_CHUNKS:
+        return ranges
+    per = -(-len(ranges) // MAX_CHUNKS)
+    groups = [ranges[i : i + per] for i in range(0, len(ranges), per)]
+    return [(g[0][0], g[-1][1], sum(n for _, _, n in g)) for g in groups]
+
+
+def release(session: Session, job_id: str | None = None) -> list[tuple[str, int]]:
+    """Release the next chunks of ``job_id`` (None: of every running job) so that each has up
+    to :data:`WINDOW` chunks published and not final: (job, seq) of each released, to be
+    published. Safe to call from several workers at once (a chunk is released once)."""
+    running = select(AnnotationJob.id).where(AnnotationJob.state == RUNNING)
+    jobs = [job_id] if job_id is not None else list(session.scalars(running))
+    out: list[tuple[str, int]] = []
+    for job in jobs:
+        in_flight = session.scalar(
+            select(func.count())
+            .select_from(AnnotationChunk)
+            .where(
+                AnnotationChunk.job_id == job,
+                AnnotationChunk.state.in_((QUEUED, RUNNING)),
+                AnnotationChunk.published_at.is_not(None),
+            )
+        )
+        room = WINDOW - int(in_flight or 0)
+        if room <= 0:
+            continue
+        waiting = session.scalars(
+            select(AnnotationChunk.seq)
+            .where(
+                AnnotationChunk.job_id == job,
+                AnnotationChunk.state == QUEUED,
+                AnnotationChunk.published_at.is_(None),
+            )
+            .order_by(AnnotationChunk.seq)
+            .limit(room)
+        ).all()
+        for seq in waiting:
+            won = session.execute(
+                update(AnnotationChunk)
+                .where(
+                    AnnotationChunk.job_id == job,
+                    AnnotationChunk.seq == seq,
+                    AnnotationChunk.published_at.is_(None),
+                )
+                .values(published_at=utcnow())
+            )
+            if rowcount(won) == 1:
+                out.append((job, seq))
+    session.commit()
+    return out
 
 
 def fail_job(session: Session, job_id: str, reason: str) -> None:

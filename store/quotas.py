@@ -16,7 +16,10 @@ from mslm_settings import Settings
 from .errors import QuotaExceeded
 from .tables import (
     QUEUED,
+    RUNNING,
+    AnnotationJob,
     Dataset,
+    Evaluation,
     Job,
     NoteInput,
     RefusedUpload,
@@ -43,6 +46,25 @@ def check_job_quota(settings: Settings, session: Session, key_id: str | None) ->
         raise QuotaExceeded(
             f"this API key has {mine} jobs queued, its quota (MSLM_QUOTA_QUEUED_JOBS); "
             "submit again when one has started, or cancel one",
+            60,
+        )
+
+
+def check_work_quota(
+    settings: Settings, session: Session, key_id: str | None, kind: type[AnnotationJob | Evaluation]
+) -> None:
+    """QuotaExceeded when ``key_id`` has MSLM_QUOTA_QUEUED_JOBS annotation jobs (or
+    evaluations) queued or running: each kind of queued work has its own per-key quota."""
+    if key_id is None or not settings.quota_queued_jobs:
+        return
+    open_work = select(func.count()).select_from(kind)
+    open_work = open_work.where(kind.created_by == key_id, kind.state.in_((QUEUED, RUNNING)))
+    mine = session.scalar(open_work) or 0
+    if mine >= settings.quota_queued_jobs:
+        what = "annotation jobs" if kind is AnnotationJob else "evaluations"
+        raise QuotaExceeded(
+            f"this API key has {mine} {what} queued or running, its quota "
+            "(MSLM_QUOTA_QUEUED_JOBS); submit again when one has ended, or cancel one",
             60,
         )
 

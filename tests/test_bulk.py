@@ -6,6 +6,7 @@ tables with a chunk run twice and a worker's claim lost mid-way."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from pathlib import Path
 
@@ -746,3 +747,68 @@ def test_bioc_passage_offsets_cannot_blow_a_note_up(tmp_path, tiny_encoder):
     assert grown_mb < 200, grown_mb  # never 954 MB
     stored = sum(p.stat().st_size for p in settings.artifacts.rglob("notes.jsonl"))
     assert stored < 1000  # the one note: "    fever"
+
+
+def test_queued_annotation_work_is_bounded_per_key_and_per_job(served, tmp_path):
+    """Issue 58 item 7: annotation jobs and evaluations had no quota (25 of 25 and 40 of 40
+    accepted); chunk_size 1 made 20,000 chunks of 20,000 notes; after a cancel, 18,520
+    messages stayed in Redis ahead of other keys' chunks. Each kind of queued work has its
+    per-key quota; a job is at most bulk.MAX_CHUNKS chunks; at most bulk.WINDOW of them are
+    published at a time, the next released as they end."""
+    from store import bulk as store_bulk
+
+    settings = served.model_copy(update={"quota_queued_jobs": 2})
+    lines = "".join(json.dumps({"id": i, "text": "renal failure ."}) + "\n" for i in range(20))
+    with TestClient(create_app(settings)) as c:
+        notes = upload_notes(c, "n.jsonl", lines.encode())
+        body = {"source": {"kind": "file", "input": notes["id"]}, "chunk_size": 1}
+        answers = [
+            c.post("/v1/annotation-jobs", headers=auth(ANNOTATE), json=body) for _ in range(3)
+        ]
+        assert [a.status_code for a in answers] == [202, 202, 429]
+        assert "annotation jobs queued or running" in answers[2].json()["detail"]
+        first, second = answers[0].json(), answers[1].json()
+        published = Published()
+        assert runner.run_plan(first["id"], settings, published) == "planned"
+        assert len(published) == store_bulk.WINDOW  # of 20 chunks
+        factory = session_factory(settings.sqlalchemy_url)
+
+        def in_flight(job_id: str) -> int:
+            with factory() as s:
+                rows = s.query(AnnotationChunk).filter_by(job_id=job_id).all()
+                return sum(
+                    r.published_at is not None and r.state in ("queued", "running") for r in rows
+                )
+
+        ran = 0
+        while published:
+            job_id, seq = published.pop(0)
+            assert runner.run_chunk(job_id, seq, settings, published) == "done"
+            ran += 1
+            assert in_flight(first["id"]) <= store_bulk.WINDOW
+        assert ran == 20
+        done = c.get(f"/v1/annotation-jobs/{first['id']}", headers=auth(ANNOTATE)).json()
+        assert done["state"] == "succeeded" and done["progress"]["committed"] == 20
+        # cancelled mid-way: what it left in the broker is its window, not its 20 chunks
+        later = Published()
+        assert runner.run_plan(second["id"], settings, later) == "planned"
+        c.post(f"/v1/annotation-jobs/{second['id']}/cancel", headers=auth(ANNOTATE))
+        assert len(later) == store_bulk.WINDOW
+        assert [runner.run_chunk(j, s, settings, later) for j, s in list(later)] == (
+            ["skipped"] * store_bulk.WINDOW
+        )
+    many = [(i, i, 1) for i in range(20_000)]
+    merged = store_bulk.bounded(many)
+    assert len(merged) <= store_bulk.MAX_CHUNKS and sum(n for *_, n in merged) == 20_000
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(merged))
+
+
+def test_evaluations_have_a_per_key_quota_too(served, tmp_path):
+    settings = served.model_copy(update={"quota_queued_jobs": 1})
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp_path / "corpus")
+        model = c.get("/v1/models", headers=auth(ANNOTATE)).json()["data"][0]["id"]
+        body = {"model_id": model, "dataset_id": dataset["id"], "split": "test"}
+        codes = [c.post("/v1/evaluations", headers=auth(TRAIN), json=body) for _ in range(2)]
+        assert [r.status_code for r in codes] == [202, 429], codes[-1].text
+        assert "evaluations queued or running" in codes[1].json()["detail"]

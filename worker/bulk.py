@@ -404,8 +404,9 @@ def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
             return "failed"
         if not bulk.save_plan(session, job_id, worker, ranges, problems):
             return "lost"
+        released = bulk.released(session, job_id)
     log.info("annotation job %s: %d chunks", job_id, len(ranges))
-    for seq in range(len(ranges)):
+    for seq in released:  # the first of them; the others as these end (bulk.release)
         publish(job_id, seq)
     return "planned"
 
@@ -439,7 +440,18 @@ def _annotate(
     return done, errors
 
 
-def run_chunk(job_id: str, seq: int, settings: Settings) -> str:
+def run_chunk(job_id: str, seq: int, settings: Settings, publish: Publish | None = None) -> str:
+    """Annotate one chunk; then release the job's next chunks and ``publish`` them."""
+    done = _run_chunk(job_id, seq, settings)
+    if publish is not None and done in ("done", "failed"):
+        factory = session_factory(settings.sqlalchemy_url)
+        with factory() as session:
+            for job, next_seq in bulk.release(session, job_id):
+                publish(job, next_seq)
+    return done
+
+
+def _run_chunk(job_id: str, seq: int, settings: Settings) -> str:
     factory = session_factory(settings.sqlalchemy_url)
     worker = worker_name()
     started = time.perf_counter()

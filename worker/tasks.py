@@ -39,9 +39,12 @@ def annotate_plan(job_id: str) -> str:
 @shared_task(name=CHUNK_TASK, acks_late=True, reject_on_worker_lost=True)
 def annotate_chunk(job_id: str, seq: int) -> str:
     from .bulk import ChunkRetry, run_chunk
+    from .celery_app import celery_for, publish_chunk
 
+    settings = get_settings()
+    app = celery_for(settings)
     try:
-        return run_chunk(job_id, seq, get_settings())
+        return run_chunk(job_id, seq, settings, lambda j, s: publish_chunk(app, j, s))
     except ChunkRetry:
         # the chunk stays running with a stale heartbeat: the reaper queues it again after
         # MSLM_HEARTBEAT_TIMEOUT_SECONDS (and fails it after MSLM_MAX_ATTEMPTS)

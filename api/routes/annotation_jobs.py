@@ -17,7 +17,7 @@ from mslm_core.notes import NOTE_FORMATS
 from mslm_core.render import OUTPUTS
 from store import bulk, registry
 from store.errors import Conflict, NotFound
-from store.quotas import check_upload_quota, counting_refusals
+from store.quotas import check_upload_quota, check_work_quota, counting_refusals
 from store.serving import active_model_id
 from store.tables import FINAL_STATES, AnnotationJob
 from worker.celery_app import CeleryQueue
@@ -128,6 +128,7 @@ def submit(
     source = body.source.model_dump()
     if body.source.kind == "file":
         bulk.input_of(session, body.source.input, key.owner)
+    check_work_quota(state.settings, session, key.key_id, AnnotationJob)
     model_id = body.model or active_model_id(session)
     if model_id is None:
         raise Conflict("no model is served yet: name one (model) or activate one")

@@ -9,6 +9,8 @@ from mslm_core.calibration import CALIBRATION_PNG
 from store import evaluations as store_evaluations
 from store.errors import NotFound
 from store.paths import evaluation_dir
+from store.quotas import check_work_quota
+from store.tables import Evaluation
 from worker.celery_app import CeleryQueue
 
 from ..deps import IdPath, SessionDep, StateDep, TrainKey
@@ -30,6 +32,7 @@ def submit(
     """Queue an evaluation: strict P/R/F1 (micro and per type), exact match, token macro-F1 —
     honest, on unmasked text, with the engine that serves the model — and the expected
     calibration error of its confidences before and after the model's temperature scaling."""
+    check_work_quota(state.settings, session, key.key_id, Evaluation)
     ev = store_evaluations.create_evaluation(
         session,
         CeleryQueue(state.celery),

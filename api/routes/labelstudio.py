@@ -180,6 +180,7 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
     entities: list[list[Entity]] = [
         [dataclasses.replace(e, type=mapping[e.type]) for e in ents] for ents in kept
     ]
+
     def render() -> tuple[list[float], list[dict[str, Any]]]:
         """Off the event loop: thousands of tasks take seconds to rank and render."""
         ranking = rank(texts, uncertainty, diversity=options.diversity)
