@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mslm_core.errors import ConfigError, CorpusError, InferenceError, MSLMError, StyleError
+from mslm_core.text import character_problem
 from store.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,20 @@ def refuse_long_texts(texts: Sequence[str], limit: int, what: str, field: str) -
                 {"field": field.format(i=i), "message": f"at most {limit} characters"}
                 for i in too_long[:20]
             ],
+        )
+
+
+def refuse_bad_characters(texts: Sequence[str], what: str, field: str) -> None:
+    """A 422 naming every text that holds a NUL or a lone surrogate (at most 20), and where:
+    ``field`` is its path with ``{i}``."""
+    bad = [(i, p) for i, t in enumerate(texts) if (p := character_problem(t)) is not None]
+    if bad:
+        first, problem = bad[0]
+        raise Problem(
+            422,
+            f"{what} {first} holds {problem}",
+            slug="bad-characters",
+            errors=[{"field": field.format(i=i), "message": p} for i, p in bad[:20]],
         )
 
 

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .text import character_problem
+
 NOTE_FORMATS = ("jsonl", "text", "bioc", "pubtator")
 
 
@@ -79,10 +81,28 @@ def read_notes(
     if format not in NOTE_FORMATS:
         raise ValueError(f"unknown notes format {format!r}; valid: {', '.join(NOTE_FORMATS)}")
     if format == "bioc":
-        yield from _bioc(path, max_chars)
-        return
-    readers = {"jsonl": _jsonl, "text": _text, "pubtator": _pubtator}
-    yield from readers[format](path)
+        items = _bioc(path, max_chars)
+    else:
+        items = {"jsonl": _jsonl, "text": _text, "pubtator": _pubtator}[format](path)
+    for k, item in enumerate(items, 1):
+        yield _usable(item, k)
+
+
+def _usable(item: Note | NoteProblem, k: int) -> Note | NoteProblem:
+    """The note, or a problem when its id or text holds what no store or answer can (a NUL,
+    a lone surrogate: ``mslm_core.text.character_problem``); a problem's id is dropped then."""
+    if isinstance(item, NoteProblem):
+        if item.id is not None and character_problem(item.id):
+            return NoteProblem(item.where, item.reason)
+        return item
+    for part, value in (("id", item.id), ("text", item.text)):
+        problem = character_problem(value)
+        if problem is not None:
+            bad_id = part == "id"
+            return NoteProblem(
+                f"note {k}", f"its {part} holds {problem}", None if bad_id else item.id
+            )
+    return item
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str | None]]:

@@ -83,3 +83,19 @@ def _strip(text: str, start: int, end: int) -> tuple[int, int]:
     while end > start and text[end - 1].isspace():
         end -= 1
     return start, end
+
+
+# NUL, which PostgreSQL refuses in text, and lone surrogates, which no UTF-8 answer can hold
+_UNSENDABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def character_problem(text: str) -> str | None:
+    """What makes ``text`` unusable as a note, an id or a name — a NUL character, or a lone
+    surrogate (a half of a UTF-16 pair, which no UTF-8 text can hold) — and where, else None.
+    Every input boundary refuses the same two the same way."""
+    found = _UNSENDABLE.search(text)
+    if found is None:
+        return None
+    ch = found.group()
+    what = "a NUL character" if ch == "\x00" else f"a lone surrogate (U+{ord(ch):04X})"
+    return f"{what} at character {found.start()}"

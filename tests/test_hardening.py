@@ -10,7 +10,16 @@ import threading
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, TRAIN, TRAIN2, auth, make_settings, upload_toy
+from service_helpers import (
+    ADMIN,
+    ANNOTATE,
+    KEYS,
+    TRAIN,
+    TRAIN2,
+    auth,
+    make_settings,
+    upload_toy,
+)
 from sqlalchemy import select
 from test_service_e2e import postgres_url
 
@@ -21,6 +30,7 @@ from mslm_core.errors import ConfigError
 __all__ = ["postgres_url"]
 
 NUL = "%00"
+LS = "labelstudio-key-for-the-id-tests-0123"
 PATHS = [  # every route with an id in its path, with the scope it needs
     ("GET", f"/v1/jobs/j{NUL}x", TRAIN),
     ("POST", f"/v1/jobs/j{NUL}x/cancel", TRAIN),
@@ -740,3 +750,63 @@ def test_a_json_body_s_shape_is_checked_whatever_its_content_type_headers_say(pg
     for given in ([twice[0]], []):
         r = pg_client.post("/v1/annotate", content=body, headers=key + given)
         assert r.status_code == 413 and "more than 50,000 values" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "bioc", "pubtator", "labelstudio"])
+def test_a_nul_or_lone_surrogate_in_a_text_is_a_422_saying_where(pg_client, fmt):
+    """Issue 58 item 8: ``\\ud800`` in /v1/annotate with format bioc, pubtator or labelstudio
+    was a 500 with a traceback (and the connection dropped): no UTF-8 answer can hold it."""
+    for text, says in (("fever \ud800 today", "lone surrogate (U+D800)"), ("a\x00b", "a NUL")):
+        body = json.dumps({"texts": ["fine", text], "format": fmt}).encode()
+        r = pg_client.post(
+            "/v1/annotate",
+            content=body,
+            headers={**auth(ANNOTATE), "content-type": "application/json"},
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["field"] == "body.texts.1" and says in r.json()["detail"]
+
+
+def test_notes_uploads_with_a_nul_or_lone_surrogate_keep_their_other_notes(pg_client):
+    """Issue 58 item 8: a notes id "a\\u0000b", and a notes JSONL holding \\ud800, were 500s
+    on PostgreSQL (which refuses NUL in text); the note is a problem, the others are kept."""
+    lines = [
+        json.dumps({"id": "a\x00b", "text": "fever"}),
+        json.dumps({"id": "2", "text": "cough \ud800"}),
+        json.dumps({"id": "3", "text": "no fever"}),
+    ]
+    r = pg_client.post(
+        "/v1/annotation-jobs/inputs",
+        headers=auth(ANNOTATE),
+        files={"file": ("n.jsonl", ("\n".join(lines) + "\n").encode())},
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["notes"] == 1
+    problems = r.json()["problems"]
+    assert [p["where"] for p in problems] == ["note 1", "note 2"]
+    assert problems[0]["id"] is None and "its id holds a NUL character" in problems[0]["reason"]
+    assert problems[1]["id"] == "2" and "lone surrogate" in problems[1]["reason"]
+
+
+def test_label_studio_ids_with_a_nul_or_of_megabytes_are_refused(tmp_path, tiny_encoder):
+    """Issue 58 items 8 and 14: a Label Studio annotation id with a NUL was a 500; a 3 MB one
+    was stored."""
+    settings = make_settings(tmp_path, tiny_encoder, api_keys=f"{KEYS},{LS}:annotate+train")
+    config = (
+        '<View><Labels name="label" toName="text"><Label value="disease"/></Labels>'
+        '<Text name="text" value="$note"/></View>'
+    )
+    with TestClient(create_app(settings)) as c:
+        setup = {"project": "5.1", "schema": config, "hostname": "http://ls", "access_token": "x"}
+        assert c.post("/labelstudio/setup", headers=auth(LS), json=setup).status_code == 200
+        for bad, says in (("a\x00b", "a NUL"), ("x" * 3_000_000, "longer than 200")):
+            event = {
+                "action": "ANNOTATION_CREATED",
+                "project": {"id": 5, "label_config": config},
+                "annotation": {"id": bad, "task": 1, "result": []},
+                "task": {"id": 1, "data": {"note": "fever"}},
+            }
+            r = c.post("/labelstudio/webhook", headers=auth(LS), json=event)
+            assert r.status_code == 422, r.text[:300]
+            assert r.json()["errors"][0]["field"] == "body.annotation.id"
+            assert says in r.json()["detail"]

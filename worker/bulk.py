@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core import __version__, omop
 from mslm_core.errors import MSLMError
 from mslm_core.pipeline import AnnotateOptions, AnnotationPipeline
+from mslm_core.text import character_problem
 from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import bulk
@@ -539,12 +540,16 @@ class ChunkRetry(Exception):
 
 
 def _check(job: AnnotationJob, settings: Settings, rows: list[Row]) -> list[dict[str, Any]]:
-    """Mark the notes that cannot be annotated (NULL, over-long) and list them."""
+    """Mark the notes that cannot be annotated (NULL, over-long, holding a NUL or a lone
+    surrogate) and list them."""
     limit = int(job.params.get("max_text_chars") or settings.max_text_chars)
     errors: list[dict[str, Any]] = []
     for row in rows:
         if row.problem is None and row.text is not None and len(row.text) > limit:
             row.problem = f"note_text has {len(row.text)} characters; the limit is {limit}"
+        if row.problem is None and row.text is not None:
+            found = character_problem(row.text)
+            row.problem = None if found is None else f"note_text holds {found}"
         if row.problem is not None:
             errors.append({"note_id": row.note_id, "reason": row.problem})
     return errors

@@ -12,7 +12,13 @@ from mslm_core.pipeline import AnnotateOptions
 from mslm_core.types import Entity
 
 from ..deps import AnnotateKey, AppState, StateDep
-from ..problems import V1_PROBLEMS, Problem, problem_responses, refuse_long_texts
+from ..problems import (
+    V1_PROBLEMS,
+    Problem,
+    problem_responses,
+    refuse_bad_characters,
+    refuse_long_texts,
+)
 from ..schemas import AnnotateRequest, AnnotateResponse, BioCCollection, LabelStudioTask
 from ..serving import LoadedModel
 
@@ -108,6 +114,7 @@ async def _annotate(
             errors=[{"field": "body.texts", "message": f"at most {s.max_texts} texts"}],
         )
     refuse_long_texts(body.texts, s.max_text_chars, "text", "body.texts.{i}")
+    refuse_bad_characters(body.texts, "text", "body.texts.{i}")
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
     work = asyncio.ensure_future(state.models.annotate(body.model, body.texts, options))

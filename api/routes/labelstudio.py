@@ -35,6 +35,7 @@ from mslm_core.labelstudio_ml import (
     parse_label_config,
     type_map,
 )
+from mslm_core.text import character_problem
 from mslm_core.types import Entity
 from store import labelstudio as store_ls
 from store.documents import Document
@@ -44,7 +45,7 @@ from worker.celery_app import CeleryQueue
 
 from ..auth import Principal
 from ..deps import AppState, Credentials, SessionDep, StateDep, authenticate, key_of_header
-from ..problems import Problem, problem_responses, refuse_long_texts
+from ..problems import Problem, problem_responses, refuse_bad_characters, refuse_long_texts
 from ..schemas import NO_CONTROL
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,10 @@ class TrainRequest(_Loose):
     )
 
 
+#: The longest task or annotation id kept (a 3 MB one was stored).
+MAX_ID_CHARS = 200
+
+
 def _project_id(uid: str) -> str:
     """``"3.1764000000"`` (id.created_at, what /setup and /predict send) → ``"3"``."""
     return uid.split(".", 1)[0]
@@ -171,6 +176,7 @@ async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) ->
     texts = [v if isinstance(v, str) else "" for v in values]
     field = f"body.tasks.{{i}}.data.{config.text_key}"
     refuse_long_texts(texts, state.settings.max_text_chars, "task", field)
+    refuse_bad_characters(texts, "task", field)
     loaded, found, uncertainty = await state.models.annotate_with_uncertainties(
         None, texts, options.strategy
     )
@@ -225,9 +231,21 @@ def _annotations(config: LabelConfig, body: dict[str, Any]) -> list[store_ls.Ann
             if isinstance(result, list) and not annotation.get("was_cancelled")
             else None
         )
-        task_id = str(task["id"])
+        task_id, annotation_id = str(task["id"]), str(annotation["id"])
+        for name, value in (("task.id", task_id), ("annotation.id", annotation_id)):
+            problem = character_problem(value) or (
+                f"longer than {MAX_ID_CHARS} characters" if len(value) > MAX_ID_CHARS else None
+            )
+            if problem:
+                raise Problem(
+                    422,
+                    f"{name}: {problem}",
+                    slug="validation",
+                    errors=[{"field": f"body.{name}", "message": problem}],
+                )
+        refuse_bad_characters([text], "task", f"body.task.data.{config.text_key}")
         document = Document(store_ls.document_id(task_id), text, labelled)
-        out.append(store_ls.Annotation(str(annotation["id"]), task_id, document))
+        out.append(store_ls.Annotation(annotation_id, task_id, document))
     return out
 
 
