@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     header_timeout_seconds: float = Field(
         10.0, gt=0, description="a request's head (line and headers) must arrive within this"
     )
+    warehouse_statement_timeout_seconds: float = Field(
+        1800.0,
+        ge=0,
+        description="a warehouse query of an annotation job (counting its notes, reading a "
+        "chunk) is cancelled by the server after this (0: no limit)",
+    )
     min_body_rate_kb: int = Field(
         64,
         ge=1,

@@ -276,6 +276,40 @@ def claim_plan(session: Session, job_id: str, worker: str) -> bool:
     return rowcount(result) == 1
 
 
+def plan_beat(session: Session, job_id: str, worker: str) -> tuple[bool, bool]:
+    """The planner's heartbeat: (it still holds the job, a cancel was asked for)."""
+    result = session.execute(
+        update(AnnotationJob)
+        .where(
+            AnnotationJob.id == job_id,
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.worker == worker,
+            AnnotationJob.planned_at.is_(None),
+        )
+        .values(heartbeat_at=utcnow())
+    )
+    session.commit()
+    job = session.get(AnnotationJob, job_id)
+    if job is not None:
+        session.refresh(job)
+    return rowcount(result) == 1, bool(job is not None and job.cancel_requested)
+
+
+def cancel_planning(session: Session, job_id: str, worker: str) -> None:
+    """A job cancelled while it was planned: it ends ``cancelled``, with no chunk."""
+    session.execute(
+        update(AnnotationJob)
+        .where(
+            AnnotationJob.id == job_id,
+            AnnotationJob.state == RUNNING,
+            AnnotationJob.worker == worker,
+            AnnotationJob.planned_at.is_(None),
+        )
+        .values(state=CANCELLED, finished_at=utcnow())
+    )
+    session.commit()
+
+
 def save_plan(
     session: Session,
     job_id: str,

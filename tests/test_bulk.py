@@ -812,3 +812,89 @@ def test_evaluations_have_a_per_key_quota_too(served, tmp_path):
         codes = [c.post("/v1/evaluations", headers=auth(TRAIN), json=body) for _ in range(2)]
         assert [r.status_code for r in codes] == [202, 429], codes[-1].text
         assert "evaluations queued or running" in codes[1].json()["detail"]
+
+
+def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(served, warehouse):
+    """Issue 58 item 9: a warehouse query taking 40 s to plan was re-queued at 34 s (no
+    heartbeat while planning), ran three times, then failed; there was no statement timeout,
+    and a cancel was not seen while planning. Now the planner heartbeats (the reaper leaves
+    it), a cancel cancels its query, and the server cancels a query past
+    MSLM_WAREHOUSE_STATEMENT_TIMEOUT_SECONDS."""
+    import threading
+    import time
+
+    from pydantic import SecretStr
+
+    from store import bulk as store_bulk
+
+    beats = {"heartbeat_seconds": 0.3, "heartbeat_timeout_seconds": 1.5}
+    settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}"), **beats})
+    slow = "SELECT note_id, note_text FROM cdm.note, pg_sleep({})"
+    factory = session_factory(settings.sqlalchemy_url)
+
+    def submit(c, query: str) -> str:
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ADMIN),
+            json={"source": {"kind": "sql", "warehouse": "omop", "query": query}},
+        )
+        assert r.status_code == 202, r.text
+        return r.json()["id"]
+
+    with TestClient(create_app(settings)) as c:
+        # 3 s of planning, past the heartbeat timeout: not reaped, and planned once
+        job_id = submit(c, slow.format(3))
+        answer: list[str] = []
+        planner = threading.Thread(
+            target=lambda: answer.append(runner.run_plan(job_id, settings, Published()))
+        )
+        planner.start()
+        time.sleep(2.5)
+        with factory() as s:
+            reaped = store_bulk.reap(s, settings.heartbeat_timeout_seconds, 3)
+        planner.join(30)
+        assert answer == ["planned"] and job_id not in reaped.plans
+        # cancelled while planning: its query is cancelled, the job ends at once
+        job_id = submit(c, slow.format(30))
+        answer.clear()
+        started = time.perf_counter()
+        planner = threading.Thread(
+            target=lambda: answer.append(runner.run_plan(job_id, settings, Published()))
+        )
+        planner.start()
+        time.sleep(0.5)
+        assert (
+            c.post(f"/v1/annotation-jobs/{job_id}/cancel", headers=auth(ADMIN)).status_code == 200
+        )
+        planner.join(30)
+        assert answer == ["cancelled"] and time.perf_counter() - started < 10
+        state = c.get(f"/v1/annotation-jobs/{job_id}", headers=auth(ADMIN)).json()["state"]
+        assert state == "cancelled"
+        # past the statement timeout, the server cancels the query: the job fails saying so
+        timed = settings.model_copy(update={"warehouse_statement_timeout_seconds": 1})
+        job_id = submit(c, slow.format(5))
+        assert runner.run_plan(job_id, timed, Published()) == "failed"
+        error = c.get(f"/v1/annotation-jobs/{job_id}", headers=auth(ADMIN)).json()["error"]
+        assert "statement timeout" in error or "QueryCanceled" in error, error
+
+
+def test_a_database_error_quoting_a_note_never_reaches_the_log_or_the_job(
+    served, warehouse, caplog
+):
+    """Issue 58 item 10: ``… WHERE note_text::int > 0`` put a note's text into the annotate
+    worker's log and into the job's error, through psycopg's DataError message."""
+    from pydantic import SecretStr
+
+    settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}")})
+    query = "SELECT note_id, note_text FROM cdm.note WHERE note_text::int > 0"
+    with TestClient(create_app(settings)) as c:
+        r = c.post(
+            "/v1/annotation-jobs",
+            headers=auth(ADMIN),
+            json={"source": {"kind": "sql", "warehouse": "omop", "query": query}},
+        )
+        assert runner.run_plan(r.json()["id"], settings, Published()) == "failed"
+        job = c.get(f"/v1/annotation-jobs/{r.json()['id']}", headers=auth(ADMIN)).json()
+    assert "SQLSTATE 22P02" in job["error"]  # what failed, by its code
+    for note in OMOP_NOTES:
+        assert note not in job["error"] and note not in caplog.text

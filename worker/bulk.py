@@ -12,9 +12,11 @@ and reason, and the chunk goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -88,6 +90,9 @@ class FileSource:
                 ranges.append((start, pos, n))
         return ranges, self.problems
 
+    def cancel(self) -> None:
+        """Counting a file's lines takes seconds: it is not cut short."""
+
     def read(self, first: int, last: int) -> Iterator[Row]:
         with open(self.path, "rb") as handle:
             handle.seek(first)
@@ -97,24 +102,38 @@ class FileSource:
             yield Row(str(note["id"]), note["text"])
 
 
-def _read_only(conn: Any) -> None:
+def _read_only(conn: Any, timeout_s: float = 0) -> None:
+    """A read-only transaction; with ``timeout_s``, a statement in it is cancelled by the
+    server after that long (MSLM_WAREHOUSE_STATEMENT_TIMEOUT_SECONDS)."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SET TRANSACTION READ ONLY"))
+        if timeout_s:
+            conn.execute(text(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}"))
 
 
 class SqlSource:
     """A warehouse query returning ``note_id, note_text``; chunks are ranges of note ids, read
     in read-only transactions."""
 
-    def __init__(self, engine: Engine, query: str):
+    def __init__(self, engine: Engine, query: str, timeout_s: float = 0):
         self.engine, self.query = engine, query.strip().rstrip(";")
+        self.timeout_s = timeout_s
+        self._running: Any = None  # the DBAPI connection of the query being planned
+
+    def cancel(self) -> None:
+        """Cancel the query the plan is running (a cancel of its job), from another thread."""
+        running = self._running
+        if running is not None and hasattr(running, "cancel"):
+            with contextlib.suppress(Exception):
+                running.cancel()
 
     def plan(self, chunk_size: int) -> tuple[list[tuple[int, int, int]], list[dict[str, Any]]]:
         ranges: list[tuple[int, int, int]] = []
         problems: list[dict[str, Any]] = []
         sql = text(f"SELECT q.note_id FROM ({self.query}) AS q ORDER BY q.note_id")
         with self.engine.connect() as conn:
-            _read_only(conn)
+            _read_only(conn, self.timeout_s)
+            self._running = conn.connection.dbapi_connection
             result = conn.execution_options(stream_results=True, yield_per=10_000).execute(sql)
             first = last = None
             n = 0
@@ -153,7 +172,7 @@ class SqlSource:
             "WHERE q.note_id BETWEEN :first AND :last ORDER BY q.note_id"
         )
         with self.engine.connect() as conn:
-            _read_only(conn)
+            _read_only(conn, self.timeout_s)
             rows = conn.execute(sql, {"first": first, "last": last}).all()
         previous = None
         for note_id, note_text in rows:
@@ -367,7 +386,8 @@ def source_of(settings: Settings, session: Session, job: AnnotationJob) -> FileS
         if row is None:
             raise MSLMError(f"notes file {job.source['input']} is gone")
         return FileSource(bulk.notes_file(settings, row), row.problems)
-    return SqlSource(_engine(settings, job.source["warehouse"]), job.source["query"])
+    engine = _engine(settings, job.source["warehouse"])
+    return SqlSource(engine, job.source["query"], settings.warehouse_statement_timeout_seconds)
 
 
 _SINKS: dict[str, FileSink | OmopSink] = {}
@@ -389,6 +409,47 @@ def sink_of(settings: Settings, job: AnnotationJob) -> FileSink | OmopSink:
     return sink
 
 
+class PlanBeat:
+    """A thread that keeps a planning job's heartbeat while its notes are counted (a warehouse
+    query can take minutes), and notices a cancel, or the claim lost: then it calls ``stop``
+    (the source's running query is cancelled)."""
+
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        job_id: str,
+        worker: str,
+        interval: float,
+        stop: Callable[[], None],
+    ):
+        self.factory, self.job_id, self.worker = factory, job_id, worker
+        self.interval, self.stop = interval, stop
+        self.cancelled = self.lost = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"plan-{job_id}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.interval):
+            try:
+                with self.factory() as session:
+                    ours, cancelled = bulk.plan_beat(session, self.job_id, self.worker)
+            except Exception as exc:
+                log.warning("planning heartbeat of %s failed: %s", self.job_id, _reason(exc))
+                continue
+            if cancelled or not ours:
+                self.cancelled, self.lost = cancelled, not ours
+                self.stop()
+                return
+
+    def __enter__(self) -> PlanBeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+
 def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
     factory = session_factory(settings.sqlalchemy_url)
     worker = worker_name()
@@ -396,13 +457,27 @@ def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
         if not bulk.claim_plan(session, job_id, worker):
             return "skipped"
         job = bulk.claimed_job(session, job_id)
+        beat = None
         try:
-            ranges, problems = source_of(settings, session, job).plan(job.chunk_size)
+            source = source_of(settings, session, job)
+            with PlanBeat(
+                factory, job_id, worker, settings.heartbeat_seconds, source.cancel
+            ) as beat:
+                ranges, problems = source.plan(job.chunk_size)
         except Exception as exc:  # the source cannot be read at all: the job cannot run
+            if beat is not None and beat.cancelled:
+                bulk.cancel_planning(session, job_id, worker)
+                log.info("annotation job %s: cancelled while its notes were counted", job_id)
+                return "cancelled"
+            if beat is not None and beat.lost:
+                return "lost"
             reason = _reason(exc)
             log.error("annotation job %s: planning failed: %s", job_id, reason)
             bulk.fail_job(session, job_id, f"reading the notes failed: {reason}")
             return "failed"
+        if beat.cancelled:
+            bulk.cancel_planning(session, job_id, worker)
+            return "cancelled"
         if not bulk.save_plan(session, job_id, worker, ranges, problems):
             return "lost"
         released = bulk.released(session, job_id)
@@ -412,11 +487,26 @@ def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
     return "planned"
 
 
+#: SQLSTATE classes whose messages name objects, settings or the server's state, never a
+#: value of the data: syntax and access (42), connection (08), authorisation (28), resources
+#: (53), operator intervention such as a statement timeout (57). The others — a data
+#: exception (22) says "invalid input syntax for type integer: <the note's text>" — are
+#: reported by their class and code only.
+SAFE_SQLSTATE_CLASSES = ("42", "08", "28", "53", "57")
+
+
 def _reason(exc: BaseException) -> str:
-    """What failed, without the data: the exception's type and first line (a driver's message
-    names the table or column, never a note's text)."""
-    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    """What failed, without the data: the exception's type, and its first line unless it
+    may quote a value (a database error of another SQLSTATE class than
+    :data:`SAFE_SQLSTATE_CLASSES`, whose message can hold a note's text)."""
+    orig = getattr(exc, "orig", exc)  # SQLAlchemy wraps the driver's error
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate is not None and not str(sqlstate).startswith(SAFE_SQLSTATE_CLASSES):
+        return f"{type(orig).__name__} (SQLSTATE {sqlstate}; its message may hold data: not shown)"
+    text = str(orig).strip()
+    if isinstance(orig, UnicodeError) or not text:
+        return type(orig).__name__  # a decoding error quotes the bytes it could not read
+    return f"{type(orig).__name__}: {text.splitlines()[0][:300]}"
 
 
 def _annotate(
