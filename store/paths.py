@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import time
 from pathlib import Path
 
+from mslm_core.errors import BundleError
 from mslm_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,18 @@ def dataset_dir(settings: Settings, dataset_id: str) -> Path:
     return settings.artifacts / "datasets" / dataset_id
 
 
+#: What a model id may be: it names a folder of the store (a manifest's ``"../../x"`` or an
+#: absolute id wrote a bundle outside it).
+MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
 def model_dir(settings: Settings, model_id: str) -> Path:
+    """A model's folder; a BundleError for an id that is not a plain folder name."""
+    if not MODEL_ID.fullmatch(model_id) or model_id in (".", ".."):
+        raise BundleError(
+            f"model id {model_id[:80]!r}: letters, digits, '.', '_' and '-' only, starting "
+            "with a letter or a digit"
+        )
     return settings.artifacts / "models" / model_id
 
 

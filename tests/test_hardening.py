@@ -810,3 +810,35 @@ def test_label_studio_ids_with_a_nul_or_of_megabytes_are_refused(tmp_path, tiny_
             assert r.status_code == 422, r.text[:300]
             assert r.json()["errors"][0]["field"] == "body.annotation.id"
             assert says in r.json()["detail"]
+
+
+@pytest.mark.parametrize("bad_id", ["../../../escaped-bundle", "/tmp/absolute-bundle", ".."])
+def test_import_model_refuses_an_id_that_is_not_a_folder_name(
+    tmp_path, tiny_encoder, toy_corpus, bad_id
+):
+    """Issue 58 item 11: a manifest whose id was "../../../escaped-bundle" was written outside
+    the artifacts folder and registered; an absolute id left its copy behind."""
+    import shutil
+
+    from conftest import toy_config
+
+    from mslm_core.bundle import MANIFEST
+    from mslm_core.errors import BundleError
+    from mslm_core.train import train
+    from store.db import session_factory
+    from store.migrate import upgrade
+    from store.registry import import_bundle
+
+    bundle = tmp_path / "bundle"
+    train(toy_config(toy_corpus, tiny_encoder, epochs=1), bundle)
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    manifest["id"] = bad_id
+    (bundle / MANIFEST).write_text(json.dumps(manifest))
+    settings = make_settings(tmp_path, tiny_encoder)
+    upgrade(settings.sqlalchemy_url)
+    session = session_factory(settings.sqlalchemy_url)()
+    with session, pytest.raises(BundleError, match="letters, digits"):
+        import_bundle(settings, session, bundle)
+    assert not (tmp_path / "escaped-bundle").exists() and not list(tmp_path.rglob("*escaped*"))
+    assert not any(settings.artifacts.rglob(".staging-*"))
+    shutil.rmtree(bundle)
