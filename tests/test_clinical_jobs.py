@@ -376,6 +376,23 @@ def test_pack_and_unpack_carry_the_cache_and_check_every_file(fake_corpus, tmp_p
         registry.unpack(bad, tmp_path / "elsewhere")
 
 
+def test_unpack_refuses_a_huge_member_before_reading_it(fake_corpus, tmp_path, monkeypatch):
+    """Issue 58 item 12: a 14 MB .tar.gz with a 3 GiB member took 3.2 GB of RSS before its
+    sha256 check. A member larger than any pinned file is refused by its header, unread."""
+    import io
+
+    monkeypatch.setattr(registry, "MAX_FILE_BYTES", 1 << 20)
+    bad = tmp_path / "big.tar.gz"
+    size = 64 << 20
+    with tarfile.open(bad, "w:gz") as tar:
+        info = tarfile.TarInfo("T/a.ann")
+        info.size = size
+        tar.addfile(info, io.BytesIO(b"\0" * size))
+    with pytest.raises(ConfigError, match="more than any pinned file"):  # not its sha256
+        registry.unpack(bad, tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere" / "T").exists()
+
+
 def test_the_recipe_maps_only_types_its_corpora_have():
     """Every source type the recipe maps is a type its corpus annotates (checked against the
     pinned corpora's type lists, which docs/clinical-schema.md documents)."""

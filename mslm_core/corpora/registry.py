@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 DATA = Path(__file__).resolve().parent / "data"
 CACHE_ENV = "MSLM_CORPUS_CACHE"
 STAMP = ".complete"  # holds the pinned commit once every file is in place
+#: The largest file an archive member (or a pinned zip's member) may be: every pinned file is
+#: far smaller, and a 14 MB archive held a member of 3 GiB.
+MAX_FILE_BYTES = 256 << 20
 
 
 def default_cache() -> Path:
@@ -324,6 +327,11 @@ def _store(corpus: PinnedCorpus, root: Path, path: str, data: bytes) -> None:
                 if member.is_dir():
                     target.mkdir(parents=True, exist_ok=True)
                     continue
+                if member.file_size > MAX_FILE_BYTES:  # a zip bomb: refused unread
+                    raise ConfigError(
+                        f"{corpus.name}: {path} holds {member.filename} of {member.file_size:,} "
+                        f"bytes, more than {MAX_FILE_BYTES:,}"
+                    )
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(archive.read(member))
     target = root / path
@@ -408,8 +416,13 @@ def unpack(archive: str | Path, cache: str | Path | None = None) -> list[str]:
                 corpus = get_corpus(name)
                 if path not in corpus.files:
                     raise ConfigError(f"{archive}: {member.name} is not a pinned file of {name}")
+                if member.size > MAX_FILE_BYTES:  # said by its header: refused unread
+                    raise ConfigError(
+                        f"{archive}: {member.name} holds {member.size:,} bytes, more than any "
+                        f"pinned file ({MAX_FILE_BYTES:,}); not kept"
+                    )
                 fh = tar.extractfile(member)
-                data = fh.read() if fh is not None else b""
+                data = fh.read(MAX_FILE_BYTES + 1) if fh is not None else b""
                 _check(corpus, path, data)
                 payload.setdefault(name, {})[path] = data
     except (OSError, tarfile.TarError) as exc:
