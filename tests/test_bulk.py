@@ -898,3 +898,25 @@ def test_a_database_error_quoting_a_note_never_reaches_the_log_or_the_job(
     assert "SQLSTATE 22P02" in job["error"]  # what failed, by its code
     for note in OMOP_NOTES:
         assert note not in job["error"] and note not in caplog.text
+
+
+def test_an_over_long_warehouse_note_is_not_fetched(warehouse):
+    """Issue 58 item 13: the rows of a chunk were fetched whole before the length check (40
+    rows of 5 MB: the annotate worker at 579 MB). A note over the limit is now measured by
+    the server and not sent."""
+    import psycopg
+    import sqlalchemy as sa
+
+    with psycopg.connect(warehouse.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute(
+            "INSERT INTO cdm.note (note_id, person_id, note_date, note_type_concept_id, "
+            "note_class_concept_id, note_text, encoding_concept_id, language_concept_id) "
+            "VALUES (5000, 1, '2026-01-01', 0, 0, repeat('x', 2000000), 0, 0)"
+        )
+    source = runner.SqlSource(
+        sa.create_engine(warehouse), "SELECT note_id, note_text FROM cdm.note", max_chars=1000
+    )
+    rows = {r.note_id: r for r in source.read(10, 5000)}
+    big = rows["5000"]
+    assert big.text is None and big.problem == "note_text has 2000000 characters; the limit is 1000"
+    assert rows["10"].text == OMOP_NOTES[0] and rows["10"].problem is None

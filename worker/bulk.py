@@ -115,9 +115,11 @@ class SqlSource:
     """A warehouse query returning ``note_id, note_text``; chunks are ranges of note ids, read
     in read-only transactions."""
 
-    def __init__(self, engine: Engine, query: str, timeout_s: float = 0):
+    def __init__(self, engine: Engine, query: str, timeout_s: float = 0, max_chars: int = 0):
+        """``timeout_s``: the statements' timeout (0: none); ``max_chars``: a longer note is
+        not fetched, only its length (0: no limit)."""
         self.engine, self.query = engine, query.strip().rstrip(";")
-        self.timeout_s = timeout_s
+        self.timeout_s, self.max_chars = timeout_s, max_chars
         self._running: Any = None  # the DBAPI connection of the query being planned
 
     def cancel(self) -> None:
@@ -167,19 +169,26 @@ class SqlSource:
         return ranges, problems
 
     def read(self, first: int, last: int) -> Iterator[Row]:
+        # a note over the limit is not sent by the server: its length says it is over
         sql = text(
-            f"SELECT q.note_id, q.note_text FROM ({self.query}) AS q "
+            "SELECT q.note_id, CASE WHEN length(q.note_text) <= :limit THEN q.note_text END, "
+            f"length(q.note_text) FROM ({self.query}) AS q "
             "WHERE q.note_id BETWEEN :first AND :last ORDER BY q.note_id"
         )
+        limit = self.max_chars or 2**31 - 1
         with self.engine.connect() as conn:
             _read_only(conn, self.timeout_s)
-            rows = conn.execute(sql, {"first": first, "last": last}).all()
+            rows = conn.execute(sql, {"first": first, "last": last, "limit": limit}).all()
         previous = None
-        for note_id, note_text in rows:
+        for note_id, note_text, length in rows:
             if note_id == previous:
                 continue
             previous = note_id
-            if note_text is None:
+            if length is not None and length > limit:
+                yield Row(
+                    str(note_id), None, f"note_text has {length} characters; the limit is {limit}"
+                )
+            elif note_text is None:
                 yield Row(str(note_id), None, "note_text is NULL")
             elif isinstance(note_text, bytes | memoryview):
                 try:
@@ -387,7 +396,9 @@ def source_of(settings: Settings, session: Session, job: AnnotationJob) -> FileS
             raise MSLMError(f"notes file {job.source['input']} is gone")
         return FileSource(bulk.notes_file(settings, row), row.problems)
     engine = _engine(settings, job.source["warehouse"])
-    return SqlSource(engine, job.source["query"], settings.warehouse_statement_timeout_seconds)
+    limit = int(job.params.get("max_text_chars") or settings.max_text_chars)
+    timeout = settings.warehouse_statement_timeout_seconds
+    return SqlSource(engine, job.source["query"], timeout, limit)
 
 
 _SINKS: dict[str, FileSink | OmopSink] = {}
@@ -488,11 +499,12 @@ def run_plan(job_id: str, settings: Settings, publish: Publish) -> str:
 
 
 #: SQLSTATE classes whose messages name objects, settings or the server's state, never a
-#: value of the data: syntax and access (42), connection (08), authorisation (28), resources
-#: (53), operator intervention such as a statement timeout (57). The others — a data
-#: exception (22) says "invalid input syntax for type integer: <the note's text>" — are
-#: reported by their class and code only.
-SAFE_SQLSTATE_CLASSES = ("42", "08", "28", "53", "57")
+#: value of the data: syntax and access (42), a feature not supported (0A), the transaction's
+#: state such as read only (25), connection (08), authorisation (28), resources (53),
+#: operator intervention such as a statement timeout (57). The others — a data exception (22)
+#: says "invalid input syntax for type integer: <the note's text>" — are reported by their
+#: class and code only.
+SAFE_SQLSTATE_CLASSES = ("42", "0A", "25", "08", "28", "53", "57")
 
 
 def _reason(exc: BaseException) -> str:
