@@ -194,6 +194,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served by web.install from local assets
         redoc_url=None,
+        # no 307 to the path with(out) its slash: its Location was built from the Host header
+        redirect_slashes=False,
     )
     metrics = Metrics()
     app.state.settings = settings
@@ -229,6 +231,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except Problem as exc:
             return refusal(exc)
         scope.setdefault("state", {})["principal"] = principal  # the route's check reuses it
+        scope["state"]["key_id"] = principal.key_id  # the access log names who was refused
         need = scope_of(scope)
         if need is not None and not principal.allows(need):
             state.metrics.auth_failures.labels("scope").inc()

@@ -393,3 +393,11 @@ def checked_type_map(data: dict[str, Any], dataset: Dataset, where: str) -> dict
     if type_map and types and not type_map.targets(types):
         raise ConfigError(f"{where}: drops every type of dataset {dataset.id}")
     return type_map.to_json()
+
+
+def owned_ids(session: Session, owner: str | None, ids: list[str]) -> list[str]:
+    """Those of ``ids`` that are datasets ``owner`` sees (``store.access.owned``)."""
+    if not ids:
+        return []
+    query = select(Dataset.id).where(Dataset.id.in_(ids), *owned_by(Dataset, owner))
+    return list(session.scalars(query))

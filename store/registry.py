@@ -22,7 +22,7 @@ from .access import page
 from .errors import Conflict, NotFound
 from .paths import model_dir
 from .serving import lock_state
-from .tables import Model, ServingState, utcnow
+from .tables import QUEUED, RUNNING, AnnotationJob, Model, ServingState, utcnow
 
 
 def model_row_from_manifest(
@@ -140,6 +140,16 @@ def delete_model(settings: Settings, session: Session, model_id: str) -> None:
         raise NotFound(f"model {model_id}")
     if state.active_model_id == model_id:
         raise Conflict(f"model {model_id} is being served; activate another one first")
+    waiting = session.scalar(
+        select(AnnotationJob.id).where(
+            AnnotationJob.model_id == model_id, AnnotationJob.state.in_((QUEUED, RUNNING))
+        )
+    )
+    if waiting is not None:
+        raise Conflict(
+            f"model {model_id} is the model of annotation job {waiting}, queued or running; "
+            "cancel it or let it end first"
+        )
     session.delete(model)
     session.commit()
     shutil.rmtree(settings.artifacts / model.path, ignore_errors=True)

@@ -842,3 +842,82 @@ def test_import_model_refuses_an_id_that_is_not_a_folder_name(
     assert not (tmp_path / "escaped-bundle").exists() and not list(tmp_path.rglob("*escaped*"))
     assert not any(settings.artifacts.rglob(".staging-*"))
     shutil.rmtree(bundle)
+
+
+def test_a_model_with_a_queued_annotation_job_is_not_deleted(tmp_path, tiny_encoder, postgres_url):
+    """Issue 58 item 14: a model deleted while an annotation job on it was queued answered
+    204, and the job failed later. While a job on it is queued or running, delete is a 409
+    naming the job; once the job has ended, the model may go."""
+    from store.db import session_factory
+    from store.errors import Conflict
+    from store.migrate import upgrade
+    from store.registry import delete_model
+    from store.tables import QUEUED, SUCCEEDED, AnnotationJob, Model
+
+    settings = make_settings(tmp_path, tiny_encoder, database_url=postgres_url)
+    upgrade(settings.sqlalchemy_url)
+    factory = session_factory(settings.sqlalchemy_url)
+    with factory() as session:
+        session.add(Model(id="m-used", path="models/m-used", base_model="x", strategy="v"))
+        session.add(AnnotationJob(id="aj-1", model_id="m-used", state=QUEUED, chunk_size=10))
+        session.commit()
+        with pytest.raises(Conflict, match="annotation job aj-1"):
+            delete_model(settings, session, "m-used")
+        assert session.get(Model, "m-used") is not None
+        session.get(AnnotationJob, "aj-1").state = SUCCEEDED
+        session.commit()
+        delete_model(settings, session, "m-used")
+        assert session.get(Model, "m-used") is None
+
+
+def test_a_model_s_manifest_shows_an_annotate_key_no_server_path_nor_others_datasets(pg_client):
+    """Issue 58 item 14: /v1/models/{id} showed annotate keys the server's paths and the ids
+    of other keys' datasets. An admin sees the manifest whole; a key without the admin scope
+    sees file names for paths and no dataset id that is not its own."""
+    from store.tables import Model
+
+    settings = pg_client.app.state.settings
+    folder = settings.artifacts / "models" / "m-shown"
+    folder.mkdir(parents=True)
+    manifest = {
+        "id": "m-shown",
+        "config": {
+            "base_model": "/srv/encoders/secret-encoder",
+            "sources": [{"name": "ds-0123456789abcdef", "train": "/srv/mslm/datasets/x/train.tsv"}],
+        },
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pg_client.app.state.mslm.factory() as session:
+        session.add(Model(id="m-shown", path="models/m-shown", base_model="x", strategy="v"))
+        session.commit()
+    admin = pg_client.get("/v1/models/m-shown", headers=auth(ADMIN)).json()["manifest"]
+    assert admin == manifest
+    shown = pg_client.get("/v1/models/m-shown", headers=auth(ANNOTATE))
+    assert shown.status_code == 200, shown.text
+    text = json.dumps(shown.json()["manifest"])
+    assert "/srv" not in text and "ds-0123456789abcdef" not in text
+    assert shown.json()["manifest"]["config"]["base_model"] == "secret-encoder"
+    assert shown.json()["manifest"]["config"]["sources"][0]["train"] == "train.tsv"
+
+
+def test_no_redirect_reflects_the_host_header(pg_client):
+    """Issue 58 item 14: the trailing-slash 307 built its Location from the Host header. A
+    path with an extra slash is a 404 with no Location, whatever the Host says."""
+    response = pg_client.get(
+        "/v1/models/", headers={**auth(ANNOTATE), "Host": "evil.example"}, follow_redirects=False
+    )
+    assert response.status_code == 404
+    assert "location" not in response.headers
+    assert "evil.example" not in response.text
+
+
+def test_the_access_log_names_the_key_of_a_request_refused_before_its_route(pg_client, caplog):
+    """Issue 58 item 14: a keyed request refused before the route (a scope it lacks) was
+    logged with key=-. The access line names the key id (never the key)."""
+    with caplog.at_level(logging.INFO, logger="mslm.access"):
+        response = pg_client.post("/v1/models/m-x/activate", headers=auth(ANNOTATE))
+    assert response.status_code == 403
+    lines = [r.getMessage() for r in caplog.records if " 403 " in r.getMessage()]
+    assert lines, [r.getMessage() for r in caplog.records]
+    assert "key=-" not in lines[-1] and "key=" in lines[-1]
+    assert ANNOTATE not in lines[-1]

@@ -847,3 +847,19 @@ def test_the_clinical_benchmark_refuses_a_weight_it_cannot_use():
     for bad in ("CHIA", "CHIA=0", "CHIA=-1", "CHIA=x", "i2b2=1"):
         with pytest.raises(SystemExit, match="expected CORPUS=W"):
             clinical_model.weights([bad])
+
+
+def test_a_run_that_would_train_no_step_is_refused(corpora, encoder, tmp_path):
+    """Issue 58 item 14 (and 60): dataset weights of 1e-300 made a job that trained 0 steps
+    and "succeeded". A configuration whose epochs draw no training window is a ConfigError
+    before anything is trained."""
+    cfg = TrainConfig(
+        sources=sources(corpora, A=1e-300, B=1e-300),
+        base_model=str(encoder),
+        strategy="vanilla",
+        epochs=1,
+        batch_size=4,
+    )
+    with pytest.raises(ConfigError, match="trains no step"):
+        Trainer(cfg, tmp_path / "bundle").prepare()  # what fit() does first
+    assert not (tmp_path / "bundle").exists()

@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse
 from mslm_core.bundle import predictor_options, readable_styles
 from mslm_core.calibration import CALIBRATION_PNG
 from mslm_core.errors import MSLMError
-from store import registry
+from store import datasets, registry
 from store.errors import NotFound
 from store.serving import active_model_id
 from store.tables import Model
@@ -53,11 +53,35 @@ def list_models(
 def get_model(
     model_id: IdPath, state: StateDep, session: SessionDep, key: AnnotateKey
 ) -> ModelDetail:
-    """The model and its bundle manifest (configuration, metrics, per-epoch history)."""
+    """The model and its bundle manifest (configuration, metrics, per-epoch history); to a
+    key without the admin scope, without the server's paths (file names only) and the ids of
+    datasets that are not its own."""
     model = registry.get_model(session, model_id)
     manifest = registry.model_manifest(state.settings, model)
     out = model_out(model, manifest, active_model_id(session)).model_dump()
+    if key.owner is not None:
+        mine = set(datasets.owned_ids(session, key.owner, _dataset_ids(manifest)))
+        manifest = _shown(manifest, mine)
     return ModelDetail(**out, manifest=manifest)
+
+
+def _dataset_ids(manifest: dict[str, Any]) -> list[str]:
+    sources = (manifest.get("config") or {}).get("sources") or []
+    return [str(s.get("name")) for s in sources if isinstance(s, dict) and s.get("name")]
+
+
+def _shown(value: Any, mine: set[str], key: str | None = None) -> Any:
+    """``value`` with every absolute path cut to its file name, and a source's dataset id
+    that is not in ``mine`` replaced (a manifest shown to a key that is not an admin's)."""
+    if isinstance(value, dict):
+        return {k: _shown(v, mine, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v, mine, key) for v in value]
+    if isinstance(value, str) and value.startswith("/"):
+        return value.rsplit("/", 1)[-1]
+    if key == "name" and isinstance(value, str) and value.startswith("ds-") and value not in mine:
+        return "(another key's dataset)"
+    return value
 
 
 @router.get(

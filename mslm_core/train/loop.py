@@ -174,6 +174,11 @@ class Trainer:
         )
         self.state.steps_per_epoch = math.ceil(len(self.epoch_windows(0)) / cfg.batch_size)
         self.state.total_steps = self.state.steps_per_epoch * cfg.total_epochs
+        if self.state.total_steps == 0:  # a model trained on nothing must not "succeed"
+            raise ConfigError(
+                "this configuration trains no step: an epoch draws no training window "
+                "(are the sources' weights too small, or max_train_sentences 0?)"
+            )
         self.learning_rate = cfg.learning_rate_for(self.model.mlm_model.config.hidden_size)
         self.optimizer = torch.optim.AdamW(
             self._param_groups(), lr=self.learning_rate, weight_decay=cfg.weight_decay
