@@ -138,7 +138,10 @@ class Settings(BaseSettings):
         description="jobs of one API key that run at once (0: no limit); the others wait queued",
     )
     quota_uploads_per_hour: int = Field(
-        30, ge=0, description="datasets and vocabularies one API key uploads per hour (0: no limit)"
+        30,
+        ge=0,
+        description="datasets, vocabularies and notes files one API key uploads per hour, "
+        "refused ones included (0: no limit)",
     )
     max_queued_jobs: int = Field(
         200, ge=0, description="queued fine-tuning jobs, all keys together (0: no limit)"

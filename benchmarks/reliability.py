@@ -23,7 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, emit
 
+from mslm_core.corpora.registry import MAX_FILE_BYTES
 from mslm_core.linking.vocabulary import MAX_CONCEPTS, MAX_NAME_CHARS, MAX_NAMES_PER_CONCEPT
+from mslm_settings import Settings
+from store.bulk import ERRORS_PER_CHUNK, MAX_CHUNKS, UNREADABLE_FIRST, WINDOW
+from store.files import IdSet
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "reliability.md"
@@ -58,6 +62,101 @@ def _vocabulary_cost() -> str:
         f"({MAX_CONCEPTS:,} concepts, {MAX_NAMES_PER_CONCEPT:,} names per concept, "
         f"{MAX_NAME_CHARS:,} characters per name) is refused with its line and field."
     )
+
+
+def _default(name: str) -> object:
+    value = Settings.model_fields[name].default
+    return (
+        f"{value:g}"
+        if isinstance(value, float)
+        else f"{value:,}"
+        if isinstance(value, int)
+        else value
+    )
+
+
+def bounds() -> list[str]:
+    """What each bound is (its setting or constant, with its default) and what a client sees
+    when it meets it: the classes of issue 58, every byte stream with a deadline and a bound."""
+    d = _default
+    rows = [
+        (
+            "a request's head",
+            f"MSLM_HEADER_TIMEOUT_SECONDS ({d('header_timeout_seconds')} s), 16 KiB",
+            "408 and the connection closed; 431 for a larger head (read no further)",
+        ),
+        (
+            "a request's body",
+            f"MSLM_HEADER_TIMEOUT_SECONDS plus its length at MSLM_MIN_BODY_RATE_KB "
+            f"({d('min_body_rate_kb')} KB/s); a chunked body 300 s",
+            "408 and the connection closed",
+        ),
+        (
+            "connections",
+            f"MSLM_MAX_CONNECTIONS ({d('max_connections')}) per API process",
+            "one more: the oldest idle, head-sending or body-sending connection is closed "
+            "(never one whose request is being answered)",
+        ),
+        (
+            "JSON bodies",
+            "50,000 values, 32 levels; /v1/annotate MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS "
+            f"({d('max_texts')} × {d('max_text_chars')}), others 4 MiB; one Content-Type",
+            "413 from a scan of the bytes, before parsing; 400 for a second Content-Type",
+        ),
+        (
+            "uploads",
+            f"MSLM_MAX_UPLOAD_MB ({d('max_upload_mb')}); MSLM_QUOTA_UPLOADS_PER_HOUR "
+            f"({d('quota_uploads_per_hour')} a key, refused uploads included)",
+            "413 once the limit is passed (chunked bodies too); 429 with Retry-After before "
+            "the body is read",
+        ),
+        (
+            "notes files",
+            f"texts of MSLM_MAX_TEXT_CHARS (BioC offsets included); the first "
+            f"{UNREADABLE_FIRST:,} entries; {ERRORS_PER_CHUNK:,} problems kept; ids in memory "
+            f"up to {IdSet.IN_MEMORY:,}, then in a SQLite file",
+            f"a note too long is a problem with its place; {UNREADABLE_FIRST:,} unreadable "
+            "entries and no note: 422 then, the rest unread; the problems past the first "
+            f"{ERRORS_PER_CHUNK:,} counted only",
+        ),
+        (
+            "queued work",
+            f"MSLM_QUOTA_QUEUED_JOBS ({d('quota_queued_jobs')}) per key and kind (fine-tuning "
+            f"jobs, annotation jobs, evaluations); MSLM_MAX_QUEUED_JOBS ({d('max_queued_jobs')}) "
+            f"fine-tuning jobs in all; a job at most {MAX_CHUNKS:,} chunks, {WINDOW} of them in "
+            "the broker at once",
+            "429 with Retry-After; chunk_size raised to fit; a cancelled job leaves at most "
+            f"{WINDOW} messages",
+        ),
+        (
+            "warehouse queries and rows",
+            "MSLM_WAREHOUSE_STATEMENT_TIMEOUT_SECONDS "
+            f"({d('warehouse_statement_timeout_seconds')} s); a note over MSLM_MAX_TEXT_CHARS "
+            "measured by the server, not fetched; planning heartbeats and is cancelled",
+            "the job fails saying the statement timed out (SQLSTATE class and code, never a "
+            "message that may quote a note); the long note a problem of the job",
+        ),
+        (
+            "corpus archives",
+            f"a member larger than {MAX_FILE_BYTES >> 20} MiB (the largest pinned file)",
+            "refused by its header before it is read",
+        ),
+        (
+            "ids and texts",
+            "NUL and lone surrogates in every id, text, file name and format; Label Studio ids "
+            "of 200 characters at most; model ids folder names",
+            "422 with the field or line; in a notes file, that note a problem and the others kept",
+        ),
+    ]
+    lines = [
+        "**Bounds, and what a client sees at each** (issue 58: every byte stream has a "
+        "deadline and a bound; every kind of queued work a per-key quota):",
+        "",
+        "| what | bound (default) | what a client sees |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {what} | {bound} | {sees} |" for what, bound, sees in rows]
+    return [*lines, ""]
 
 
 def render(records: list[dict], soak: dict | None, command: str) -> str:
@@ -113,6 +212,7 @@ def render(records: list[dict], soak: dict | None, command: str) -> str:
         "",
         "**Large vocabularies.** " + _vocabulary_cost(),
         "",
+        *bounds(),
         "**Behind a reverse proxy** (the compose stack publishes the API on loopback; put the "
         "hospital's proxy in front before serving other machines): keep its limits at or "
         "under the service's — nginx `client_header_timeout 10s`, `client_body_timeout 60s`, "

@@ -86,8 +86,8 @@ def check_upload_quota(settings: Settings, session: Session, key_id: str | None)
     if len(times) >= settings.quota_uploads_per_hour:
         wait = (min(times) - since).total_seconds()
         raise QuotaExceeded(
-            f"this API key uploaded {len(times)} datasets and vocabularies in the last hour, "
-            "its quota (MSLM_QUOTA_UPLOADS_PER_HOUR)",
+            f"this API key made {len(times)} uploads (datasets, vocabularies and notes files, "
+            "refused ones included) in the last hour, its quota (MSLM_QUOTA_UPLOADS_PER_HOUR)",
             max(1, int(wait) + 1),
         )
 

@@ -1538,3 +1538,514 @@ def test_round4_item2_slow_bodies_are_cut_off_and_do_not_lock_clients_out(api, r
         else "FAIL",
     )
     assert ok, measured
+
+
+LS = "labelstudio-key-for-round-4-0123"  # annotate + train, as docs/labelstudio.md asks
+FLOOD = "flooding-annotate-key-0123456789"  # annotate keys with nothing of their own yet
+FLOOD2 = "second-flooding-annotate-key-0123"
+LS_CONFIG = (
+    '<View><Labels name="label" toName="text"><Label value="Disease"/></Labels>'
+    '<Text name="text" value="$note"/></View>'
+)
+
+
+@pytest.fixture(scope="module")
+def round4(api, tmp_path_factory):
+    """The attacked deployment with a Label Studio key (annotate + train) and a key that
+    floods, under quotas of 3 uploads an hour and 3 queued jobs per key."""
+    _running(api)
+    server = _second_server(
+        api,
+        tmp_path_factory.mktemp("round4"),
+        api_keys=f"{api.env['MSLM_API_KEYS']},{LS}:annotate+train,{FLOOD}:annotate,{FLOOD2}:annotate",
+        quota_uploads_per_hour=3,
+        quota_queued_jobs=3,
+    )
+    api.stop()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        api.start()
+
+
+def _served(server: Api) -> list[str]:
+    models = server.client.get("/v1/models", headers=auth(ANNOTATE)).json()["data"]
+    return [m["id"] for m in models if m["active"]]
+
+
+def _tracebacks(server: Api) -> int:
+    return server.log.read_text(errors="replace").count("Traceback")
+
+
+def test_round4_item1_a_non_admin_key_cannot_serve_what_its_project_trains(round4, record):
+    """An annotate+train key connected a project with serve true; one webhook later its
+    model was served to every key."""
+    from store.db import session_factory
+    from store.tables import Job
+
+    served_before = _served(round4)
+
+    def setup(key: str, project: str, serve: bool) -> httpx.Response:
+        body = {"project": project, "schema": LS_CONFIG, "hostname": "http://ls"}
+        body |= {"access_token": "x"}
+        body["extra_params"] = {"train_every": 1, "serve": serve, "params": {"epochs": 1}}
+        return round4.client.post("/labelstudio/setup", headers=auth(key), json=body)
+
+    asked = setup(LS, "41.1", serve=True)
+    connected = setup(LS, "41.1", serve=False)
+    event = {
+        "action": "ANNOTATION_CREATED",
+        "project": {"id": 41, "label_config": LS_CONFIG},
+        "task": {"id": 1, "data": {"note": "Cancer ."}},
+        "annotation": {"id": 1, "task": 1, "result": []},
+    }
+    event["annotation"]["result"] = [
+        {
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": 0, "end": 6, "text": "Cancer", "labels": ["Disease"]},
+        }
+    ]
+    hook = round4.client.post("/labelstudio/webhook", headers=auth(LS), json=event)
+    job_id = hook.json().get("job")
+    with session_factory(round4.env["MSLM_DATABASE_URL"])() as session:
+        job = session.get(Job, job_id) if job_id else None
+        activates = None if job is None else job.activate
+        if job is not None:
+            job.state = "cancelled"  # no worker here; leave nothing queued
+            session.commit()
+    measured = {
+        "setup_serve_true": asked.status_code,
+        "refusal": asked.json().get("detail", "")[:100],
+        "setup_without_serve": connected.status_code,
+        "webhook_job_will_be_served": activates,
+        "served_before_after": [served_before, _served(round4)],
+    }
+    ok = (
+        asked.status_code == 403
+        and connected.status_code == 200
+        and job_id is not None
+        and activates is False
+        and _served(round4) == served_before
+    )
+    record(
+        "round 4, item 1: serving is an admin act",
+        "an annotate+train key connects a Label Studio project with serve true, then without, "
+        "and sends one ANNOTATION_CREATED webhook (before: its model was served to every key "
+        "about 20 s later)",
+        measured,
+        "403 naming the admin scope; the project's jobs train and are never served; what "
+        "every key is served unchanged"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured
+
+
+def test_round4_item3_a_duplicate_content_type_does_not_skip_the_scan(round4, record):
+    """With Content-Type application/json then text/plain the middleware read the last
+    header and FastAPI the first: a 63 MB body of 4.5 M thresholds was parsed on the event
+    loop (7.8 s, /healthz stalled 7.6 s, 236 → 1,022 MB; three at once: 14.8 s, 1.26 GB)."""
+    entries = b",".join(b'"t%d":0.5' % i for i in range(4_500_000))
+    body = b'{"texts":["x"],"min_confidence_per_type":{' + entries + b"}}"
+    headers = [
+        ("authorization", f"Bearer {ANNOTATE}"),
+        ("content-type", "application/json"),
+        ("content-type", "text/plain"),
+    ]
+    with Rss(round4) as rss, Probe(_healthz(round4)) as probe:
+        started = time.perf_counter()
+        codes = _at_once(
+            round4, *[lambda c: c.post("/v1/annotate", content=body, headers=headers)] * 3
+        )
+        seconds = round(time.perf_counter() - started, 2)
+    measured = {
+        "mb": round(len(body) / 1e6, 1),
+        "statuses_of_3_at_once": dict(collections.Counter(codes)),
+        "seconds": seconds,
+        "api_rss_growth_mb": rss.growth,
+        "healthz": probe.figures(),
+    }
+    ok = (
+        set(codes) <= {400, 413}
+        and probe.figures()["max_ms"] < 1000
+        and probe.figures()["failed"] == 0
+        and rss.growth < 3 * len(body) / MiB  # the bodies in flight, never their objects
+    )
+    record(
+        "round 4, item 3: a duplicate Content-Type",
+        "three at once: a 63 MB body of 4.5 M min_confidence_per_type entries sent with "
+        "Content-Type application/json and then text/plain (before: parsed on the event loop, "
+        "/healthz stalled 14.8 s, peak 1.26 GB)",
+        measured,
+        "refused before parsing (400 for the duplicate header, or 413 from the scan); "
+        "/healthz answered throughout"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured
+
+
+def _upload(server: Api, key: str, name: str, data: bytes, fmt: str | None = None):
+    return server.client.post(
+        "/v1/annotation-jobs/inputs",
+        headers=auth(key),
+        files={"file": (name, data)},
+        data={"format": fmt} if fmt else {},
+        timeout=120,
+    )
+
+
+def test_round4_item4_unreadable_notes_are_refused_early_and_count(round4, record):
+    """b"x\\n" * 5,000,000 (9.5 MB) got its 422 after 25 s with the API from 575 to 2,085 MB;
+    refused uploads did not count toward the upload quota."""
+    junk = b"x\n" * 5_000_000
+    with Rss(round4) as rss, Probe(_healthz(round4)) as probe:
+        started = time.perf_counter()
+        first = _upload(round4, FLOOD, "notes.jsonl", junk, "jsonl")
+        seconds = round(time.perf_counter() - started, 2)
+        again = [_upload(round4, FLOOD, "notes.jsonl", junk, "jsonl") for _ in range(3)]
+    measured = {
+        "mb": round(len(junk) / 1e6, 1),
+        "status": first.status_code,
+        "seconds": seconds,
+        "detail": first.json().get("detail", "")[:80],
+        "api_rss_growth_mb": rss.growth,
+        "healthz": probe.figures(),
+        "next_3_with_a_quota_of_3_an_hour": [r.status_code for r in again],
+    }
+    ok = (
+        first.status_code == 422
+        and seconds < 5
+        and rss.growth < 10 * len(junk) / MiB
+        and [r.status_code for r in again] == [422, 422, 429]
+        and probe.figures()["max_ms"] < 1000
+    )
+    record(
+        "round 4, item 4: unreadable notes uploads",
+        "an annotate key uploads b'x\\n' × 5,000,000 (9.5 MB) as notes, then three more times "
+        "under a quota of 3 uploads an hour (before: 422 after 25 s, API 575 → 2,085 MB, and "
+        "refusals never counted)",
+        measured,
+        "refused after its first 1,000 unreadable notes, in bounded memory; a refusal counts "
+        "toward the quota (429 with Retry-After)"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured
+
+
+def _disk_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def test_round4_item5_bioc_offsets_cannot_blow_a_note_up(round4, record):
+    """A 919-byte BioC file with five passage offsets of 2×10⁸ became 954 MB on disk and
+    +570 MB of RSS; uploads never checked MSLM_MAX_TEXT_CHARS."""
+
+    def doc(i: int, offset: int) -> dict:
+        passage = {"offset": offset, "text": "fever", "infons": {}, "sentences": []}
+        passage |= {"annotations": [], "relations": []}
+        return {"id": f"d{i}", "infons": {}, "relations": [], "passages": [passage]}
+
+    collection = {"source": "", "date": "", "key": "", "infons": {}}
+    collection["documents"] = [doc(i, 200_000_000) for i in range(5)] + [doc(9, 4)]
+    data = json.dumps(collection).encode()
+    disk_before = _disk_mb(round4.home)
+    with Rss(round4) as rss:
+        started = time.perf_counter()
+        r = _upload(round4, ANNOTATE, "notes.json", data, "bioc")
+        seconds = round(time.perf_counter() - started, 2)
+    measured = {
+        "bytes": len(data),
+        "status": r.status_code,
+        "notes_kept": r.json().get("notes"),
+        "problems": len(r.json().get("problems", [])),
+        "first_problem": (r.json().get("problems") or [{}])[0].get("reason", "")[:90],
+        "seconds": seconds,
+        "disk_growth_mb": round(_disk_mb(round4.home) - disk_before, 3),
+        "api_rss_growth_mb": rss.growth,
+    }
+    ok = (
+        r.status_code == 201
+        and r.json()["notes"] == 1
+        and measured["problems"] == 5
+        and measured["disk_growth_mb"] < 1
+        and rss.growth < 50
+    )
+    record(
+        "round 4, item 5: BioC offsets",
+        "a BioC file of six documents, five with a passage at offset 2×10⁸ (before: 954 MB on "
+        "disk, +570 MB of RSS)",
+        measured,
+        "the five are problems (past MSLM_MAX_TEXT_CHARS), never built; the sixth is kept"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured
+
+
+def test_round4_item6_ranking_and_predict_hold_no_one_back(round4, record, tmp_path):
+    """suggest on 10,000 documents built a dense n×n matrix on the event loop (2.97 GB,
+    /healthz stalled 6.7 s); /labelstudio/predict with 4,900 tasks stalled /healthz 8.6 s."""
+    client = round4.client
+    files = {"train": ("t.tsv", TOY_CONLL.encode(), "text/plain")}
+    dataset = client.post("/v1/datasets", headers=auth(TRAIN), files=files).json()["id"]
+    words = ["fever", "cough", "renal", "failure", "aspirin", "rash", "pain", "no", "the"]
+    for batch in range(10):  # 1,000 documents a request, the most one takes
+        documents = [
+            {
+                "id": f"p{batch}-{i}",
+                "text": " ".join(words[(i * 7 + k * batch + k) % len(words)] for k in range(8))
+                + f" {i} .",
+                "entities": None,
+            }
+            for i in range(1000)
+        ]
+        added = client.post(
+            f"/v1/datasets/{dataset}/documents",
+            headers=auth(TRAIN),
+            json={"documents": documents},
+            timeout=120,
+        )
+        assert added.status_code == 201, added.text[:300]
+    setup = {"project": "46.1", "schema": LS_CONFIG, "hostname": "http://ls"}
+    assert (
+        client.post(
+            "/labelstudio/setup", headers=auth(LS), json=setup | {"access_token": "x"}
+        ).status_code
+        == 200
+    )
+    tasks = [{"id": i, "data": {"note": f"Fever and cough on day {i} ."}} for i in range(4900)]
+    started = time.perf_counter()
+    too_many = client.post(
+        "/labelstudio/predict", headers=auth(LS), json={"tasks": tasks, "project": "46.1"}
+    )
+    too_many_s = round(time.perf_counter() - started, 2)
+    tasks = tasks[:3000]  # what the JSON scan lets through: 13 values a task
+    with (
+        Rss(round4) as rss,
+        Probe(_healthz(round4)) as probe,
+        Probe(lambda: round4.annotate(["Aspirin caused renal failure ."]), every=0.3) as short,
+    ):
+        started = time.perf_counter()
+        suggested = client.post(
+            f"/v1/datasets/{dataset}/suggest",
+            headers=auth(TRAIN),
+            json={"limit": 10, "max_documents": 10_000, "diversity": 0.5},
+            timeout=600,
+        )
+        suggest_s = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        predicted = client.post(
+            "/labelstudio/predict",
+            headers=auth(LS),
+            json={"tasks": tasks, "project": "46.1"},
+            timeout=600,
+        )
+        predict_s = round(time.perf_counter() - started, 1)
+    measured = {
+        "suggest_10000": {
+            "status": suggested.status_code,
+            "scored": suggested.json().get("scored"),
+            "seconds": suggest_s,
+        },
+        "predict_4900": {"status": too_many.status_code, "seconds": too_many_s},
+        "predict_3000": {
+            "status": predicted.status_code,
+            "results": len(predicted.json().get("results", [])),
+            "seconds": predict_s,
+        },
+        "api_rss_growth_mb": rss.growth,
+        "healthz": probe.figures(),
+        "another_keys_short_annotate": short.figures(),
+    }
+    ok = (
+        suggested.status_code == 200
+        and suggested.json()["scored"] == 10_000
+        and predicted.status_code == 200
+        and len(predicted.json()["results"]) == 3000
+        and too_many.status_code == 413
+        and rss.growth < 1500  # was 2,970 for the matrix alone
+        and probe.figures()["max_ms"] < 1000
+        and short.figures()["failed"] == 0
+    )
+    record(
+        "round 4, item 6: ranking and Label Studio predict",
+        "suggest over a pool of 10,000 unlabelled documents (before: a dense 10,000 × 10,000 "
+        "matrix on the event loop, 2.97 GB, /healthz stalled 6.7 s), then /labelstudio/predict "
+        "with 4,900 tasks (before: 61 s of work, /healthz stalled 8.6 s) and with 3,000, while "
+        "/healthz and another key's short annotate are probed",
+        measured,
+        "suggest answered, the ranking one row at a time off the event loop; 4,900 tasks "
+        "over the JSON scan's 50,000 values (413 at once); 3,000 predicted in turns with "
+        "other requests"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured
+
+
+def test_round4_item7_queued_annotation_work_has_a_quota(round4, record):
+    """Annotation jobs and evaluations had no quota (25/25 and 40/40 accepted)."""
+    lines = "".join(json.dumps({"id": i, "text": "renal failure ."}) + "\n" for i in range(200))
+    notes = _upload(round4, FLOOD2, "n.jsonl", lines.encode())
+    assert notes.status_code == 201, notes.text
+    body = {"source": {"kind": "file", "input": notes.json()["id"]}, "chunk_size": 1}
+    answers = [
+        round4.client.post("/v1/annotation-jobs", headers=auth(FLOOD2), json=body) for _ in range(5)
+    ]
+    queued = [a.json()["id"] for a in answers if a.status_code == 202]
+    for job_id in queued:
+        round4.client.post(f"/v1/annotation-jobs/{job_id}/cancel", headers=auth(FLOOD2))
+    measured = {
+        "annotation_jobs_of_5": [a.status_code for a in answers],
+        "refusal": answers[-1].json().get("detail", "")[:90],
+        "retry_after_s": answers[-1].headers.get("retry-after"),
+    }
+    ok = [a.status_code for a in answers] == [202] * 3 + [429] * 2 and answers[-1].headers.get(
+        "retry-after"
+    )
+    record(
+        "round 4, item 7: queued annotation work",
+        "an annotate key submits 5 annotation jobs (chunk_size 1) under a quota of 3 queued "
+        "jobs per key (before: 25 of 25 accepted, and 40 of 40 evaluations). Chunks per job "
+        "(at most 1,000) and the publishing window (8 a job): tests/test_bulk.py",
+        measured,
+        "429 with Retry-After past the quota" if ok else "FAIL",
+    )
+    assert ok, measured
+
+
+def test_round4_item8_nul_and_lone_surrogates_at_every_new_boundary(round4, record):
+    """Each gave a 500 with a traceback: a notes id "a\\u0000b"; a Label Studio annotation id
+    with a NUL; \\ud800 in /v1/annotate with format bioc, pubtator or labelstudio (the
+    connection dropped too); a notes JSONL holding \\ud800."""
+    tracebacks = _tracebacks(round4)
+    setup = {"project": "48.1", "schema": LS_CONFIG, "hostname": "http://ls"}
+    round4.client.post("/labelstudio/setup", headers=auth(LS), json=setup | {"access_token": "x"})
+    answers: dict[str, object] = {}
+    with httpx.Client(base_url=f"http://127.0.0.1:{round4.port}", timeout=60) as conn:
+        lines = [
+            json.dumps({"id": "a\x00b", "text": "fever"}),
+            json.dumps({"id": "2", "text": "cough \ud800"}),
+            json.dumps({"id": "3", "text": "no fever"}),
+        ]
+        notes = conn.post(
+            "/v1/annotation-jobs/inputs",
+            headers=auth(ANNOTATE),
+            files={"file": ("n.jsonl", ("\n".join(lines) + "\n").encode())},
+        )
+        answers["notes_with_a_nul_id_and_a_surrogate"] = {
+            "status": notes.status_code,
+            "kept": notes.json().get("notes"),
+            "problems": [p["where"] for p in notes.json().get("problems", [])],
+        }
+        event = {
+            "action": "ANNOTATION_CREATED",
+            "project": {"id": 48, "label_config": LS_CONFIG},
+            "annotation": {"id": "a\x00b", "task": 1, "result": []},
+            "task": {"id": 1, "data": {"note": "fever"}},
+        }
+        hook = conn.post("/labelstudio/webhook", headers=auth(LS), json=event)
+        answers["label_studio_annotation_id_with_a_nul"] = hook.status_code
+        for fmt in ("bioc", "pubtator", "labelstudio"):
+            r = conn.post(
+                "/v1/annotate",
+                content=json.dumps({"texts": ["fine", "fever \ud800"], "format": fmt}).encode(),
+                headers={**auth(ANNOTATE), "content-type": "application/json"},
+            )
+            answers[f"annotate_{fmt}_with_a_surrogate"] = {
+                "status": r.status_code,
+                "field": (r.json().get("errors") or [{}])[0].get("field"),
+            }
+        answers["next_request_on_the_connection"] = conn.get("/healthz").status_code
+    answers["tracebacks_in_log"] = _tracebacks(round4) - tracebacks
+    statuses = [
+        answers["notes_with_a_nul_id_and_a_surrogate"]["status"],
+        answers["label_studio_annotation_id_with_a_nul"],
+        *[answers[f"annotate_{f}_with_a_surrogate"]["status"] for f in ("bioc", "pubtator")],
+        answers["annotate_labelstudio_with_a_surrogate"]["status"],
+    ]
+    ok = (
+        statuses == [201, 422, 422, 422, 422]
+        and answers["notes_with_a_nul_id_and_a_surrogate"]["kept"] == 1
+        and answers["next_request_on_the_connection"] == 200
+        and answers["tracebacks_in_log"] == 0
+    )
+    record(
+        "round 4, item 8: NUL and lone surrogates",
+        "a notes JSONL with a NUL id and a lone surrogate; a Label Studio annotation id with a "
+        "NUL; \\ud800 in /v1/annotate with format bioc, pubtator and labelstudio; one "
+        "keep-alive connection (before: 500s with tracebacks, the connection dropped)",
+        answers,
+        "422 naming the field (the notes file: those notes are problems, the others kept); "
+        "the connection carries on; no traceback"
+        if ok
+        else "FAIL",
+    )
+    assert ok, answers
+
+
+def test_round4_item14_assorted(round4, record):
+    """A model deleted under a queued annotation job (204, then the job failed); the Host
+    header in the trailing-slash 307; server paths and other keys' dataset ids in
+    /v1/models/{id}; key=- in the access log for keyed requests refused before the route."""
+    client = round4.client
+    model_b = round4.models["b"]
+    lines = "".join(json.dumps({"id": i, "text": "fever ."}) + "\n" for i in range(3))
+    notes = _upload(round4, ANNOTATE, "n.jsonl", lines.encode())
+    job = client.post(
+        "/v1/annotation-jobs",
+        headers=auth(ANNOTATE),
+        json={"source": {"kind": "file", "input": notes.json()["id"]}, "model": model_b},
+    )
+    deleted = client.delete(f"/v1/models/{model_b}", headers=auth(ADMIN))
+    client.post(f"/v1/annotation-jobs/{job.json()['id']}/cancel", headers=auth(ANNOTATE))
+    slash = client.get(
+        "/v1/models/", headers={**auth(ANNOTATE), "Host": "evil.example"}, follow_redirects=False
+    )
+    detail = client.get(f"/v1/models/{model_b}", headers=auth(ANNOTATE)).json()
+    manifest = json.dumps(detail.get("manifest", {}))
+    refused = client.post(f"/v1/models/{model_b}/activate", headers=auth(ANNOTATE))
+    time.sleep(0.5)
+    log_lines = [
+        line
+        for line in round4.log.read_text(errors="replace").splitlines()
+        if "/activate" in line or (" 403 " in line and "POST" in line)
+    ]
+    measured = {
+        "delete_while_a_job_waits": deleted.status_code,
+        "delete_refusal": deleted.json().get("detail", "")[:90],
+        "slash_with_evil_host": {
+            "status": slash.status_code,
+            "location": slash.headers.get("location"),
+        },
+        "server_paths_in_an_annotate_keys_manifest": manifest.count('"/'),
+        "refused_activate": refused.status_code,
+        "its_access_log_line_names_a_key": bool(log_lines) and "key=-" not in log_lines[-1],
+    }
+    ok = (
+        job.status_code == 202
+        and deleted.status_code == 409
+        and slash.status_code == 404
+        and "location" not in slash.headers
+        and measured["server_paths_in_an_annotate_keys_manifest"] == 0
+        and refused.status_code == 403
+        and measured["its_access_log_line_names_a_key"]
+    )
+    record(
+        "round 4, item 14: assorted",
+        "delete a model an annotation job waits for; GET /v1/models/ with Host evil.example; "
+        "read a model's manifest with an annotate key; an annotate key's activate, then its "
+        "access-log line (zero-step weights and 3 MB Label Studio ids: tests/"
+        "test_multi_corpus.py, tests/test_hardening.py)",
+        measured,
+        "409 naming the job; 404 with no Location; file names only; the key id logged"
+        if ok
+        else "FAIL",
+    )
+    assert ok, measured

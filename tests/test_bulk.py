@@ -814,7 +814,10 @@ def test_evaluations_have_a_per_key_quota_too(served, tmp_path):
         assert "evaluations queued or running" in codes[1].json()["detail"]
 
 
-def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(served, warehouse):
+@pytest.mark.reliability
+def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(
+    served, warehouse, record
+):
     """Issue 58 item 9: a warehouse query taking 40 s to plan was re-queued at 34 s (no
     heartbeat while planning), ran three times, then failed; there was no statement timeout,
     and a cancel was not seen while planning. Now the planner heartbeats (the reaper leaves
@@ -854,6 +857,7 @@ def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(served
             reaped = store_bulk.reap(s, settings.heartbeat_timeout_seconds, 3)
         planner.join(30)
         assert answer == ["planned"] and job_id not in reaped.plans
+        figures = {"planned_past_the_heartbeat_timeout": answer[0], "reaped": len(reaped.plans)}
         # cancelled while planning: its query is cancelled, the job ends at once
         job_id = submit(c, slow.format(30))
         answer.clear()
@@ -867,6 +871,7 @@ def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(served
             c.post(f"/v1/annotation-jobs/{job_id}/cancel", headers=auth(ADMIN)).status_code == 200
         )
         planner.join(30)
+        figures["cancel_while_planning_s"] = round(time.perf_counter() - started, 2)
         assert answer == ["cancelled"] and time.perf_counter() - started < 10
         state = c.get(f"/v1/annotation-jobs/{job_id}", headers=auth(ADMIN)).json()["state"]
         assert state == "cancelled"
@@ -876,10 +881,20 @@ def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(served
         assert runner.run_plan(job_id, timed, Published()) == "failed"
         error = c.get(f"/v1/annotation-jobs/{job_id}", headers=auth(ADMIN)).json()["error"]
         assert "statement timeout" in error or "QueryCanceled" in error, error
+    record(
+        "round 4, item 9: planning heartbeats",
+        "a warehouse query that plans for 3 s with a heartbeat timeout of 1.5 s, the reaper run "
+        "mid-way (before: requeued, run three times, failed); a 30 s plan cancelled after "
+        "0.5 s; a 5 s plan under MSLM_WAREHOUSE_STATEMENT_TIMEOUT_SECONDS 1",
+        figures | {"past_the_statement_timeout": error[:80]},
+        "planned once, never reaped; the cancel ends the query; the server cancels a query "
+        "past its timeout and the job says so",
+    )
 
 
+@pytest.mark.reliability
 def test_a_database_error_quoting_a_note_never_reaches_the_log_or_the_job(
-    served, warehouse, caplog
+    served, warehouse, caplog, record
 ):
     """Issue 58 item 10: ``… WHERE note_text::int > 0`` put a note's text into the annotate
     worker's log and into the job's error, through psycopg's DataError message."""
@@ -896,11 +911,19 @@ def test_a_database_error_quoting_a_note_never_reaches_the_log_or_the_job(
         assert runner.run_plan(r.json()["id"], settings, Published()) == "failed"
         job = c.get(f"/v1/annotation-jobs/{r.json()['id']}", headers=auth(ADMIN)).json()
     assert "SQLSTATE 22P02" in job["error"]  # what failed, by its code
-    for note in OMOP_NOTES:
-        assert note not in job["error"] and note not in caplog.text
+    leaks = sum(note in job["error"] or note in caplog.text for note in OMOP_NOTES)
+    record(
+        "round 4, item 10: database errors",
+        "an annotation job whose warehouse query is '… WHERE note_text::int > 0' (before: "
+        "psycopg's DataError put a note's text in the worker's log and the job's error)",
+        {"job_error": job["error"][:120], "notes_in_log_or_job": leaks},
+        "the job fails with the SQLSTATE class and code; no note text anywhere",
+    )
+    assert leaks == 0
 
 
-def test_an_over_long_warehouse_note_is_not_fetched(warehouse):
+@pytest.mark.reliability
+def test_an_over_long_warehouse_note_is_not_fetched(warehouse, record):
     """Issue 58 item 13: the rows of a chunk were fetched whole before the length check (40
     rows of 5 MB: the annotate worker at 579 MB). A note over the limit is now measured by
     the server and not sent."""
@@ -920,3 +943,12 @@ def test_an_over_long_warehouse_note_is_not_fetched(warehouse):
     big = rows["5000"]
     assert big.text is None and big.problem == "note_text has 2000000 characters; the limit is 1000"
     assert rows["10"].text == OMOP_NOTES[0] and rows["10"].problem is None
+    record(
+        "round 4, item 13: over-long warehouse notes",
+        "a warehouse note of 2,000,000 characters read by a chunk with MSLM_MAX_TEXT_CHARS "
+        "1,000 (before: every row fetched whole first; 40 rows of 5 MB took the annotate "
+        "worker to 579 MB)",
+        {"text_fetched": big.text is not None, "problem": big.problem},
+        "its length measured by the server (CASE WHEN length(…)); the text never sent; a "
+        "problem of the job, the other notes read",
+    )
