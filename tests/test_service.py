@@ -154,12 +154,17 @@ def test_annotate_links_concepts_in_every_format(trained_service, tmp_path):
         for e, before in zip(ents, plain["results"][0]["entities"], strict=True):
             assert {k: v for k, v in e.items() if k not in ("concept", "candidates")} == before
         concepts = {e["text"]: e["concept"] for e in ents}
-        assert concepts["diabetes"] == {
+        diabetes = dict(concepts["diabetes"])
+        assert 0.5 < diabetes.pop("confidence") <= 1.0  # the packaged MeSH calibration's
+        assert diabetes == {
             "id": "D003920",
             "name": "Diabetes Mellitus",
             "score": 1.0,
             "vocabulary": "MeSH",
             "url": None,  # no MSLM_VOCABULARY_URL
+            "code": "D003920",  # a TSV's id is its code; no OMOP concept_id, no mapping
+            "concept_id": None,
+            "source_id": None,
         }
         assert concepts["cancer"]["id"] == "D009369"
         assert all(e["candidates"][0] == e["concept"] for e in ents)
