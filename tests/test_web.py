@@ -208,7 +208,7 @@ def test_the_entity_table_shows_each_concept_linked_to_its_page(page):
         "?.textContent, r.querySelector('td.concept a')?.href || ''])",
     )
     by_text = {t: (concept, href) for t, concept, href in cells if concept is not None}
-    assert by_text["breast cancer"][0] == "D009369 Neoplasms"
+    assert by_text["breast cancer"][0] == "D009369 Neoplasms (MeSH)"  # with its vocabulary
     assert by_text["breast cancer"][1] == "https://meshb.nlm.nih.gov/record/ui?ui=D009369"
     assert by_text["diabetes"] == ("–", "")  # nothing near enough in this vocabulary
 
