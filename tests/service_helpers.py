@@ -168,3 +168,12 @@ def process_group(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def serve_model_of(client: Any, job_id: str) -> str:
+    """Activate the model a succeeded job made (an admin's act: a train key's model is not
+    served unasked, not even on an install that serves nothing) → its id."""
+    model_id = client.get(f"/v1/jobs/{job_id}", headers=auth(ADMIN)).json()["model_id"]
+    response = client.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN))
+    assert response.status_code == 200, response.text
+    return str(model_id)

@@ -19,6 +19,7 @@ from service_helpers import (
     TRAIN,
     auth,
     make_settings,
+    serve_model_of,
     upload_notes,
     upload_toy,
 )
@@ -185,6 +186,7 @@ def served(tmp_path_factory, tiny_encoder):
             "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB}
         ).json()
         assert run_training_job(job["id"], settings) == "succeeded"
+        serve_model_of(c, job["id"])
     return settings
 
 

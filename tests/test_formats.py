@@ -1076,7 +1076,7 @@ def formats_service(tmp_path_factory, tiny_encoder):
     """An install whose dataset was uploaded as Label Studio (train), BioC (dev) and PubTator
     (test) files, with a model trained on it and served."""
     from fastapi.testclient import TestClient
-    from service_helpers import JOB, TRAIN, auth, service_env
+    from service_helpers import JOB, TRAIN, auth, serve_model_of, service_env
 
     from api.main import create_app
     from mslm_settings import Settings
@@ -1107,6 +1107,7 @@ def formats_service(tmp_path_factory, tiny_encoder):
             json={"dataset_id": dataset["id"], **JOB, "export": {"onnx": False}},
         ).json()
         assert run_training_job(job["id"], settings_) == "succeeded"
+        serve_model_of(c, job["id"])
     return settings_, dataset
 
 

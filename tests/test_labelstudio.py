@@ -10,7 +10,17 @@ import base64
 
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ADMIN, ANNOTATE, JOB, KEYS, TRAIN, auth, make_settings, upload_toy
+from service_helpers import (
+    ADMIN,
+    ANNOTATE,
+    JOB,
+    KEYS,
+    TRAIN,
+    auth,
+    make_settings,
+    serve_model_of,
+    upload_toy,
+)
 
 from api.main import create_app
 from mslm_core.active import Suggestion, rank
@@ -113,6 +123,7 @@ def service(tmp_path_factory, tiny_encoder):
         dataset = upload_toy(c, tmp / "corpus")
         job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB})
         assert run_training_job(job.json()["id"], settings) == "succeeded"
+        serve_model_of(c, job.json()["id"])
     return settings
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from service_helpers import (
+    ADMIN,
     JOB,
     KEYS,
     TRAIN,
@@ -175,6 +176,8 @@ def test_label_studio_goes_from_an_empty_project_to_a_model_of_its_own(tmp_path,
             timeout=300,
         )
         assert done["state"] == "succeeded", done
+        served = ours.post(f"/v1/models/{done['model_id']}/activate", headers=auth(ADMIN))
+        assert served.status_code == 200, served.text  # a train key's model: an admin serves it
         wait_for(lambda: app.state.mslm.models.active_id, lambda m: m == done["model_id"])
         ls_ready()
 

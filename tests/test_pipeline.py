@@ -9,7 +9,16 @@ import json
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import ANNOTATE, JOB, TRAIN, auth, make_settings, upload_notes, upload_toy
+from service_helpers import (
+    ANNOTATE,
+    JOB,
+    TRAIN,
+    auth,
+    make_settings,
+    serve_model_of,
+    upload_notes,
+    upload_toy,
+)
 
 from api.main import create_app
 from mslm_core import cli
@@ -144,6 +153,7 @@ def served(tmp_path_factory, tiny_encoder):
             "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB}
         ).json()
         assert run_training_job(job["id"], settings) == "succeeded"
+        serve_model_of(c, job["id"])
     return settings, vocabulary
 
 

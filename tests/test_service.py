@@ -61,7 +61,35 @@ def trained_service(tmp_path_factory, tiny_encoder):
             json={"dataset_id": dataset["id"], **JOB, "export": {"onnx": True, "quantize": "int8"}},
         ).json()
         assert run_training_job(job["id"], settings) == "succeeded"
+        model_id = c.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
+        # a train key's model is not served, even when nothing is (issue 58): an admin's act
+        assert not c.get(f"/v1/models/{model_id}", headers=auth(ANNOTATE)).json()["active"]
+        assert c.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN)).status_code == 200
     return settings, dataset, job["id"]
+
+
+def test_only_an_admin_key_s_first_model_is_served_when_nothing_is(tmp_path, tiny_encoder):
+    """Issue 58's goal, a non-admin key cannot change what another key is served: with nothing
+    served, a train key's model used to become the served one for every key. Now only a job
+    of an admin key (or the first start's own, which has no key) is served unasked."""
+    settings = make_settings(tmp_path, tiny_encoder)
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp_path / "corpus", key=ADMIN)
+        body = {"dataset_id": dataset["id"], **JOB, "epochs": 1}
+        train = c.post("/v1/jobs", headers=auth(TRAIN), json=body | {"idempotency_key": "t"})
+        assert train.status_code == 404  # an admin's dataset: not the train key's to use
+        mine = upload_toy(c, tmp_path / "mine")
+        train = c.post("/v1/jobs", headers=auth(TRAIN), json=body | {"dataset_id": mine["id"]})
+        assert run_training_job(train.json()["id"], settings) == "succeeded"
+        assert c.get("/readyz").status_code == 503  # still nothing served
+        admin = c.post("/v1/jobs", headers=auth(ADMIN), json=body)
+        assert run_training_job(admin.json()["id"], settings) == "succeeded"
+        served = [m for m in c.get("/v1/models", headers=auth(ANNOTATE)).json()["data"]]
+        active = {m["id"]: m["active"] for m in served}
+        assert active == {
+            c.get(f"/v1/jobs/{train.json()['id']}", headers=auth(ADMIN)).json()["model_id"]: False,
+            c.get(f"/v1/jobs/{admin.json()['id']}", headers=auth(ADMIN)).json()["model_id"]: True,
+        }
 
 
 def test_fine_tune_activate_annotate_evaluate(trained_service):
@@ -75,7 +103,7 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         assert job["metrics"]["test"]["strict"]["f1"] > 0.5  # evaluated on the test split
         model_id = job["model_id"]
         models = c.get("/v1/models", headers=auth(ANNOTATE)).json()
-        assert models["count"] == 1 and models["data"][0]["active"]  # first model: served
+        assert models["count"] == 1 and models["data"][0]["active"]  # activated by the admin
         assert set(models["data"][0]["precisions"]) == {"fp32", "int8"}
         assert (models["data"][0]["styles"], models["data"][0]["style"]) == ([""], "")
         detail = c.get(f"/v1/models/{model_id}", headers=auth(ANNOTATE)).json()

@@ -21,6 +21,7 @@ from service_helpers import (
     TRAIN,
     auth,
     make_settings,
+    serve_model_of,
     serving,
     upload_toy,
 )
@@ -65,6 +66,7 @@ def site(tmp_path_factory, tiny_encoder):
         dataset = upload_toy(c, tmp / "corpus")
         job = c.post("/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset["id"], **JOB})
         assert run_training_job(job.json()["id"], settings) == "succeeded"
+        serve_model_of(c, job.json()["id"])
     vocabulary = tmp / "mesh.tsv"  # concepts linked, with their MeSH pages
     vocabulary.write_text("D009369\tNeoplasms\tcancer|tumour\n", encoding="utf-8")
     linked = {

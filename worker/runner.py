@@ -31,6 +31,7 @@ from store import transitions
 from store.db import session_factory
 from store.evaluations import claimed_evaluation
 from store.jobs import allowed_encoder, claimed_job
+from store.keys import is_admin
 from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
 from store.registry import add_model, model_row_from_manifest, set_active_model
 from store.tables import (
@@ -235,6 +236,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
         job, datasets = claimed_job(session, job_id)
         export = dict(job.export or {})
         activate = bool(job.activate)
+        owner = job.created_by  # None: the first start's own job, or the CLI's
     work = work_dir(settings, job_id)
     heartbeat = Heartbeat(factory, Job, job_id, worker, settings.heartbeat_seconds)
 
@@ -299,7 +301,14 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             if succeeded and activate:  # the job asked for it (a Label Studio project's)
                 set_active_model(session, model_id)
                 log.info("job %s asked to serve its model: %s is now active", job_id, model_id)
+            elif succeeded and not (owner is None or is_admin(session, owner)):
+                log.info(
+                    "model %s is stored; its job's key is not an admin's, so it is served "
+                    "only when an admin activates it",
+                    model_id,
+                )
             elif succeeded and transitions.activate_if_none(session, model_id):
+                # a fresh install's first model (its own, or an admin key's): nothing was served
                 log.info("nothing was served: model %s is now active", model_id)
         if not succeeded:
             shutil.rmtree(target, ignore_errors=True)
