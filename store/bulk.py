@@ -276,17 +276,20 @@ def claim_plan(session: Session, job_id: str, worker: str) -> bool:
     return rowcount(result) == 1
 
 
+def _planned_by(job_id: str, worker: str) -> tuple[Any, ...]:
+    """The job is being planned by ``worker``: its claim is still that planner's."""
+    return (
+        AnnotationJob.id == job_id,
+        AnnotationJob.state == RUNNING,
+        AnnotationJob.worker == worker,
+        AnnotationJob.planned_at.is_(None),
+    )
+
+
 def plan_beat(session: Session, job_id: str, worker: str) -> tuple[bool, bool]:
     """The planner's heartbeat: (it still holds the job, a cancel was asked for)."""
     result = session.execute(
-        update(AnnotationJob)
-        .where(
-            AnnotationJob.id == job_id,
-            AnnotationJob.state == RUNNING,
-            AnnotationJob.worker == worker,
-            AnnotationJob.planned_at.is_(None),
-        )
-        .values(heartbeat_at=utcnow())
+        update(AnnotationJob).where(*_planned_by(job_id, worker)).values(heartbeat_at=utcnow())
     )
     session.commit()
     job = session.get(AnnotationJob, job_id)
@@ -299,12 +302,7 @@ def cancel_planning(session: Session, job_id: str, worker: str) -> None:
     """A job cancelled while it was planned: it ends ``cancelled``, with no chunk."""
     session.execute(
         update(AnnotationJob)
-        .where(
-            AnnotationJob.id == job_id,
-            AnnotationJob.state == RUNNING,
-            AnnotationJob.worker == worker,
-            AnnotationJob.planned_at.is_(None),
-        )
+        .where(*_planned_by(job_id, worker))
         .values(state=CANCELLED, finished_at=utcnow())
     )
     session.commit()
@@ -325,12 +323,7 @@ def save_plan(
     total = sum(n for _, _, n in ranges)
     result = session.execute(
         update(AnnotationJob)
-        .where(
-            AnnotationJob.id == job_id,
-            AnnotationJob.state == RUNNING,
-            AnnotationJob.worker == worker,
-            AnnotationJob.planned_at.is_(None),
-        )
+        .where(*_planned_by(job_id, worker))
         .values(
             planned_at=now,
             total=total,

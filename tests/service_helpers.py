@@ -177,3 +177,26 @@ def serve_model_of(client: Any, job_id: str) -> str:
     response = client.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN))
     assert response.status_code == 200, response.text
     return str(model_id)
+
+
+@contextmanager
+def cdm_warehouse() -> Iterator[str]:
+    """A fresh PostgreSQL database whose ``cdm`` schema is the official CDM 5.4 DDL (its
+    psycopg URL), dropped afterwards; skipped when PostgreSQL does not answer, a failure when
+    MSLM_REQUIRE_SERVICES=1."""
+    import omop_warehouse as w
+    import psycopg
+    import pytest
+
+    admin = os.environ.get("MSLM_TEST_PG", w.ADMIN)
+    try:
+        url = w.create_database(admin)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("MSLM_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"PostgreSQL is required (MSLM_REQUIRE_SERVICES=1): {exc}")
+        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    try:
+        w.build_cdm(url)
+        yield url
+    finally:
+        w.drop_database(url, admin)

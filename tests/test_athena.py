@@ -246,18 +246,10 @@ def test_the_eunomia_vocabulary_subset_links_as_the_warehouse_codes_it(tmp_path)
 @pytest.fixture()
 def vocabulary_warehouse():
     """A PostgreSQL warehouse whose cdm schema (the official CDM 5.4 DDL) holds the rows."""
-    import omop_warehouse as w
     import psycopg
+    from service_helpers import cdm_warehouse
 
-    admin = os.environ.get("MSLM_TEST_PG", w.ADMIN)
-    try:
-        url = w.create_database(admin)
-    except psycopg.OperationalError as exc:
-        if os.environ.get("MSLM_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"PostgreSQL is required (MSLM_REQUIRE_SERVICES=1): {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
-    try:
-        w.build_cdm(url)
+    with cdm_warehouse() as url:
         with psycopg.connect(url) as conn:
             conn.execute("DELETE FROM cdm.concept_relationship")
             conn.execute("DELETE FROM cdm.concept")
@@ -276,8 +268,6 @@ def vocabulary_warehouse():
                     row,
                 )
         yield url.replace("postgresql://", "postgresql+psycopg://")
-    finally:
-        w.drop_database(url, admin)
 
 
 def test_a_warehouse_s_vocabulary_tables_give_the_same_vocabulary(

@@ -892,6 +892,20 @@ def test_item1_sigterm_during_a_long_request_exits(api, record):
 # Redis; scenario names "round 3, item N" in docs/reliability.md.
 
 
+def _answers(socks: list[socket.socket]) -> collections.Counter[str]:
+    """What each held connection was answered (its status) or ``closed``; each is closed."""
+    answered: collections.Counter[str] = collections.Counter()
+    for s in socks:
+        try:
+            s.settimeout(1)
+            data = s.recv(64)
+            answered[data.split(b" ")[1].decode() if data.startswith(b"HTTP") else "closed"] += 1
+        except OSError:
+            answered["closed"] += 1
+        s.close()
+    return answered
+
+
 def _running(api: Api) -> None:
     """Start the attacked deployment again when an earlier scenario stopped it (SIGTERM)."""
     if api.proc is None or api.proc.poll() is not None:
@@ -1268,17 +1282,7 @@ def test_round3_item6_slow_heads_are_cut_off_and_connections_capped(api, record,
         fds_during = len(os.listdir(f"/proc/{server.pid}/fd"))
         with Probe(lambda: httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=10)) as p:
             time.sleep(3.5)  # past the head timeout: the slow ones are answered 408 and closed
-        answered = collections.Counter()
-        for s in socks:
-            try:
-                s.settimeout(1)
-                data = s.recv(64)
-                answered[
-                    data.split(b" ")[1].decode() if data.startswith(b"HTTP") else "closed"
-                ] += 1
-            except OSError:
-                answered["closed"] += 1
-            s.close()
+        answered = _answers(socks)
         fresh = httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=10).status_code
         fds_after = len(os.listdir(f"/proc/{server.pid}/fd"))
     finally:
@@ -1496,17 +1500,7 @@ def test_round4_item2_slow_bodies_are_cut_off_and_do_not_lock_clients_out(api, r
             time.sleep(6)  # past 2 s + 100,000 bytes at 64 KB/s: the slow bodies are cut off
         stop.set()
         dripping.join(5)
-        answered = collections.Counter()
-        for s in socks:
-            try:
-                s.settimeout(1)
-                data = s.recv(64)
-                answered[
-                    data.split(b" ")[1].decode() if data.startswith(b"HTTP") else "closed"
-                ] += 1
-            except OSError:
-                answered["closed"] += 1
-            s.close()
+        answered = _answers(socks)
         fresh = server.annotate(["renal failure"]).status_code
         held = round(time.perf_counter() - started, 1)
     finally:

@@ -18,6 +18,7 @@ from service_helpers import (
     JOB,
     TRAIN,
     auth,
+    cdm_warehouse,
     make_settings,
     serve_model_of,
     upload_notes,
@@ -397,20 +398,9 @@ OMOP_NOTES = [
 
 @pytest.fixture()
 def warehouse():
-    import os
-
-    import omop_warehouse as w
     import psycopg
 
-    admin = os.environ.get("MSLM_TEST_PG", w.ADMIN)
-    try:
-        url = w.create_database(admin)
-    except psycopg.OperationalError as exc:
-        if os.environ.get("MSLM_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"PostgreSQL is required (MSLM_REQUIRE_SERVICES=1): {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
-    try:
-        w.build_cdm(url)
+    with cdm_warehouse() as url:
         with psycopg.connect(url) as conn:
             for k, text in enumerate(OMOP_NOTES * 3):  # 21 notes, ids 10, 20, …
                 conn.execute(
@@ -420,8 +410,6 @@ def warehouse():
                     (10 * (k + 1), text),
                 )
         yield url.replace("postgresql://", "postgresql+psycopg://")
-    finally:
-        w.drop_database(url, admin)
 
 
 def test_the_ddl_is_the_pinned_official_one():
