@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
+
+_Frozen = TypeVar("_Frozen", "Entity", "LinkedConcept")
 
 
 @dataclass(frozen=True, order=True)
@@ -147,3 +149,17 @@ class Entity:
         else:
             out["candidates"] = list(out["candidates"])
         return out
+
+
+def with_fields(value: _Frozen, **changes: Any) -> _Frozen:
+    """``dataclasses.replace(value, **changes)`` for the frozen dataclasses here, which have
+    no ``__post_init__``, at a tenth of its cost: a shallow copy with the fields set (a
+    linking step replaces every entity and candidate it touches; replace's generic path was
+    a sixth of its time)."""
+    out = object.__new__(type(value))
+    out.__dict__.update(value.__dict__)
+    for name, new in changes.items():
+        if name not in value.__dataclass_fields__:
+            raise TypeError(f"{type(value).__name__} has no field {name!r}")
+        object.__setattr__(out, name, new)
+    return out

@@ -411,3 +411,22 @@ def test_the_packaged_vocabulary_links_each_type_inside_its_tree_and_abstains():
     assert chosen["Chest"].name == "Thorax" and chosen["liver"].id == "D008099"
     assert chosen["appendectomy"].id == "D001062" and chosen["metoprolol"].id == "D008790"
     assert chosen["fever"].id == "D005334" and chosen["fever"].confidence > 0.9
+
+
+def test_with_fields_is_replace_for_the_frozen_values():
+    """The linking step's fast copy (mslm_core.types.with_fields) gives what
+    dataclasses.replace gives, leaves the original alone, and refuses a field it lacks."""
+    import dataclasses
+
+    from mslm_core.types import Entity, LinkedConcept, with_fields
+
+    entity = Entity(0, 5, "fever", "Problem", 0.9, 0.95, 0.95)
+    concept = LinkedConcept("D005334", "Fever", 1.0, "MeSH")
+    changed = with_fields(entity, concept=concept, candidates=(concept,))
+    assert changed == dataclasses.replace(entity, concept=concept, candidates=(concept,))
+    assert entity.concept is None and entity.candidates is None
+    assert with_fields(concept, confidence=0.9).confidence == 0.9 and concept.confidence is None
+    with pytest.raises(TypeError, match="no field 'concpet'"):
+        with_fields(entity, concpet=concept)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        changed.text = "x"  # type: ignore[misc]

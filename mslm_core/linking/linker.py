@@ -11,16 +11,16 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from ..types import Entity, LinkedConcept
+from ..types import Entity, LinkedConcept, with_fields
 from .abbreviations import abbreviations
 from .calibration import LinkCalibration
 from .vocabulary import Vocabulary
@@ -87,6 +87,7 @@ class Linker:
         self.url_patterns = _url_patterns(url_pattern)
         self.index = index if index is not None else LinkerIndex.build(vocabulary, ngrams, max_df)
         self._cache = _Cache(CACHED)
+        self._fields: dict[int, dict[str, Any]] = {}  # a concept's candidate fields, once
         self._reranker = reranker  # None: TF-IDF order
         self._calibration = calibration
         self._masks = self._type_masks()
@@ -224,7 +225,7 @@ class Linker:
         if self.calibration is None or not found:
             return found
         confidence = self.calibration.confidence(found, query)
-        return [replace(found[0], confidence=confidence), *found[1:]]
+        return [with_fields(found[0], confidence=confidence), *found[1:]]
 
     def chosen(self, found: Sequence[Candidate], entity_type: str | None) -> Candidate | None:
         """The concept given for these candidates: the first, when it is confident enough
@@ -278,7 +279,7 @@ class Linker:
         found = iter(self.candidates([q for qs in lookups for q in qs], kinds))  # one batch
         return [
             [
-                replace(e, concept=self.chosen(c, e.type), candidates=tuple(c))
+                with_fields(e, concept=self.chosen(c, e.type), candidates=tuple(c))
                 for e, c in zip(ents, (next(found) for _ in ents), strict=True)
             ]
             for ents in entities
@@ -287,19 +288,22 @@ class Linker:
     def _candidate(self, concept: int, score: float, via: int | None = None) -> Candidate:
         """The candidate of the index's ``concept``; ``via``: the concept whose name matched
         when it is another (one that maps to this)."""
-        cid = self.index.ids[concept]
-        c = self.vocabulary.concepts[cid]
-        omop = c.vocabulary is not None and c.code is not None and cid.isdigit()
-        return Candidate(
-            cid,
-            c.name,
-            score,
-            c.vocabulary or self.vocabulary.name,
-            self.url_of(cid),
-            code=c.code or cid,
-            concept_id=int(cid) if omop else None,
-            source_id=None if via is None else self.index.ids[via],
-        )
+        fields = self._fields.get(concept)
+        if fields is None:  # what does not depend on the look-up, worked out once a concept
+            cid = self.index.ids[concept]
+            c = self.vocabulary.concepts[cid]
+            omop = c.vocabulary is not None and c.code is not None and cid.isdigit()
+            fields = {
+                "id": cid,
+                "name": c.name,
+                "vocabulary": c.vocabulary or self.vocabulary.name,
+                "url": self.url_of(cid),
+                "code": c.code or cid,
+                "concept_id": int(cid) if omop else None,
+            }
+            self._fields[concept] = fields
+        source = None if via is None else self.index.ids[via]
+        return Candidate(score=score, source_id=source, **fields)
 
     def url_of(self, cid: str) -> str | None:
         """The concept's page: the pattern of the longest prefix of ``cid`` that has one
