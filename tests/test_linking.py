@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mslm_core.corpus import Corpus, Mention, Sentence
 from mslm_core.errors import CorpusError
 from mslm_core.linking import (
+    Concept,
     Linker,
+    LinkerIndex,
+    Vocabulary,
     abbreviations,
     from_corpora,
     read_obo,
@@ -430,3 +434,46 @@ def test_with_fields_is_replace_for_the_frozen_values():
         with_fields(entity, concpet=concept)
     with pytest.raises(dataclasses.FrozenInstanceError):
         changed.text = "x"  # type: ignore[misc]
+
+
+def test_a_typed_search_multiplies_by_its_type_s_names_only(tmp_path):
+    """The search of a typed entity multiplies the query by the names of its type's part
+    (LinkerIndex.names_of, made once a mask): what it finds is what searching every name and
+    keeping the type's would find, when every name is rescored."""
+    linker = _typed(tmp_path)
+    index = linker.index
+    mask = linker.mask("Problem")
+    allowed, part = index.names_of(mask)
+    assert index.names_of(mask)[1] is part  # once
+    assert set(index.name_concept[allowed]) == set(np.flatnonzero(mask))
+    assert part.shape == (index.names.shape[0], len(allowed))
+    queries = index.vectorizer.transform(["renal insufficiency", "upper lid"]).tocsr()
+    typed = index.search(queries, [mask, mask], 50)
+    every = index.search(queries, [None, None], 50)
+    for (names, scores), (all_names, all_scores) in zip(typed, every, strict=True):
+        keep = mask[index.name_concept[all_names]]
+        assert list(names) == list(all_names[keep])
+        assert np.allclose(scores, all_scores[keep])
+
+
+def test_n_grams_in_too_many_names_do_not_retrieve_unless_nothing_else_would(
+    tmp_path, monkeypatch
+):
+    """In a vocabulary of 700,000 names the heaviest n-grams of a mention were shared by up
+    to 14,000 names each. An n-gram in more than RETRIEVE_MAX_NAMES names retrieves none (its
+    names are still scored by it), but a text whose n-grams are all that common retrieves by
+    them all the same."""
+    from mslm_core.linking import linker as module
+
+    monkeypatch.setattr(module, "RETRIEVE_MAX_NAMES", 2)
+    words = ["alpha", "alpine", "alps", "alpaca"]  # "al", "alp": in every name
+    vocabulary = Vocabulary("V", {f"C{i}": Concept(f"C{i}", w) for i, w in enumerate(words)})
+    index = LinkerIndex.build(vocabulary, (2, 4), 1.0)
+    queries = index.vectorizer.transform(["alpaca", "alp"]).tocsr()
+    retrieving = index._retrieving(queries)
+    common = index._common[queries.indices]
+    assert common.any() and not index._common[retrieving[0].indices].any()  # rare ones only
+    assert retrieving[1].nnz == queries[1].nnz  # "alp": only common n-grams, all kept
+    (best, _), (fallback, _) = index.search(queries, [None, None], 4)
+    assert index.ids[index.name_concept[best[0]]] == "C3"
+    assert len(fallback) == 4

@@ -38,6 +38,12 @@ CACHED = 50_000
 #: A look-up retrieves the names that share one of its text's heaviest (rarest) n-grams, and
 #: scores the best of them exactly (:meth:`LinkerIndex.search`).
 RETRIEVE, RESCORED = 12, 64
+#: An n-gram in more names than this retrieves none (its names are still scored by it): in a
+#: vocabulary of 700,000 names the heaviest n-grams of a mention were shared by up to 14,000
+#: names each, and their product was most of a look-up. Above the most names an n-gram has in
+#: the packaged MeSH (3,440: its index leaves out those in more than 2 %), which it leaves as
+#: it was. A text whose n-grams are all that common retrieves by them all the same.
+RETRIEVE_MAX_NAMES = 4000
 
 
 class Reranker(Protocol):
@@ -91,6 +97,8 @@ class Linker:
         self._reranker = reranker  # None: TF-IDF order
         self._calibration = calibration
         self._masks = self._type_masks()
+        for mask in self._masks.values():  # each type's part of the index, made now
+            self.index.names_of(mask)
         # the concept each index concept stands for (itself, or what it maps to)
         position = {cid: i for i, cid in enumerate(self.index.ids)}
         self._target = np.array(
@@ -411,6 +419,38 @@ class LinkerIndex:
     def __post_init__(self) -> None:
         # each name's n-grams, a row per name: the exact scores of the names a search retrieves
         self._by_name = self.names.T.tocsr()
+        self._common = np.diff(self.names.indptr) > RETRIEVE_MAX_NAMES  # per n-gram
+        self._parts: dict[int, tuple[Any, npt.NDArray[np.int64], sparse.csr_matrix]] = {}
+
+    def _retrieving(self, vectors: sparse.csr_matrix) -> sparse.csr_matrix:
+        """``vectors`` without the n-grams too common to retrieve by, but for a row that
+        would be left with none."""
+        common = self._common[vectors.indices]
+        if not common.any():
+            return vectors
+        n = vectors.shape[0]
+        rows = np.repeat(np.arange(n), np.diff(vectors.indptr))
+        keep = ~common
+        keep |= (np.bincount(rows[keep], minlength=n) == 0)[rows]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=n))])
+        return sparse.csr_matrix(
+            (vectors.data[keep], vectors.indices[keep], indptr), shape=vectors.shape
+        )
+
+    def names_of(
+        self, mask: npt.NDArray[np.bool_] | None
+    ) -> tuple[npt.NDArray[np.int64] | None, sparse.csr_matrix]:
+        """The names of the concepts ``mask`` allows (None: every name) and their columns of
+        :attr:`names`, worked out once a mask: a search multiplies by these only (a type's
+        part of a large vocabulary is a fraction of it)."""
+        if mask is None:
+            return None, self.names
+        found = self._parts.get(id(mask))
+        if found is None or found[0] is not mask:
+            allowed = np.flatnonzero(mask[self.name_concept])
+            found = (mask, allowed, self.names[:, allowed].tocsr())
+            self._parts[id(mask)] = found  # holds the mask: its id is not reused
+        return found[1], found[2]
 
     def search(
         self,
@@ -421,23 +461,25 @@ class LinkerIndex:
         """Per query (a row of ``vectors``: n-gram TF-IDF, unit length), up to ``n`` names of
         the concepts its mask allows (None: any), by their cosine with it, best first.
 
-        The names are retrieved by the query's :data:`RETRIEVE` heaviest (rarest) n-grams —
-        a name that shares only common ones with it is not a candidate — and the
+        The names are retrieved by the query's :data:`RETRIEVE` heaviest (rarest) n-grams of
+        those in at most :data:`RETRIEVE_MAX_NAMES` names — a name that shares only common
+        ones with it is not a candidate — and the
         :data:`RESCORED` best of those are scored exactly: a large vocabulary's common
         n-grams are shared by thousands of names each, and were what a look-up cost."""
-        heavy = _heaviest(vectors, RETRIEVE)
-        partial = (heavy @ self.names).tocsr()
-        rows: list[npt.NDArray[np.int64]] = []
-        picked: list[npt.NDArray[np.int32]] = []
+        heavy = _heaviest(self._retrieving(vectors), RETRIEVE)
+        groups: dict[int, list[int]] = {}  # the queries of each mask: a product each
         for r, mask in enumerate(masks):
-            start, end = partial.indptr[r], partial.indptr[r + 1]
-            cols, vals = partial.indices[start:end], partial.data[start:end]
-            if mask is not None and len(cols):
-                keep = mask[self.name_concept[cols]]
-                cols, vals = cols[keep], vals[keep]
-            top = cols[_top(vals, max(n, RESCORED))] if len(vals) else cols[:0]
-            picked.append(top.astype(np.int32))
-            rows.append(np.full(len(top), r, dtype=np.int64))
+            groups.setdefault(0 if mask is None else id(mask), []).append(r)
+        picked: list[npt.NDArray[np.int32]] = [np.zeros(0, np.int32)] * len(masks)
+        for members in groups.values():
+            allowed, names = self.names_of(masks[members[0]])
+            partial = (heavy[members] @ names).tocsr()
+            for j, r in enumerate(members):
+                start, end = partial.indptr[j], partial.indptr[j + 1]
+                cols, vals = partial.indices[start:end], partial.data[start:end]
+                top = cols[_top(vals, max(n, RESCORED))] if len(vals) else cols[:0]
+                picked[r] = (top if allowed is None else allowed[top]).astype(np.int32)
+        rows = [np.full(len(p), r, dtype=np.int64) for r, p in enumerate(picked)]
         flat = np.concatenate(picked) if picked else np.zeros(0, np.int32)
         if not len(flat):
             return [(p, np.zeros(0, np.float32)) for p in picked]
