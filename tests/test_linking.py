@@ -456,9 +456,7 @@ def test_a_typed_search_multiplies_by_its_type_s_names_only(tmp_path):
         assert np.allclose(scores, all_scores[keep])
 
 
-def test_n_grams_in_too_many_names_do_not_retrieve_unless_nothing_else_would(
-    tmp_path, monkeypatch
-):
+def test_n_grams_in_too_many_names_do_not_retrieve_unless_nothing_else_would(tmp_path, monkeypatch):
     """In a vocabulary of 700,000 names the heaviest n-grams of a mention were shared by up
     to 14,000 names each. An n-gram in more than RETRIEVE_MAX_NAMES names retrieves none (its
     names are still scored by it), but a text whose n-grams are all that common retrieves by
