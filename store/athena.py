@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import column, create_engine, select, table, text
 from sqlalchemy.engine import Engine
 
 from mslm_core.errors import ConfigError
@@ -32,11 +32,17 @@ class WarehouseTables:
         self.name, self.schema = name, schema
         self.engine: Engine = create_engine(urls[name], pool_pre_ping=True)
 
-    def _rows(self, table: str, columns: Sequence[str], where: str = "") -> Iterator[list[str]]:
-        sql = f"SELECT {', '.join(columns)} FROM {self.schema}.{table} {where}"
+    def _rows(
+        self, name: str, columns: Sequence[str], maps_to: bool = False
+    ) -> Iterator[list[str]]:
+        # built by SQLAlchemy, which quotes the (fixed) identifiers; no SQL text of ours
+        source = table(name, *(column(c) for c in columns), schema=self.schema)
+        query = select(*source.c)
+        if maps_to:
+            query = query.where(source.c.relationship_id == "Maps to")
         with self.engine.connect() as conn:
             conn.execute(text("SET TRANSACTION READ ONLY"))
-            result = conn.execution_options(stream_results=True, yield_per=FETCH).execute(text(sql))
+            result = conn.execution_options(stream_results=True, yield_per=FETCH).execute(query)
             for row in result:
                 yield ["" if v is None else str(v) for v in row]
 
@@ -48,9 +54,7 @@ class WarehouseTables:
 
     def relationships(self) -> Iterator[list[str]]:
         # only "Maps to" is read: the table holds tens of millions of other relationships
-        return self._rows(
-            "concept_relationship", RELATIONSHIP_COLUMNS, "WHERE relationship_id = 'Maps to'"
-        )
+        return self._rows("concept_relationship", RELATIONSHIP_COLUMNS, maps_to=True)
 
     def describe(self) -> str:
         return f"the vocabulary tables of warehouse {self.name}, schema {self.schema}"
