@@ -7,7 +7,15 @@ import datetime as dt
 import typing
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    create_model,
+    model_validator,
+)
 
 from mslm_core.active import STRATEGIES as ACTIVE_STRATEGIES
 from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGY_CHOICES, TrainConfig
@@ -25,6 +33,20 @@ OUTPUT_FORMATS = tuple(OUTPUTS)
 # refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
 NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL)]
+# A note to annotate: any length, any Unicode but NUL and lone surrogates, which every input
+# boundary refuses with a 422 naming the text and the character (mslm_core.text.character_problem).
+# The document says so (a schema-valid body is accepted); the check itself is the route's, so
+# that its answer names where the character is.
+NoteText = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^[^\x00]*$",
+            "description": "any length, any Unicode but NUL and lone surrogates",
+        }
+    ),
+]
 # a type map's target: a type, a list of types ("O" among them: maybe no entity), or null
 TypeTarget = Identifier | list[Identifier] | None
 
@@ -78,7 +100,7 @@ def _annotate_option(name: str) -> tuple[Any, Any]:
 
 
 class _Texts(Strict):
-    texts: list[str] = Field(min_length=1, description="raw texts; any length, any Unicode")
+    texts: list[NoteText] = Field(min_length=1, description="raw texts")
     model: Identifier | None = Field(None, description="a model id; default: the active model")
 
 
