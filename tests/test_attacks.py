@@ -95,10 +95,10 @@ class Api:
         done = subprocess.run(
             [sys.executable, "-m", "mslm_core.cli", *args],
             env=self.env,
-            check=True,
             capture_output=True,
             text=True,
         )
+        assert done.returncode == 0, f"mslm {args[0]}: exit {done.returncode}: {done.stderr}"
         return done.stdout.strip().splitlines()[-1]
 
     def annotate(self, texts: list[str], model: str | None = None, **kw) -> httpx.Response:
@@ -1537,6 +1537,7 @@ def test_round4_item2_slow_bodies_are_cut_off_and_do_not_lock_clients_out(api, r
 LS = "labelstudio-key-for-round-4-0123"  # annotate + train, as docs/labelstudio.md asks
 FLOOD = "flooding-annotate-key-0123456789"  # annotate keys with nothing of their own yet
 FLOOD2 = "second-flooding-annotate-key-0123"
+RANKER = "ranking-train-key-0123456789abcd"  # a train key with no uploads of its own this hour
 LS_CONFIG = (
     '<View><Labels name="label" toName="text"><Label value="Disease"/></Labels>'
     '<Text name="text" value="$note"/></View>'
@@ -1551,7 +1552,8 @@ def round4(api, tmp_path_factory):
     server = _second_server(
         api,
         tmp_path_factory.mktemp("round4"),
-        api_keys=f"{api.env['MSLM_API_KEYS']},{LS}:annotate+train,{FLOOD}:annotate,{FLOOD2}:annotate",
+        api_keys=f"{api.env['MSLM_API_KEYS']},{LS}:annotate+train,{FLOOD}:annotate,{FLOOD2}:annotate,"
+        f"{RANKER}:train",
         quota_uploads_per_hour=3,
         quota_queued_jobs=3,
     )
@@ -1787,7 +1789,10 @@ def test_round4_item6_ranking_and_predict_hold_no_one_back(round4, record, tmp_p
     /healthz stalled 6.7 s); /labelstudio/predict with 4,900 tasks stalled /healthz 8.6 s."""
     client = round4.client
     files = {"train": ("t.tsv", TOY_CONLL.encode(), "text/plain")}
-    dataset = client.post("/v1/datasets", headers=auth(TRAIN), files=files).json()["id"]
+    # a key of its own: the module's train key has used the quota of 3 uploads an hour
+    uploaded = client.post("/v1/datasets", headers=auth(RANKER), files=files)
+    assert uploaded.status_code == 201, uploaded.text[:300]
+    dataset = uploaded.json()["id"]
     words = ["fever", "cough", "renal", "failure", "aspirin", "rash", "pain", "no", "the"]
     for batch in range(10):  # 1,000 documents a request, the most one takes
         documents = [
@@ -1801,7 +1806,7 @@ def test_round4_item6_ranking_and_predict_hold_no_one_back(round4, record, tmp_p
         ]
         added = client.post(
             f"/v1/datasets/{dataset}/documents",
-            headers=auth(TRAIN),
+            headers=auth(RANKER),
             json={"documents": documents},
             timeout=120,
         )
@@ -1828,7 +1833,7 @@ def test_round4_item6_ranking_and_predict_hold_no_one_back(round4, record, tmp_p
         started = time.perf_counter()
         suggested = client.post(
             f"/v1/datasets/{dataset}/suggest",
-            headers=auth(TRAIN),
+            headers=auth(RANKER),
             json={"limit": 10, "max_documents": 10_000, "diversity": 0.5},
             timeout=600,
         )
