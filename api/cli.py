@@ -127,13 +127,16 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
     from mslm_settings import get_settings
 
     open_files_for(get_settings().max_connections)
+    options = uvicorn_options(get_settings())
+    if workers > 1:  # processes are spawned with a pickled configuration: an import string
+        options["http"] = "api.http:SettingsProtocol"
     uvicorn.run(
         "api.main:create_app",
         factory=True,
         host=host,
         port=port,
         workers=workers,
-        **uvicorn_options(get_settings()),
+        **options,
     )
 
 

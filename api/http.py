@@ -199,3 +199,20 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             b"connection: close\r\n\r\n" + msg.encode("ascii")
         )
         self.transport.close()
+
+
+def __getattr__(name: str) -> Any:
+    """``SettingsProtocol``: :class:`BoundedHttpToolsProtocol` with this process's settings
+    (MSLM_*). uvicorn's processes (``mslm serve --workers N``) are started by spawning, which
+    pickles the configuration: a class made at run time cannot be pickled, an import string
+    to this name can, and each process makes the class from the same environment."""
+    if name == "SettingsProtocol":
+        from mslm_settings import get_settings
+
+        s = get_settings()
+        made = BoundedHttpToolsProtocol.configured(
+            s.header_timeout_seconds, s.max_connections, s.min_body_rate_kb * 1024
+        )
+        globals()[name] = made
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
