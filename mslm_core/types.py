@@ -6,7 +6,7 @@ each other."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 _Frozen = TypeVar("_Frozen", "Entity", "LinkedConcept")
@@ -139,16 +139,32 @@ class Entity:
     candidates: tuple[LinkedConcept, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.assertion is None:
-            del out["assertion"]
-        if self.section is None:
-            del out["section"]
-        if self.candidates is None:
-            del out["concept"], out["candidates"]
-        else:
-            out["candidates"] = list(out["candidates"])
+        """The entity as JSON values: what ``dataclasses.asdict`` gives, without the
+        ``assertion`` and ``section`` no step set, nor ``concept`` and ``candidates`` when no
+        linking step ran (built field by field: asdict deep-copies every value, and an
+        answer renders thousands of concepts)."""
+        out = {name: getattr(self, name) for name in _ENTITY_SCALARS}
+        if self.assertion is not None:
+            out["assertion"] = _plain(self.assertion)
+        if self.section is not None:
+            out["section"] = self.section
+        if self.candidates is not None:
+            out["concept"] = None if self.concept is None else _plain(self.concept)
+            out["candidates"] = [_plain(c) for c in self.candidates]
         return out
+
+
+_ENTITY_SCALARS = ("start", "end", "text", "type", "confidence", "detection_score", "type_score")
+
+
+def _plain(value: Any) -> Any:
+    """A frozen dataclass of this module (and its tuples of them) as dicts and lists; the
+    values are immutable (str, numbers, bool, None) and are not copied."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def with_fields(value: _Frozen, **changes: Any) -> _Frozen:
