@@ -126,10 +126,16 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
 
     from mslm_settings import get_settings
 
-    open_files_for(get_settings().max_connections)
-    options = uvicorn_options(get_settings())
+    settings = get_settings()
+    open_files_for(settings.max_connections)
+    options = uvicorn_options(settings)
     if workers > 1:  # processes are spawned with a pickled configuration: an import string
         options["http"] = "api.http:SettingsProtocol"
+        if settings.auto_migrate:  # once, here: N processes upgrading at once collide
+            from store.migrate import upgrade
+
+            upgrade(settings.sqlalchemy_url)
+            os.environ["MSLM_AUTO_MIGRATE"] = "false"
     uvicorn.run(
         "api.main:create_app",
         factory=True,
