@@ -224,7 +224,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus-source",
         help="the corpora as the provenance line names them (default: their paths)",
     )
+    p.add_argument(
+        "--shorthand",
+        help="a shorthand table (mslm vocab shorthand): its abbreviations become synonyms of "
+        "the concepts their long forms name",
+    )
+    p.add_argument("--shorthand-source", help="the table as the provenance line names it")
     p.set_defaults(handler=cmd_vocab_build)
+    p = vocab.add_parser(
+        "shorthand",
+        help="the table of clinical abbreviations and their senses (mslm_core/data/"
+        "shorthand.tsv) from the pinned sense inventories (corpus clinical-abbreviations)",
+    )
+    p.add_argument("out", help="the TSV to write")
+    p.add_argument("--cache", help="the corpus cache (default: MSLM_CORPUS_CACHE)")
+    p.add_argument("--from-git", help="a local clone of lisavirginia/clinical-abbreviations")
+    p.set_defaults(handler=cmd_vocab_shorthand)
     p = vocab.add_parser(
         "calibrate",
         help="fit how likely a linked concept is right, and per type the confidence below which "
@@ -601,15 +616,40 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_vocab_build(args: argparse.Namespace) -> int:
     from .corpus import read_corpus
-    from .linking.mesh import merged, mesh_descriptors, write_tsv
+    from .linking.mesh import merged, mesh_descriptors, with_shorthand, write_tsv
 
     mesh = mesh_descriptors(args.mesh_wheel)
     corpora = [read_corpus(c, trust_offsets=args.trust_offsets) for c in args.corpus]
     source = args.corpus_source or ", ".join(args.corpus)
     vocabulary = merged(mesh, corpora, source) if corpora else mesh
+    if args.shorthand:
+        from .shorthand import read_table
+
+        vocabulary = with_shorthand(
+            vocabulary, read_table(args.shorthand), args.shorthand_source or args.shorthand
+        )
     write_tsv(vocabulary, args.out)
     names = len(vocabulary.names())
     print(json.dumps({"out": args.out, "concepts": len(vocabulary), "names": names}))
+    return 0
+
+
+def cmd_vocab_shorthand(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .corpora.registry import fetch_corpus, get_corpus
+    from .shorthand import CORPUS, read_inventories, write_table
+
+    root = fetch_corpus(CORPUS, args.cache, git_dir=args.from_git)
+    pinned = get_corpus(CORPUS)
+    provenance = (
+        f"clinical abbreviations and their senses from {pinned.repository}@{pinned.commit[:7]} "
+        f"({', '.join(p for p in pinned.files if p.startswith('sources/'))}); licence: "
+        f"{pinned.licence}; built by: mslm vocab shorthand {Path(args.out).name}"
+    )
+    table = read_inventories(root)
+    rows = write_table(table, Path(args.out), provenance)
+    print(json.dumps({"out": args.out, "short_forms": len(table), "senses": rows}))
     return 0
 
 

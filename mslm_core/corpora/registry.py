@@ -259,6 +259,30 @@ def corpora() -> dict[str, PinnedCorpus]:
             description="an OMOP CDM 5.4 example with the vocabulary subset it uses: 2,294 "
             "concepts (SNOMED, LOINC, RxNorm, UCUM), their relationships (CSV in a zip)",
         ),
+        # the sense inventories of clinical shorthand (mslm_core.shorthand): the Medical
+        # Abbreviation and Acronym Meta-Inventory's sources drawn from clinical notes
+        PinnedCorpus(
+            "clinical-abbreviations",
+            "lisavirginia/clinical-abbreviations",
+            "c2530a6519ec02246a4f577bf073e4dfe9428518",
+            {
+                "sources/4-vanderbilt/vanderbilt_clinic_notes.txt": (
+                    "70824585e716d868e918635efb48da5864e4ba48015d56cfe4d8803749b1f957"
+                ),
+                "sources/4-vanderbilt/vanderbilt_discharge_sums.txt": (
+                    "6b09e107f7298180e6e69b6074926c59a19ce1e2773368b99a2a9ed29e23ec10"
+                ),
+                "sources/6-stetson/sense_distribution_448.txt": (
+                    "6ea68f1fe2fff2bc202896862b4c859af32c2ba102a7d4e649562ad87a1c2037"
+                ),
+                "LICENSE.txt": "9e5f1b3c610b9c2da5c313bf81d577a7d1acec686bdb0384edefa6df0f90cd94",
+            },
+            "CC BY 4.0 (Grossman Liu et al. 2021, doi:10.1038/s41597-021-00929-4, the Medical "
+            "Abbreviation and Acronym Meta-Inventory); its Vanderbilt sources from Wu et al. "
+            "2013 (sign-out and discharge notes), Stetson et al. 2002",
+            description="senses of 2,800 clinical abbreviations with their frequency in "
+            "clinic notes, discharge summaries and sign-out notes",
+        ),
     ]
     return {c.name: c for c in table}
 

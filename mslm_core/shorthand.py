@@ -1,0 +1,186 @@
+"""Clinical shorthand: abbreviations and the senses clinicians write them for ("SOB" →
+shortness of breath, "HTN" → hypertension, "c/o" → complains of), with how often each sense is
+meant in real notes.
+
+The packaged table (``data/shorthand.tsv``) is derived from the sense inventories of the
+Medical Abbreviation and Acronym Meta-Inventory (Grossman Liu et al., Scientific Data 2021;
+CC BY 4.0) that were drawn from clinical notes — Vanderbilt's clinic notes and discharge
+summaries, Stetson's sign-out notes — fetched at a pinned commit with pinned sha256 (the
+corpus ``clinical-abbreviations``) by ``mslm vocab shorthand``, whose command line is the
+table's first line. Each row: a short form, one sense (a long form), the share of the short
+form's uses that mean it (the highest of the inventories), and the spellings written for it
+with their counts (``SOB:16|sob:4``).
+
+What reads it: the note-style augmentation of training text (``mslm_core.notestyle``), which
+writes a gold mention's long form as its abbreviation, so that a model learns both; and the
+linker, whose packaged vocabulary takes the abbreviations of a concept's names as synonyms.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import ConfigError
+
+PACKAGED = Path(__file__).resolve().parent / "data" / "shorthand.tsv"
+CORPUS = "clinical-abbreviations"
+#: The inventories read from the pinned corpus: path → (name, its layout).
+SOURCES = {
+    "sources/4-vanderbilt/vanderbilt_clinic_notes.txt": "vanderbilt-clinic",
+    "sources/4-vanderbilt/vanderbilt_discharge_sums.txt": "vanderbilt-discharge",
+    "sources/6-stetson/sense_distribution_448.txt": "stetson",
+}
+COLUMNS = ("short", "long", "frequency", "forms", "sources")
+
+
+@dataclass(frozen=True)
+class Sense:
+    """One sense of a short form: ``short`` its key (lower case, ``/`` as written),
+    ``long`` the long form, ``frequency`` the share of the short form's uses meaning it,
+    ``forms`` how it is spelled in notes with counts (most frequent first)."""
+
+    short: str
+    long: str
+    frequency: float
+    forms: tuple[tuple[str, int], ...]
+    sources: tuple[str, ...] = ()
+
+    def spellings(self) -> list[str]:
+        return [f for f, _ in self.forms] or [self.short.upper()]
+
+
+class Shorthand:
+    """Senses by short form."""
+
+    def __init__(self, senses: Iterable[Sense]):
+        self.senses: dict[str, list[Sense]] = defaultdict(list)
+        for s in senses:
+            self.senses[s.short].append(s)
+        for key in self.senses:
+            self.senses[key].sort(key=lambda s: -s.frequency)
+
+    def __len__(self) -> int:
+        return len(self.senses)
+
+    def dominant(self, short: str, at_least: float = 0.5) -> Sense | None:
+        """The sense ``short`` (any case) stands for in at least ``at_least`` of its uses."""
+        senses = self.senses.get(short.lower())
+        if senses and senses[0].frequency >= at_least:
+            return senses[0]
+        return None
+
+    def by_long_form(self, at_least: float = 0.5) -> dict[str, list[Sense]]:
+        """Long form (lower case) → the senses whose short form means it in at least
+        ``at_least`` of its uses: what a long form may be written as."""
+        out: dict[str, list[Sense]] = defaultdict(list)
+        for senses in self.senses.values():
+            if senses[0].frequency >= at_least:
+                out[senses[0].long].append(senses[0])
+        return out
+
+
+def _key(short: str) -> str:
+    return short.strip().lower().replace("_", "/")
+
+
+def _forms(variation: str) -> tuple[tuple[str, int], ...]:
+    """``SOB_16|sob_4`` → (("SOB", 16), ("sob", 4)); a trailing full stop is dropped."""
+    counts: dict[str, int] = defaultdict(int)
+    for item in variation.split("|"):
+        form, _, count = item.strip().rpartition("_")
+        form = form.strip().rstrip(".").lstrip(".")
+        if form and count.isdigit():
+            counts[form] += int(count)
+    return tuple(sorted(counts.items(), key=lambda fc: (-fc[1], fc[0])))
+
+
+def read_inventories(root: Path) -> Shorthand:
+    """The senses of the pinned inventories under ``root`` (the corpus's cache folder), each
+    (short form, long form) once: its highest frequency, its spellings' counts summed."""
+    merged: dict[tuple[str, str], dict] = {}
+
+    def add(short: str, long: str, freq: float, forms: tuple, source: str) -> None:
+        key = (_key(short), " ".join(long.lower().split()))
+        if not key[0] or not key[1]:
+            return
+        row = merged.setdefault(key, {"freq": 0.0, "forms": defaultdict(int), "sources": []})
+        row["freq"] = max(row["freq"], freq)
+        for form, count in forms:
+            row["forms"][form] += count
+        if source not in row["sources"]:
+            row["sources"].append(source)
+
+    for path, source in SOURCES.items():
+        file = root / path
+        if not file.is_file():
+            raise ConfigError(f"{file}: missing (mslm corpora fetch {CORPUS})")
+        text = file.read_text(encoding="utf-8", errors="strict")
+        for number, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t"), 1):
+            if source == "stetson":
+                if len(row) != 3:
+                    raise ConfigError(f"{file}:{number}: 3 tab-separated columns expected")
+                add(row[0], row[1], float(row[2]), (), source)
+            elif number > 1:  # abbreviation, sense, variation, CUI, frequency
+                if len(row) != 5:
+                    raise ConfigError(f"{file}:{number}: 5 tab-separated columns expected")
+                add(row[0], row[1], float(row[4] or 0), _forms(row[2]), source)
+    return Shorthand(
+        Sense(
+            short,
+            long,
+            round(row["freq"], 4),
+            tuple(sorted(row["forms"].items(), key=lambda fc: (-fc[1], fc[0]))),
+            tuple(row["sources"]),
+        )
+        for (short, long), row in sorted(merged.items())
+    )
+
+
+def write_table(shorthand: Shorthand, path: Path, provenance: str) -> int:
+    """The table as the package carries it; returns its rows."""
+    rows = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        out.write(f"# {provenance}\n")
+        out.write("\t".join(COLUMNS) + "\n")
+        for key in sorted(shorthand.senses):
+            for s in shorthand.senses[key]:
+                forms = "|".join(f"{f}:{c}" for f, c in s.forms)
+                out.write(f"{s.short}\t{s.long}\t{s.frequency:g}\t{forms}\t{','.join(s.sources)}\n")
+                rows += 1
+    return rows
+
+
+def read_table(path: Path) -> Shorthand:
+    """A table :func:`write_table` wrote; errors name the file and line."""
+    senses = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.startswith("#") or not line.strip():
+                continue
+            cells = line.rstrip("\n").split("\t")
+            if tuple(cells) == COLUMNS:
+                continue
+            if len(cells) != len(COLUMNS):
+                raise ConfigError(f"{path}:{number}: {len(COLUMNS)} tab-separated columns")
+            short, long, freq, forms, sources = cells
+            try:
+                frequency = float(freq)
+                spelled = tuple(
+                    (f, int(c)) for f, _, c in (x.rpartition(":") for x in forms.split("|") if x)
+                )
+            except ValueError as exc:
+                raise ConfigError(f"{path}:{number}: {exc}") from None
+            senses.append(Sense(short, long, frequency, spelled, tuple(sources.split(","))))
+    return Shorthand(senses)
+
+
+@lru_cache(maxsize=1)
+def packaged() -> Shorthand:
+    """The table the package carries."""
+    return read_table(PACKAGED)
