@@ -44,17 +44,50 @@ def word_spans(text: str, boundaries: Iterable[int] = ()) -> list[tuple[int, int
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of the sentences of ``text`` (rule-based; never drops a character
-    that belongs to a word). Leading/trailing whitespace of each sentence is excluded."""
+    that belongs to a word). Leading/trailing whitespace of each sentence is excluded.
+
+    A line break ends a sentence — list items, headers, vitals and the lines of a note are
+    read apart, as the brat corpora's lines are in training — unless the line is prose
+    wrapped at a fixed width: a long line (:data:`WRAPPED_LINE` characters) that ends without
+    punctuation, followed by one that starts in lower case."""
     spans: list[tuple[int, int]] = []
     for p_start, p_end in _split(text, _PARAGRAPH, 0, len(text)):
-        start = p_start
-        for m in _SENT_END.finditer(text, p_start, p_end):
-            if _ends_with_abbreviation(text, start, m.start()):
-                continue
-            spans.append((start, m.start()))
-            start = m.end()
-        spans.append((start, p_end))
+        for l_start, l_end in _lines(text, p_start, p_end):
+            start = l_start
+            for m in _SENT_END.finditer(text, l_start, l_end):
+                if _ends_with_abbreviation(text, start, m.start()):
+                    continue
+                spans.append((start, m.start()))
+                start = m.end()
+            spans.append((start, l_end))
     return [s for s in (_strip(text, a, b) for a, b in spans) if s[0] < s[1]]
+
+
+#: A line at least this long that ends without punctuation and is followed by a line starting
+#: in lower case is prose wrapped at a fixed width: its sentence goes on.
+WRAPPED_LINE = 50
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*\u2022\u00b7\u25aa\u25e6]|\d{1,2}[.)])[ \t]")
+
+
+def _lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """``text[start:end]`` cut at its line breaks, but where a wrapped line goes on."""
+    out: list[tuple[int, int]] = []
+    segment = line_start = start
+    while (nl := text.find("\n", line_start, end)) != -1:
+        line = text[line_start:nl].rstrip()
+        rest = text[nl + 1 : end]
+        wrapped = (
+            len(line.strip()) >= WRAPPED_LINE
+            and line[-1:].isalnum()
+            and rest.lstrip()[:1].islower()
+            and not _LIST_ITEM.match(rest)
+        )
+        if not wrapped:
+            out.append((segment, nl))
+            segment = nl + 1
+        line_start = nl + 1
+    out.append((segment, end))
+    return out
 
 
 def _split(text: str, pattern: re.Pattern[str], start: int, end: int) -> list[tuple[int, int]]:
