@@ -57,15 +57,39 @@ class SectionRules:
         ("… was stable. Family history: …")."""
 
         def phrase(ws: tuple[str, ...]) -> str:
-            return r"[ \t]*".join(re.escape(w) for w in ws)
+            return r"[ \t]*".join(_ocr_tolerant(w) for w in ws)
 
         ordered = sorted(self.headers, key=lambda p: (-len(" ".join(p)), p))
         alternatives = "|".join(f"(?:{phrase(p)})" for p in ordered) or r"(?!)"
         return re.compile(
             r"(?:^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])?[ \t]*(?P<line>" + alternatives + r")[ \t]*"
-            r"(?::|$))|(?:(?<=[.!?;] )(?P<inline>" + alternatives + r")[ \t]*:)",
+            r"(?:[:;]|$))|(?:(?<=[.!?;] )(?P<inline>" + alternatives + r")[ \t]*:)",
             re.IGNORECASE | re.MULTILINE,
         )
+
+
+# What a scanner or a fax makes of a header's letters ("HISTORY 0F PRESENT ILLNESS",
+# "lMPRESSlON", "ASSESSRNENT"): each letter matches its look-alikes, and a matched header is
+# looked up by its folded form.
+_LOOK_ALIKES = {
+    "o": "[o0]",
+    "i": "[il1|]",
+    "l": "[il1|]",
+    "s": "[s5]",
+    "m": "(?:m|rn)",
+    "b": "[b8]",
+}
+_FOLD = str.maketrans({"0": "o", "1": "i", "|": "i", "l": "i", "5": "s", "8": "b"})
+
+
+def _ocr_tolerant(word: str) -> str:
+    return "".join(_LOOK_ALIKES.get(c, re.escape(c)) for c in word)
+
+
+def ocr_folded(phrase: str) -> str:
+    """``phrase`` (lower case) with look-alike characters folded: what a header is looked up
+    by, whatever a scanner did to it."""
+    return phrase.replace("rn", "m").translate(_FOLD)
 
 
 def parse_sections(document: Mapping[str, Any], origin: str) -> SectionRules:
@@ -124,15 +148,14 @@ class Sectionizer:
     def __init__(self, rules: SectionRules):
         self.rules = rules
         self._pattern = rules.pattern()
-        self._category = {" ".join(p): c for p, c in rules.headers.items()}
+        self._category = {ocr_folded(" ".join(p)): c for p, c in rules.headers.items()}
 
     def find(self, text: str) -> list[Section]:
         out = []
         for m in self._pattern.finditer(text):
             group = "line" if m.group("line") is not None else "inline"
             a, b = m.span(group)
-            key = " ".join(w for w in words(text[a:b]))
-            category = self._category.get(key)
+            category = self._category.get(ocr_folded(" ".join(words(text[a:b]))))
             if category is not None:
                 out.append(Section(category, a, a, b, text[a:b]))
         return out
