@@ -6,9 +6,9 @@ run, in the shape of the ``transformers`` pipelines. The options of a call are c
   :class:`~mslm_core.predict.AnnotationPlan`, whose later chunks are prepared as it runs;
 - **forward** — the plan's steps, batches of windows through the engine: the only step a
   scheduler runs (the service's micro-batcher interleaves the steps of its requests);
-- **postprocess** — the decoded mentions → the confidence thresholds → the clinical context
-  (sections, then ConText) → the concepts, in that order, each text under its own options: an
-  entity a threshold drops costs no context or linking;
+- **postprocess** — the decoded mentions → the note's layout → the confidence thresholds →
+  the clinical context (sections, then ConText) → the concepts, in that order, each text
+  under its own options: an entity a threshold drops costs no context or linking;
 - **render** — the entities as the format asks: this service's JSON, BioC, PubTator, Label
   Studio pre-annotations.
 
@@ -33,15 +33,17 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import measurements
 from .active import check_strategy, raw_uncertainties
 from .bundle import check_style
 from .config import Bounds
 from .corpus import PREDICTION_FORMATS
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
+from .layout import Layout
 from .render import annotation_json, media_type, render_predictions
 from .schema import context_applies, context_attributes, linked
-from .types import Entity
+from .types import Assertion, Entity
 
 if TYPE_CHECKING:
     from .context import ContextEngine
@@ -205,10 +207,18 @@ class AnnotationPipeline:
         extractor: EntityExtractor,
         context: ContextEngine | None = None,
         linker: Linker | None = None,
+        layout: Layout | None = None,
     ):
         self.extractor = extractor
         self.context = context
         self.linker = linker
+        # a note's lines, list items and headers (the context's section headers, when it has
+        # a site's own)
+        sectionizer = context.sectionizer if context is not None else None
+        self.layout = layout or Layout(sectionizer)
+        # vitals and lab values are read by rule for a model that has both types
+        types = set(extractor.info.types) if extractor is not None else set()
+        self.measures = {"Test", "Result"} <= types
 
     @classmethod
     def from_bundle(
@@ -282,11 +292,23 @@ class AnnotationPipeline:
     def postprocess(
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]], options: Options = None
     ) -> list[list[Entity]]:
-        """The decoded entities of ``texts`` → thresholds → clinical context → concepts, each
-        text under its options (one for all, or one per text), each step for the entity types
-        it applies to (``mslm_core.schema``: the clinical schema's Dosage gets neither)."""
+        """The decoded entities of ``texts`` → the note's layout (``mslm_core.layout``: no
+        span across a line break, no list marker in one, no header as an entity) → thresholds →
+        clinical context → concepts, each text under its options (one for all, or one per
+        text), each step for the entity types it applies to (``mslm_core.schema``: the clinical
+        schema's Dosage gets neither)."""
         per = _per_text(options, len(texts))
-        out = [thresholded(ents, o) for ents, o in zip(entities, per, strict=True)]
+        tidy = self.layout.tidy_all(texts, entities)
+        # vitals and lab values ("BP 168/94", "Cr 1.4"): a Test and its Result over the
+        # model's reading; measured, so no context cue applies to the test
+        measured: list[set[tuple[int, int]]] = [set() for _ in texts]
+        if self.measures:
+            for i, text in enumerate(texts):
+                found = measurements.find(text)
+                if found:
+                    tidy[i] = measurements.merged(text, tidy[i], found)
+                    measured[i] = {m.label for m in found}
+        out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         context = self.context
         if context is not None:
 
@@ -296,6 +318,10 @@ class AnnotationPipeline:
                 return [[_attributes_of_its_type(e) for e in es] for es in found]
 
             out = _where(in_context, texts, out, [o.context for o in per])
+            out = [
+                [_measured(e) if (e.start, e.end) in spans and e.type == "Test" else e for e in es]
+                for es, spans in zip(out, measured, strict=True)
+            ]
         linker = self.linker
         if linker is not None:
             link = partial(_for_types, linker.apply_all, applies=linked)
@@ -385,6 +411,13 @@ def _for_types(
     return [
         [next(done[i]) if applies(e.type) else e for e in ents] for i, ents in enumerate(entities)
     ]
+
+
+def _measured(e: Entity) -> Entity:
+    """A measured test (a vital sign, a lab value): taken, so present whatever cue is near."""
+    if e.assertion is None:
+        return e
+    return replace(e, assertion=Assertion())
 
 
 def _attributes_of_its_type(e: Entity) -> Entity:

@@ -1,0 +1,99 @@
+"""A note's layout, read as clinicians lay it out: lines, list items and headers.
+
+The model reads a note line by line (``mslm_core.text.sentence_spans`` ends a sentence at a line
+break, but for prose wrapped at a fixed width); what it finds is then tidied to the layout:
+
+- **no entity crosses a line break**: one that does (wrapped prose) keeps its longest line;
+- **no bullet, list number or edge punctuation in a span**: ``- Lisinopril`` → ``Lisinopril``,
+  and an entity that is nothing but a list marker (``1.``) is dropped;
+- **a header is never an entity**: one that overlaps a section header (``EXTREMITIES:``,
+  ``HEENT:``, ``VS:``; ``mslm_core.context.sections``, OCR damage included) is dropped.
+
+Every entity keeps its type and scores; offsets stay offsets into the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .context.sections import Sectionizer, default_sections
+from .types import Entity, with_fields
+
+# a list marker at the start of a line: a bullet, or a number or letter with . or )
+_MARKER = re.compile(r"(?:[-*\u2022\u00b7\u25aa\u25e6>]+|\(?\d{1,2}[.)]|[a-zA-Z][.)])(?=\s|$)")
+_EDGE = ",;:.!?()[]{}\"'"
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+class Layout:
+    """Tidies entities to their note's lines, list items and headers."""
+
+    def __init__(self, sectionizer: Sectionizer | None = None):
+        self.sectionizer = sectionizer or Sectionizer(default_sections())
+
+    def headers(self, text: str) -> list[tuple[int, int]]:
+        """The character spans of ``text``'s section headers, in order."""
+        return [(s.header_start, s.header_end) for s in self.sectionizer.find(text)]
+
+    def tidy(self, text: str, entities: Sequence[Entity]) -> list[Entity]:
+        heads = self.headers(text) if entities else []
+        out = []
+        for e in entities:
+            span = _tidied(text, e.start, e.end)
+            if span is None:
+                continue
+            start, end = span
+            if any(a < end and start < b for a, b in heads):
+                continue
+            if (start, end) != (e.start, e.end):
+                e = with_fields(e, start=start, end=end, text=text[start:end])
+            out.append(e)
+        return out
+
+    def tidy_all(
+        self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
+    ) -> list[list[Entity]]:
+        return [self.tidy(t, es) for t, es in zip(texts, entities, strict=True)]
+
+
+def _tidied(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """``text[start:end]`` on one line, without a leading list marker or edge punctuation
+    (a bracket is kept when its pair is inside); None when nothing is left."""
+    if "\n" in text[start:end]:
+        lines, pos = [], start
+        for part in text[start:end].split("\n"):
+            lines.append((pos, pos + len(part)))
+            pos += len(part) + 1
+        start, end = max(lines, key=lambda ab: len(text[ab[0] : ab[1]].strip()))
+    while True:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start >= end:
+            return None
+        line_start = text.rfind("\n", 0, start) + 1
+        marker = _MARKER.match(text, start, end) if not text[line_start:start].strip() else None
+        if marker is not None:
+            start = marker.end()
+            continue
+        first, last = text[start], text[end - 1]
+        span = text[start:end]
+        if first in _OPEN and last == _CLOSE[_OPEN.index(first)] and span.count(last) == 1:
+            start, end = start + 1, end - 1  # "(aspirin)": the pair around it
+            continue
+        if first in _EDGE and not (first in _OPEN and _CLOSE[_OPEN.index(first)] in span):
+            start += 1
+            continue
+        if last in _EDGE and not (last in _CLOSE and _OPEN[_CLOSE.index(last)] in span):
+            if last == "." and _abbreviated(span):
+                return start, end
+            end -= 1
+            continue
+        return start, end
+
+
+def _abbreviated(span: str) -> bool:
+    """Whether a closing full stop belongs to the span: "q.d.", "p.o.", "a.m." keep theirs."""
+    return bool(re.search(r"(?:^|[\s(])(?:[a-zA-Z]\.){2,}$", span))

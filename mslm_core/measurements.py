@@ -1,0 +1,243 @@
+"""Vital signs and lab values as notes write them: "BP 168/94", "HR 102", "T 38.9", "SpO2 91%
+RA", "Cr 1.4", "troponin 0.4 ng/mL", "Na 134, K 3.2".
+
+A known test label followed by its value (an optional ``:``, ``=``, "of", "was" between, a
+unit after) is a **Test** over the label and a **Result** over the value with its unit, the
+result tied to its test. These spans replace whatever the model found over them: a label
+such as "VS", "T" or "K" is too short for the model to read reliably, and a value is read as
+one span with its unit. Labels are matched whole and case-insensitively; a one-letter label
+(``T``, ``P``) only with a value in its own range (a temperature, a pulse), so "T 2" or
+"P 1" is left to the model.
+
+:class:`Measurement` keeps the pair; :func:`find` gives them in a text, in order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .types import Entity
+
+#: The confidence given to a measurement's Test and Result: the share of the measurements
+#: found in the note-style check set's development notes that were right
+#: (benchmarks/results/note-style), rounded down.
+CONFIDENCE = 0.97
+
+# label (as written, any case; words apart by spaces) → what it measures
+_VITALS = {
+    "bp": "blood pressure",
+    "blood pressure": "blood pressure",
+    "sbp": "systolic blood pressure",
+    "dbp": "diastolic blood pressure",
+    "map": "mean arterial pressure",
+    "hr": "heart rate",
+    "heart rate": "heart rate",
+    "pulse": "heart rate",
+    "pulse rate": "heart rate",
+    "rr": "respiratory rate",
+    "resp": "respiratory rate",
+    "respiratory rate": "respiratory rate",
+    "respirations": "respiratory rate",
+    "resp rate": "respiratory rate",
+    "temp": "body temperature",
+    "temperature": "body temperature",
+    "tmax": "body temperature",
+    "tm": "body temperature",
+    "spo2": "oxygen saturation",
+    "sao2": "oxygen saturation",
+    "o2 sat": "oxygen saturation",
+    "o2 sats": "oxygen saturation",
+    "sat": "oxygen saturation",
+    "sats": "oxygen saturation",
+    "o2 saturation": "oxygen saturation",
+    "oxygen saturation": "oxygen saturation",
+    "pulse ox": "oxygen saturation",
+    "pox": "oxygen saturation",
+    "fio2": "inspired oxygen",
+    "wt": "body weight",
+    "weight": "body weight",
+    "ht": "body height",
+    "height": "body height",
+    "bmi": "body mass index",
+    "gcs": "glasgow coma scale",
+}
+_LABS = {
+    "na": "sodium",
+    "sodium": "sodium",
+    "k": "potassium",
+    "potassium": "potassium",
+    "cl": "chloride",
+    "chloride": "chloride",
+    "hco3": "bicarbonate",
+    "bicarb": "bicarbonate",
+    "co2": "carbon dioxide",
+    "bun": "urea nitrogen",
+    "cr": "creatinine",
+    "creat": "creatinine",
+    "creatinine": "creatinine",
+    "glucose": "glucose",
+    "gluc": "glucose",
+    "bg": "glucose",
+    "fsbg": "glucose",
+    "ca": "calcium",
+    "calcium": "calcium",
+    "mg": "magnesium",
+    "magnesium": "magnesium",
+    "phos": "phosphate",
+    "phosphorus": "phosphate",
+    "ag": "anion gap",
+    "anion gap": "anion gap",
+    "wbc": "leukocytes",
+    "hgb": "hemoglobin",
+    "hb": "hemoglobin",
+    "hemoglobin": "hemoglobin",
+    "hct": "hematocrit",
+    "hematocrit": "hematocrit",
+    "plt": "platelets",
+    "plts": "platelets",
+    "platelets": "platelets",
+    "inr": "inr",
+    "pt": "prothrombin time",
+    "ptt": "ptt",
+    "aptt": "ptt",
+    "troponin": "troponin",
+    "trop": "troponin",
+    "tni": "troponin i",
+    "tnt": "troponin t",
+    "bnp": "natriuretic peptide",
+    "probnp": "natriuretic peptide",
+    "nt-probnp": "natriuretic peptide",
+    "lactate": "lactate",
+    "lactic acid": "lactate",
+    "a1c": "hemoglobin a1c",
+    "hba1c": "hemoglobin a1c",
+    "hgba1c": "hemoglobin a1c",
+    "hemoglobin a1c": "hemoglobin a1c",
+    "tsh": "thyrotropin",
+    "alt": "alanine aminotransferase",
+    "ast": "aspartate aminotransferase",
+    "alk phos": "alkaline phosphatase",
+    "alp": "alkaline phosphatase",
+    "t bili": "bilirubin",
+    "tbili": "bilirubin",
+    "bilirubin": "bilirubin",
+    "albumin": "albumin",
+    "lipase": "lipase",
+    "amylase": "amylase",
+    "ck": "creatine kinase",
+    "cpk": "creatine kinase",
+    "crp": "c-reactive protein",
+    "esr": "sedimentation rate",
+    "procalcitonin": "procalcitonin",
+    "d-dimer": "d-dimer",
+    "ferritin": "ferritin",
+    "ldl": "ldl cholesterol",
+    "hdl": "hdl cholesterol",
+    "tg": "triglycerides",
+    "triglycerides": "triglycerides",
+    "ph": "ph",
+    "pco2": "pco2",
+    "po2": "po2",
+    "paco2": "pco2",
+    "pao2": "po2",
+    "ef": "ejection fraction",
+    "lvef": "ejection fraction",
+    "qtc": "qtc interval",
+    "psa": "prostate specific antigen",
+}
+# one-letter labels, only with a value in their range
+_ONE_LETTER = {
+    "t": ("body temperature", r"(?:3[4-9]|9\d|10[0-7])(?:\.\d{1,2})?"),
+    "p": ("heart rate", r"(?:[3-9]\d|1[0-9]\d)"),
+}
+_UNITS = (
+    r"mm\s?hg|bpm|/min|breaths/min|°\s?[cf]|deg\s?[cf]|[cf](?![a-z])|%|kg|lbs?|g/dl|mg/dl|"
+    r"mmol/l|meq/l|ng/ml|ng/dl|pg/ml|u/l|iu/l|k/ul|k/mcl|x10\^?9/l|/ul|/mm3|mg/l|mcg/l|ug/l|"
+    r"miu/l|uiu/ml|sec|s(?![a-z])|cm|in(?![a-z])|ms"
+)
+_NUMBER = r"[<>≤≥]?\s?\d+(?:[.,]\d+)?"
+_BP = r"\d{2,3}\s?/\s?\d{2,3}"
+
+
+def _label_pattern(labels: Sequence[str]) -> str:
+    ordered = sorted(labels, key=len, reverse=True)
+    return "|".join(r"[ \t]+".join(re.escape(w) for w in label.split()) for label in ordered)
+
+
+_SEP = r"[ \t]*(?:[:=]|\bof\b|\bwas\b|\bis\b)?[ \t]*"
+# a value ends there: not inside a longer number, a word or a ratio ("K 3/4")
+_AFTER = r"(?![\w.]*\d|[ \t]?/[ \t]?\d)"
+_PATTERN = re.compile(
+    r"(?<![\w/-])(?P<label>"
+    + _label_pattern([*_VITALS, *_LABS])
+    + r")(?![\w/-])"
+    + _SEP
+    + r"(?P<value>(?:"
+    + _BP
+    + "|"
+    + _NUMBER
+    + r")(?:[ \t]?(?:"
+    + _UNITS
+    + r"))?)"
+    + _AFTER
+    + r"|(?<![\w/-])(?P<one>[tp])(?![\w/-])"
+    + _SEP
+    + r"(?P<onevalue>(?:3[4-9]|9\d|10[0-7]|[3-9]\d|1[0-9]\d)(?:\.\d{1,2})?"
+    r"(?:[ \t]?(?:" + _UNITS + r"))?)" + _AFTER,
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A test label and its value, as character spans; ``measures`` what it measures."""
+
+    label: tuple[int, int]
+    value: tuple[int, int]
+    measures: str
+
+    def entities(self, text: str, confidence: float = CONFIDENCE) -> tuple[Entity, Entity]:
+        (a, b), (c, d) = self.label, self.value
+        return (
+            Entity(a, b, text[a:b], "Test", confidence, confidence, confidence),
+            Entity(c, d, text[c:d], "Result", confidence, confidence, confidence),
+        )
+
+
+def find(text: str) -> list[Measurement]:
+    """The measurements of ``text``, in order."""
+    out = []
+    for m in _PATTERN.finditer(text):
+        if m.group("label") is not None:
+            label, value = m.span("label"), m.span("value")
+            key = " ".join(m.group("label").lower().split())
+            measures = _VITALS.get(key) or _LABS[key]
+            if "pressure" not in measures and re.match(_BP, m.group("value")):
+                continue  # a ratio is the value of a pressure only
+        else:
+            key = m.group("one").lower()
+            measures, allowed = _ONE_LETTER[key]
+            number = re.match(r"\d+(?:\.\d+)?", m.group("onevalue"))
+            if number is None or not re.fullmatch(allowed, number.group()):
+                continue
+            label, value = m.span("one"), m.span("onevalue")
+        value = _trim(text, *value)
+        out.append(Measurement(label, value, measures))
+    return out
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while end > start and text[end - 1] in " \t,;":
+        end -= 1
+    return start, end
+
+
+def merged(text: str, entities: Sequence[Entity], found: Sequence[Measurement]) -> list[Entity]:
+    """``entities`` with the measurements ``found`` in ``text`` over them: each measurement's
+    Test and Result replace the entities they overlap, in text order."""
+    spans = [s for m in found for s in (m.label, m.value)]
+    kept = [e for e in entities if not any(a < e.end and e.start < b for a, b in spans)]
+    added = [e for m in found for e in m.entities(text)]
+    return sorted([*kept, *added], key=lambda e: (e.start, e.end))
