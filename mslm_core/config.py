@@ -169,6 +169,15 @@ class TrainConfig:
         job=True,
         bounds=Bounds(ge=0, lt=1),
     )
+    note_style: float = _f(
+        0.0,
+        "this share of the training sentences is rewritten the way clinicians write notes — "
+        "clinical shorthand for long forms (SOB, HTN, h/o), no articles, no closing full stop, "
+        "upper or lower case, a list bullet — every gold mention carried over exactly "
+        "(mslm_core.notestyle; docs/notes.md)",
+        job=True,
+        bounds=Bounds(ge=0, le=1),
+    )
     base_model: str = _f("minilm", "encoder: alias (minilm), local path or hub id", job=True)
     strategy: str = _f(
         DEFAULT_STRATEGY,

@@ -35,6 +35,7 @@ from ..errors import ConfigError
 from ..features import WindowBuilder
 from ..masking import plan_masking
 from ..model import LossSpec, MSLMOutput, load_pretrained
+from ..notestyle import rewrite_share
 from ..predict.backend import TorchBackend
 from ..predict.predictor import Predictor
 from ..sources import TrainingData, load_training_data
@@ -103,6 +104,11 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.data: TrainingData = load_training_data(cfg, cfg.partial_labels)
         self.corpora = self.data.corpora()
+        if cfg.note_style:  # training sentences rewritten as notes are written
+            train = self.corpora["train"]
+            sentences, rewritten = rewrite_share(train.sentences, cfg.note_style, cfg.seed)
+            self.corpora["train"] = replace(train, sentences=sentences)
+            log.info("note style: %d of %d training sentences rewritten", rewritten, len(sentences))
         # ``auto`` becomes the learning curve's choice for this many training sentences
         cfg, self.auto_choice = cfg.resolve_auto(len(self.corpora["train"].sentences))
         if self.auto_choice is not None:
