@@ -1,0 +1,206 @@
+"""Notes as clinicians write them: lines and lists, headers, vitals and shorthand (issue 59)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mslm_core import measurements
+from mslm_core.context.sections import Sectionizer, default_sections
+from mslm_core.corpus.model import Sentence
+from mslm_core.layout import Layout
+from mslm_core.notestyle import NoteStyle, Rates, rewrite_share
+from mslm_core.shorthand import Sense, Shorthand, packaged, read_table, write_table
+from mslm_core.text import sentence_spans
+from mslm_core.types import Entity, Mention
+
+
+def _sentences(text: str) -> list[str]:
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+# -- lines ---------------------------------------------------------------------------------
+def test_every_line_of_a_list_is_read_apart():
+    text = "MEDICATIONS:\n- Lisinopril 10 mg PO daily\n- Metoprolol 25 mg PO qHS\nAlbuterol PRN"
+    assert _sentences(text) == [
+        "MEDICATIONS:",
+        "- Lisinopril 10 mg PO daily",
+        "- Metoprolol 25 mg PO qHS",
+        "Albuterol PRN",
+    ]
+    # lines without a full stop, lower case included: a list is not prose
+    assert _sentences("metoprolol 25 mg\nlisinopril 10 mg") == [
+        "metoprolol 25 mg",
+        "lisinopril 10 mg",
+    ]
+
+
+def test_prose_wrapped_at_a_fixed_width_stays_one_sentence():
+    wrapped = (
+        "The patient is a 67 year old man who presented to the ED with worsening\n"
+        "shortness of breath and chest pain. He denies fever."
+    )
+    assert _sentences(wrapped) == [wrapped.split(". ")[0] + ".", "He denies fever."]
+    # a short line, a line ending in punctuation, a next line in capitals or a bullet: apart
+    assert len(_sentences("Pt with worsening\nshortness of breath")) == 2
+    assert len(_sentences("x" * 60 + ",\nshortness of breath")) == 2
+    assert len(_sentences("a" * 60 + " and\n- shortness of breath")) == 2
+
+
+# -- layout --------------------------------------------------------------------------------
+def _entity(text: str, start: int, end: int, kind: str = "Drug") -> Entity:
+    return Entity(start, end, text[start:end], kind, 0.9, 0.9, 0.9)
+
+
+def test_list_markers_and_edge_punctuation_are_not_part_of_a_span():
+    text = "- Lisinopril 10 mg\n1. Amoxicillin 500 mg,\n* (aspirin)\n2) q.d."
+    layout = Layout()
+    found = layout.tidy(
+        text,
+        [
+            _entity(text, 0, 12),  # "- Lisinopril"
+            _entity(text, 19, 33),  # "1. Amoxicillin"
+            _entity(text, 34, 41, "Dosage"),  # "500 mg,"
+            _entity(text, 19, 21, "Dosage"),  # "1." alone: a list number
+            _entity(text, 42, 53),  # "* (aspirin)"
+            _entity(text, 57, 61, "Dosage"),  # "q.d." keeps its full stop
+        ],
+    )
+    assert [e.text for e in found] == ["Lisinopril", "Amoxicillin", "500 mg", "aspirin", "q.d."]
+    assert all(text[e.start : e.end] == e.text for e in found)
+
+
+def test_no_entity_crosses_a_line_break_and_headers_are_not_entities():
+    text = "PO qHS\n- Metoprolol succinate\nEXTREMITIES: No edema\nHEENT: NCAT"
+    layout = Layout()
+    found = layout.tidy(
+        text,
+        [
+            _entity(text, 0, 29),  # 'PO qHS\n- Metoprolol succinate'
+            _entity(text, 30, 41, "Problem"),  # EXTREMITIES
+            _entity(text, 46, 51, "Problem"),  # edema
+            _entity(text, 52, 57, "Problem"),  # HEENT
+        ],
+    )
+    assert [e.text for e in found] == ["Metoprolol succinate", "edema"]
+
+
+def test_headers_are_found_through_ocr_damage():
+    sections = Sectionizer(default_sections())
+    text = (
+        "HISTORY 0F PRESENT ILLNESS: pt with CP\nlMPRESSlON:\nno acute process\n"
+        "ASSESSRNENT AND PLAN;\n1. HTN: continue lisinopril\nFOLLOW-UP: PCP in 1 week\n"
+        "VS: BP 120/80\nHEENT: NCAT"
+    )
+    found = [(s.category, s.header) for s in sections.find(text)]
+    assert found == [
+        ("history_of_present_illness", "HISTORY 0F PRESENT ILLNESS"),
+        ("observation_and_plan", "lMPRESSlON"),
+        ("observation_and_plan", "ASSESSRNENT AND PLAN"),
+        ("follow_up", "FOLLOW-UP"),
+        ("labs_and_studies", "VS"),
+        ("physical_exam", "HEENT"),
+    ]  # "1. HTN:" is a problem-list item, not a header
+
+
+# -- vitals and lab values -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "pairs"),
+    [
+        (
+            "VS: BP 168/94, HR 102, RR 18, T 38.9, SpO2 91% RA",
+            [("BP", "168/94"), ("HR", "102"), ("RR", "18"), ("T", "38.9"), ("SpO2", "91%")],
+        ),
+        ("Temp 101.2, Wt 92 kg", [("Temp", "101.2"), ("Wt", "92 kg")]),
+        ("troponin 0.4 ng/mL; Cr 1.4", [("troponin", "0.4 ng/mL"), ("Cr", "1.4")]),
+        ("BP of 120/80 and HR was 72", [("BP", "120/80"), ("HR", "72")]),
+        ("O2 sat 89% on 2L", [("O2 sat", "89%")]),
+        # a one-letter label needs a value in its range; a ratio is a pressure's only
+        ("T 2 DM, K 3/4, P 1", []),
+        ("pain 7/10", []),
+    ],
+)
+def test_vitals_and_lab_values_are_a_test_and_its_result(text, pairs):
+    found = measurements.find(text)
+    assert [(text[slice(*m.label)], text[slice(*m.value)]) for m in found] == pairs
+
+
+def test_a_measurement_replaces_what_the_model_read_over_it():
+    text = "VS: BP 168/94, HR 102"
+    model = [_entity(text, 0, 2, "Problem"), _entity(text, 4, 13, "Result")]  # "VS", "BP 168/9"
+    out = measurements.merged(text, model, measurements.find(text))
+    assert [(e.text, e.type) for e in out] == [
+        ("VS", "Problem"),
+        ("BP", "Test"),
+        ("168/94", "Result"),
+        ("HR", "Test"),
+        ("102", "Result"),
+    ]
+
+
+# -- shorthand -----------------------------------------------------------------------------
+def test_the_packaged_shorthand_table_knows_what_notes_abbreviate():
+    table = packaged()
+    assert table.dominant("SOB").long == "shortness of breath"
+    assert table.dominant("htn").long == "hypertension"
+    assert table.dominant("N/V").long == "nausea/vomiting"
+    assert table.dominant("nkda").long == "no known drug allergies"
+    assert table.dominant("RA").long == "room air"  # not rheumatoid arthritis, in notes
+    assert table.dominant("zzq") is None
+
+
+def test_a_shorthand_table_reads_back_what_it_wrote(tmp_path):
+    table = Shorthand(
+        [
+            Sense("sob", "shortness of breath", 1.0, (("SOB", 16), ("sob", 4)), ("a",)),
+            Sense("cp", "chest pain", 0.9, (("CP", 3),), ("a", "b")),
+        ]
+    )
+    path = tmp_path / "t.tsv"
+    assert write_table(table, path, "test") == 2
+    again = read_table(path)
+    assert again.senses == table.senses
+    path.write_text("short\tlong\n")
+    with pytest.raises(Exception, match=r"t\.tsv:1"):
+        read_table(path)
+
+
+def _sentence(words: str, spans: list[tuple[int, int, str]]) -> Sentence:
+    return Sentence.from_words(words.split(), [Mention(a, b, t) for a, b, t in spans])
+
+
+def test_note_style_rewrites_text_and_carries_every_mention_over():
+    style = NoteStyle(
+        rates=Rates(shorthand=1.0, telegraphic=1.0, full_stop=1.0, upper=0, lower=0, bullet=0)
+    )
+    sentence = _sentence(
+        "The patient was admitted with shortness of breath and a history of hypertension .",
+        [(5, 8, "Problem"), (12, 13, "Problem")],
+    )
+    out = style(sentence, np.random.default_rng(0))
+    assert [m.label for m in out.mentions] == ["Problem", "Problem"]
+    assert [" ".join(out.words[m.start : m.end]).lower() for m in out.mentions] == ["sob", "htn"]
+    assert "the" not in [w.lower() for w in out.words] and out.words[-1] != "."
+    assert "h / o" in out.text.lower()  # "history of", outside a mention
+
+
+def test_held_out_shorthand_is_never_written():
+    style = NoteStyle(
+        rates=Rates(shorthand=1.0, upper=0, lower=0, bullet=0), held_out=frozenset({"sob"})
+    )
+    sentence = _sentence("shortness of breath today", [(0, 3, "Problem")])
+    for seed in range(20):
+        out = style(sentence, np.random.default_rng(seed))
+        assert out.words[:3] == ["shortness", "of", "breath"]
+
+
+def test_a_share_of_sentences_is_rewritten_the_same_way_every_time():
+    sentences = [_sentence("patient with hypertension .", [(2, 3, "Problem")]) for _ in range(200)]
+    once, n = rewrite_share(sentences, 0.3, seed=7)
+    again, m = rewrite_share(sentences, 0.3, seed=7)
+    assert n == m and 40 <= n <= 80
+    assert [s.text for s in once] == [s.text for s in again]
+    assert sum(s.text != "patient with hypertension ." for s in once) > 0
+    for s in once:  # every rewritten sentence still holds its one Problem
+        assert [m.label for m in s.mentions] == ["Problem"]
+    assert rewrite_share(sentences, 0.0, seed=7) == (sentences, 0)
