@@ -5,7 +5,8 @@ break, but for prose wrapped at a fixed width); what it finds is then tidied to 
 
 - **no entity crosses a line break**: one that does (wrapped prose) keeps its longest line;
 - **no bullet, list number or edge punctuation in a span**: ``- Lisinopril`` → ``Lisinopril``,
-  and an entity that is nothing but a list marker (``1.``) is dropped;
+  ``# AKI`` → ``AKI``, ``PRN pain`` → ``pain``, and an entity that is nothing but a list
+  marker (``1.``) is dropped, as is one that starts with an age and sex (``52F c/o``);
 - **a header is never an entity**: one that overlaps a section header (``EXTREMITIES:``,
   ``HEENT:``, ``VS:``; ``mslm_core.context.sections``, OCR damage included) is dropped.
 
@@ -20,8 +21,21 @@ from collections.abc import Sequence
 from .context.sections import Sectionizer, default_sections
 from .types import Entity, with_fields
 
-# a list marker at the start of a line: a bullet, or a number or letter with . or )
-_MARKER = re.compile(r"(?:[-*\u2022\u00b7\u25aa\u25e6>]+|\(?\d{1,2}[.)]|[a-zA-Z][.)])(?=\s|$)")
+# a list marker at the start of a line: a bullet, a problem-list "#", or a number or letter
+# with . or )
+_MARKER = re.compile(r"(?:[-*#\u2022\u00b7\u25aa\u25e6>]+|\(?\d{1,2}[.)]|[a-zA-Z][.)])(?=\s|$)")
+# what a note opens a line or a span with that is no part of an entity: "PRN" before the
+# finding a drug is taken for ("PRN pain"), "+" and "-" before a finding said present or not
+_LEADING = re.compile(r"(?:PRN|prn|[+-])\s*(?=\w)")
+# a title line: in capitals (an "l" for an I, as a scanner writes it), naming what the note is
+_TITLE = re.compile(
+    r"^[ \t]*((?=[^a-km-z\n]*\b(?:N[O0]TE|SUMMARY|REP[O0]RT|C[O0]NSULT(?:ATI[O0]N)?|H&P|"
+    r"PR[O0]GRESS|ADMISSI[O0]N|DISCHARGE|RADI[O0]L[O0]GY|[O0]PERATIVE|ADDENDUM)\b)"
+    r"[^a-km-z\n.]*[^a-km-z\n.:\s])[ \t]*:?[ \t]*$",
+    re.MULTILINE,
+)
+# an age and sex ("52F", "69 yo M", "24 y/o F"): never an entity, nor the start of one
+_AGE_SEX = re.compile(r"\d{1,3}\s?(?:y/?o|yo|yr|y\.o\.)?\s?[MF](?![\w])")
 _EDGE = ",;:.!?()[]{}\"'"
 _OPEN, _CLOSE = "([{", ")]}"
 
@@ -33,8 +47,11 @@ class Layout:
         self.sectionizer = sectionizer or Sectionizer(default_sections())
 
     def headers(self, text: str) -> list[tuple[int, int]]:
-        """The character spans of ``text``'s section headers, in order."""
-        return [(s.header_start, s.header_end) for s in self.sectionizer.find(text)]
+        """The character spans of ``text``'s section headers and of its title lines ("HOSPITAL
+        MEDICINE PROGRESS NOTE", "DISCHARGE SUMMARY - GENERAL SURGERY"), in order."""
+        found = [(s.header_start, s.header_end) for s in self.sectionizer.find(text)]
+        found += [m.span(1) for m in _TITLE.finditer(text)]
+        return sorted(found)
 
     def tidy(self, text: str, entities: Sequence[Entity]) -> list[Entity]:
         heads = self.headers(text) if entities else []
@@ -77,6 +94,12 @@ def _tidied(text: str, start: int, end: int) -> tuple[int, int] | None:
         marker = _MARKER.match(text, start, end) if not text[line_start:start].strip() else None
         if marker is not None:
             start = marker.end()
+            continue
+        if _AGE_SEX.match(text, start, end):
+            return None
+        leading = _LEADING.match(text, start, end)
+        if leading is not None:
+            start = leading.end()
             continue
         first, last = text[start], text[end - 1]
         span = text[start:end]

@@ -33,13 +33,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import measurements
+from . import measurements, regimen
 from .active import check_strategy, raw_uncertainties
 from .bundle import check_style
 from .config import Bounds
 from .corpus import PREDICTION_FORMATS
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
+from .language import Language, other_language
 from .layout import Layout
 from .render import annotation_json, media_type, render_predictions
 from .schema import context_applies, context_attributes, linked
@@ -219,6 +220,7 @@ class AnnotationPipeline:
         # vitals and lab values are read by rule for a model that has both types
         types = set(extractor.info.types) if extractor is not None else set()
         self.measures = {"Test", "Result"} <= types
+        self.doses = "Dosage" in types
 
     @classmethod
     def from_bundle(
@@ -253,7 +255,8 @@ class AnnotationPipeline:
         }
 
     def describe(self) -> dict[str, Any]:
-        """The model as every answer names it: its id, what serves it and its types."""
+        """The model as every answer names it: its id, what serves it, its types and the
+        language it reads."""
         info = self.info
         return {
             "id": info.model_id,
@@ -261,7 +264,18 @@ class AnnotationPipeline:
             "precision": info.precision,
             "provider": info.provider,
             "types": list(info.types),
+            "language": self.language,
         }
+
+    @property
+    def language(self) -> str:
+        """The language the model reads (ISO 639-1): its bundle's, else English (every corpus
+        of the clinical recipe and the BLURB corpora are)."""
+        return str(self.extractor.manifest.get("language") or "en")
+
+    def other_languages(self, texts: Sequence[str]) -> list[Language | None]:
+        """Per text, the language it is written in when that is surely not the model's."""
+        return [other_language(t, self.language) for t in texts]
 
     # -- the options ------------------------------------------------------------------------
     def options(self, options: AnnotateOptions | None = None, **given: Any) -> AnnotateOptions:
@@ -293,12 +307,15 @@ class AnnotationPipeline:
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]], options: Options = None
     ) -> list[list[Entity]]:
         """The decoded entities of ``texts`` → the note's layout (``mslm_core.layout``: no
-        span across a line break, no list marker in one, no header as an entity) → thresholds →
+        span across a line break, no list marker in one, no header as an entity) → a Dosage
+        cut to its dose (``mslm_core.regimen``) → vitals and lab values → thresholds →
         clinical context → concepts, each text under its options (one for all, or one per
         text), each step for the entity types it applies to (``mslm_core.schema``: the clinical
         schema's Dosage gets neither)."""
         per = _per_text(options, len(texts))
         tidy = self.layout.tidy_all(texts, entities)
+        if self.doses:  # a Dosage is its dose: "25 mg PO BID" → "25 mg"
+            tidy = [regimen.doses(t, es) for t, es in zip(texts, tidy, strict=True)]
         # vitals and lab values ("BP 168/94", "Cr 1.4"): a Test and its Result over the
         # model's reading; measured, so no context cue applies to the test
         measured: list[set[tuple[int, int]]] = [set() for _ in texts]
@@ -339,7 +356,9 @@ class AnnotationPipeline:
         the texts in BioC and PubTator (default: their indices)."""
         fmt = options.format
         if fmt == "json":
-            described = annotation_json(self.describe(), entities, self.linking(options))
+            described = annotation_json(
+                self.describe(), entities, self.linking(options), self.other_languages(texts)
+            )
             return Rendered(described, "application/json")
         body = render_predictions(
             fmt, texts, entities, self.id, options.from_name, options.to_name, ids

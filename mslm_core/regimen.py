@@ -1,0 +1,96 @@
+"""A drug's regimen as notes write it: "Metoprolol 25 mg PO BID x5 days", "Albuterol 2 puffs
+q4h PRN", "Insulin glargine 20 units SC qHS".
+
+The clinical schema's **Dosage** is the dose or strength with its unit ("25 mg", "2 puffs",
+"0.5 mg/kg"): what a model trained on case reports reads as one span ("25 mg PO BID") is cut
+here into its dose and the rest — route ("PO", "IV", "SC", "inhaled"), frequency ("BID",
+"q4h", "daily", "PRN"), duration ("x5 days", "for 2 weeks") — which :func:`parse` names. A
+span that holds no dose at all ("PO BID", "daily") is no Dosage and is dropped; one that
+names a dose in words ("high-dose", "reduced dose") is kept as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .types import Entity, with_fields
+
+_NUMBER = r"\d+(?:[.,]\d+)*(?:\s?(?:-|–|to)\s?\d+(?:[.,]\d+)*)?(?:/\d+(?:[.,]\d+)*)?"
+_UNIT = (
+    r"(?:mg|mcg|µg|μg|ug|g|gm|gram|grams|kg|ng|mL|ml|cc|L|l|units?|u|IU|iu|mEq|meq|mmol|"
+    r"tabs?|tablets?|caps?|capsules?|puffs?|drops?|gtts|sprays?|patch(?:es)?|suppositor(?:y|ies)|"
+    r"inhalations?|vials?|ampules?|amps?|packets?|%|rng)"
+)
+_PER = r"(?:\s?/\s?(?:kg|m2|m²|day|d|hr|h|hour|min|dose|24\s?h(?:rs?)?))*"
+DOSE = re.compile(r"(?<![\w.])" + _NUMBER + r"\s?" + _UNIT + _PER + r"(?![\w/])", re.IGNORECASE)
+_WORDED = re.compile(r"\bdos(?:e|es|ed|ing)\b", re.IGNORECASE)
+
+ROUTE = re.compile(
+    r"\b(?:PO|p\.o\.|IV|i\.v\.|IVP|IVPB|SC|SQ|subq|subcut|IM|SL|PR|NG|PEG|GT|topical(?:ly)?|"
+    r"inhaled|nebulized|neb|transdermal|intranasal|nasal|ophthalmic|otic|oral(?:ly)?|"
+    r"intravenous(?:ly)?|subcutaneous(?:ly)?|intramuscular(?:ly)?|sublingual(?:ly)?|by mouth)\b",
+    re.IGNORECASE,
+)
+FREQUENCY = re.compile(
+    r"\b(?:q\.?\s?\d+(?:-\d+)?\s?(?:h|hr|hrs|hours?|min)\.?|q\.?(?:d|hs|am|pm|od|week|wk|"
+    r"month|day|shift|other day|\d+\s?days?)\.?|b\.?i\.?d\.?|t\.?i\.?d\.?|q\.?i\.?d\.?|"
+    r"qhs|qam|qpm|qod|prn|daily|nightly|weekly|monthly|twice (?:a |per )?(?:day|daily|week)|"
+    r"(?:once|three times|four times) (?:a |per )?(?:day|daily|week)|every \w+(?: \w+)?|"
+    r"at bedtime|in the (?:morning|evening)|w/ meals|with meals|x\s?1|once|stat)\b",
+    re.IGNORECASE,
+)
+DURATION = re.compile(
+    r"(?:\bx\s?\d+\s?(?:d|days?|wks?|weeks?|mos?|months?|h|hrs?|doses?)\b|"
+    r"\bfor (?:\d+|one|two|three|four|five|six|seven|ten|fourteen) "
+    r"(?:more )?(?:days?|weeks?|months?|doses?)\b)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Regimen:
+    """What a regimen span says: its doses (character spans), route, frequency and duration
+    (the words as written, None when it says none)."""
+
+    doses: tuple[tuple[int, int], ...]
+    route: str | None = None
+    frequency: str | None = None
+    duration: str | None = None
+
+
+def parse(text: str, start: int = 0, end: int | None = None) -> Regimen:
+    """The regimen written in ``text[start:end]`` (offsets into ``text``)."""
+    end = len(text) if end is None else end
+    piece = text[start:end]
+    doses = tuple((start + m.start(), start + m.end()) for m in DOSE.finditer(piece))
+    route = ROUTE.search(piece)
+    freq = FREQUENCY.search(piece)
+    duration = DURATION.search(piece)
+    return Regimen(
+        doses,
+        route.group() if route else None,
+        freq.group() if freq else None,
+        duration.group() if duration else None,
+    )
+
+
+def doses(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each Dosage cut to its doses (one entity per dose it holds, each with
+    the span's scores), and a Dosage that holds no dose dropped unless it names one in words."""
+    out: list[Entity] = []
+    for e in entities:
+        if e.type != "Dosage":
+            out.append(e)
+            continue
+        found = parse(text, e.start, e.end).doses
+        if not found:
+            if _WORDED.search(e.text):
+                out.append(e)
+            continue
+        for a, b in found:
+            out.append(
+                e if (a, b) == (e.start, e.end) else with_fields(e, start=a, end=b, text=text[a:b])
+            )
+    return out
