@@ -44,6 +44,9 @@ LIST_ITEMS = 64
 #: relative's illness named under Past Medical History is the family's, not the patient's past.
 SECTION_YIELDS: dict[str, frozenset[str]] = {"historical": frozenset({"family"})}
 _HEADER = 1 << 62  # a section header's "distance": its cue comes after every trigger's
+#: Shorthand that negates itself: "NKDA" (no known drug allergies), "NAD" (no acute distress)
+#: is a finding said to be absent, its own cue (issue 59: NKDA came back a present Problem).
+SELF_NEGATED = frozenset({"nkda", "nka", "nkfa", "nkma", "nad"})
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,8 @@ class ContextEngine:
             ordered = _without_repeats(
                 tuple(c for _, c in sorted(found, key=lambda dc: (dc[0], dc[1].start)))
             )
+            if e.text.lower().replace(".", "") in SELF_NEGATED:
+                ordered = (Cue("negated", e.text, e.start, e.end), *ordered)
             flags = {attr: any(c.attribute == attr for c in ordered) for attr in ATTRIBUTES}
             assertion = Assertion(**flags, cues=ordered)
             out.append(replace(e, assertion=assertion, section=s.category if s else None))
