@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(100_000, ge=1, description="characters per text")
     max_upload_mb: float = Field(100.0, gt=0, description="request body size of uploads")
     log_text: bool = Field(False, description="log submitted text (off: it is patient data)")
+    refuse_other_languages: bool = Field(
+        False,
+        description="refuse a text surely written in another language than the model reads "
+        "(422; an annotation job's note: not annotated) instead of annotating it with a warning",
+    )
     batch_wait_ms: float = Field(5.0, ge=0, description="micro-batching time budget")
     max_batch_texts: int = Field(256, ge=1, description="texts per micro-batch")
     model_poll_seconds: float = Field(2.0, gt=0, description="how often replicas check activation")

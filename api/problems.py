@@ -146,6 +146,25 @@ def refuse_bad_characters(texts: Sequence[str], what: str, field: str) -> None:
         )
 
 
+def refuse_other_languages(texts: Sequence[str], pipeline: Any, field: str) -> None:
+    """A 422 naming every text surely written in another language than the model of
+    ``pipeline`` reads (MSLM_REFUSE_OTHER_LANGUAGES), at most 20: ``field`` is its path with
+    ``{i}``."""
+    others = [(i, o) for i, o in enumerate(pipeline.other_languages(texts)) if o is not None]
+    if others:
+        first, language = others[0]
+        raise Problem(
+            422,
+            f"text {first} is written in {language.code}; the model reads {pipeline.language} "
+            "(MSLM_REFUSE_OTHER_LANGUAGES)",
+            slug="other-language",
+            errors=[
+                {"field": field.format(i=i), "message": o.warning(pipeline.language)}
+                for i, o in others[:20]
+            ],
+        )
+
+
 def problem_response(
     request: Request,
     status: int,

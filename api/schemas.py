@@ -219,8 +219,21 @@ class EntityOut(BaseModel):
     )
 
 
+class TextLanguage(BaseModel):
+    code: str = Field(description="ISO 639-1")
+    probability: float
+
+
 class TextResult(BaseModel):
     entities: list[EntityOut]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what to know about this text's answer: written in another language than "
+        "the model reads (it was annotated all the same unless MSLM_REFUSE_OTHER_LANGUAGES)",
+    )
+    language: TextLanguage | None = Field(
+        None, description="the text's language, when it is surely another than the model's"
+    )
 
 
 class ServedModel(BaseModel):
@@ -229,6 +242,7 @@ class ServedModel(BaseModel):
     precision: str
     provider: str
     types: list[str]
+    language: str = Field("en", description="the language the model reads (ISO 639-1)")
 
 
 class LinkedVocabulary(BaseModel):
@@ -802,7 +816,8 @@ class AnnotationJobOut(BaseModel):
     finished_at: dt.datetime | None
     cancel_requested: bool
     progress: dict[str, Any] = Field(
-        description="total, done, committed, failed_notes, entities, chunks by state, "
+        description="total, done, committed, failed_notes, other_language_notes (annotated, "
+        "written in another language than the model's), entities, chunks by state, "
         "notes_per_second, elapsed_seconds, eta_seconds"
     )
     error: str | None
@@ -818,6 +833,9 @@ class NoteError(BaseModel):
     reason: str
     where: str | None = None
     chunk: int | None = None
+    warning: bool = Field(
+        False, description="annotated all the same (written in another language than the model's)"
+    )
 
 
 class NoteErrorList(BaseModel):

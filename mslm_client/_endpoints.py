@@ -48,6 +48,7 @@ class JobParams(TypedDict, total=False):
 
     source_styles: bool  # several datasets: each one's windows open with its id
     blank_style: float  # with source_styles: this share of windows has none, nor the model
+    note_style: float  # this share of training sentences rewritten as notes are written
     base_model: str  # an encoder allowed by MSLM_BASE_MODELS
     strategy: str  # one of the service's (JobCreate.strategy in its /openapi.json)
     elm_rate: float

@@ -181,12 +181,31 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class TextLanguage:
+    """A text's language (ISO 639-1) when it is surely another than the model's."""
+
+    code: str
+    probability: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TextLanguage:
+        return cls(code=d["code"], probability=float(d["probability"]))
+
+
+@dataclass(frozen=True)
 class TextResult:
     entities: list[Entity]
+    warnings: list[str] = field(default_factory=list)
+    language: TextLanguage | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TextResult:
-        return cls(entities=[Entity.from_dict(e) for e in d.get("entities", [])])
+        language = d.get("language")
+        return cls(
+            entities=[Entity.from_dict(e) for e in d.get("entities", [])],
+            warnings=list(d.get("warnings") or []),
+            language=None if language is None else TextLanguage.from_dict(language),
+        )
 
 
 @dataclass(frozen=True)
@@ -198,6 +217,7 @@ class ServedModel:
     precision: str = ""
     provider: str = ""
     types: list[str] = field(default_factory=list)
+    language: str = "en"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ServedModel:
@@ -207,6 +227,7 @@ class ServedModel:
             precision=d.get("precision", ""),
             provider=d.get("provider", ""),
             types=list(d.get("types", [])),
+            language=d.get("language", "en"),
         )
 
 
@@ -655,6 +676,7 @@ class AnnotationProgress:
     done: int = 0
     committed: int = 0
     failed_notes: int = 0
+    other_language_notes: int = 0
     entities: int = 0
     notes_per_second: float = 0.0
     elapsed_seconds: float = 0.0
@@ -668,6 +690,7 @@ class AnnotationProgress:
             done=int(d.get("done", 0)),
             committed=int(d.get("committed", 0)),
             failed_notes=int(d.get("failed_notes", 0)),
+            other_language_notes=int(d.get("other_language_notes", 0)),
             entities=int(d.get("entities", 0)),
             notes_per_second=float(d.get("notes_per_second", 0.0)),
             elapsed_seconds=float(d.get("elapsed_seconds", 0.0)),

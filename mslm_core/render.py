@@ -15,6 +15,7 @@ from typing import Any
 from .corpus import PREDICTION_FORMATS, registry
 from .corpus.bioc import predictions_to_bioc
 from .corpus.pubtator import predictions_to_pubtator
+from .language import Language
 from .types import Entity
 
 __all__ = [
@@ -31,14 +32,25 @@ def annotation_json(
     model: dict[str, Any],
     entities: Sequence[Sequence[Entity]],
     linking: dict[str, Any] | None = None,
+    languages: Sequence[Language | None] | None = None,
 ) -> dict[str, Any]:
     """``{"model": …, "linking": …, "results": [{"entities": [{start, end, text, type,
-    confidence, detection_score, type_score, …}, …]}, …]}``: one result per text, in order;
-    ``linking`` what the concepts come from (None: no linking)."""
+    confidence, detection_score, type_score, …}, …], "warnings": […], "language": …}, …]}``:
+    one result per text, in order; ``linking`` what the concepts come from (None: no
+    linking); ``languages``: per text, the other language it is written in (None: the
+    model's, or too short to tell), said as a warning."""
+    others = languages if languages is not None else [None] * len(entities)
     return {
         "model": model,
         "linking": linking,
-        "results": [{"entities": [e.to_dict() for e in ents]} for ents in entities],
+        "results": [
+            {
+                "entities": [e.to_dict() for e in ents],
+                "warnings": [] if other is None else [other.warning(model.get("language", ""))],
+                "language": None if other is None else other.to_dict(),
+            }
+            for ents, other in zip(entities, others, strict=True)
+        ],
     }
 
 

@@ -693,10 +693,11 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
     committed = session.scalar(
         select(func.coalesce(func.sum(c.notes), 0)).where(c.job_id == job.id, c.state == SUCCEEDED)
     )
-    errors = sum(
-        len(e or [])
-        for e in session.scalars(select(c.errors).where(c.job_id == job.id, c.state == SUCCEEDED))
-    )
+    errors = warnings = 0
+    for listed in session.scalars(select(c.errors).where(c.job_id == job.id, c.state == SUCCEEDED)):
+        for e in listed or []:  # a warning's note was annotated: its language, say
+            warnings += bool(e.get("warning"))
+            errors += not e.get("warning")
     errors += len(job.problems or [])  # what the plan could not read
     end = job.finished_at or utcnow()
     elapsed = (end - job.started_at).total_seconds() if job.started_at else 0.0
@@ -710,6 +711,7 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
         "done": int(done or 0),
         "committed": int(committed or 0),
         "failed_notes": errors,
+        "other_language_notes": warnings,
         "entities": int(entities or 0),
         "chunks": {s: int(by_state.get(s, 0)) for s in (QUEUED, RUNNING, *FINAL_STATES)},
         "notes_per_second": round(rate, 2),
@@ -721,7 +723,8 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
 def error_report(session: Session, settings: Settings, job: AnnotationJob) -> list[dict[str, Any]]:
     """Every note that was not annotated, with its id and why (what the plan could not read
     first: a file's unreadable notes, a query's rows without an id), then every chunk that
-    failed as a whole."""
+    failed as a whole; and the notes annotated with a warning (``warning``: written in another
+    language than the model's)."""
     out: list[dict[str, Any]] = []
     out += list(job.problems or [])
     chunks = session.execute(

@@ -942,3 +942,36 @@ def test_an_over_long_warehouse_note_is_not_fetched(warehouse, record):
         "its length measured by the server (CASE WHEN length(…)); the text never sent; a "
         "problem of the job, the other notes read",
     )
+
+
+def test_a_note_in_another_language_is_annotated_with_a_warning_or_refused(served, tmp_path):
+    spanish = (
+        "Paciente de 67 años con dolor torácico y disnea. Antecedentes de hipertensión y "
+        "diabetes mellitus tipo 2."
+    )
+    english = "Cisplatin caused renal failure in the patient ."
+    path = tmp_path / "notes.jsonl"
+    path.write_text(
+        "\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate([english, spanish]))
+    )
+    for refuse in (False, True):
+        settings = served.model_copy(update={"refuse_other_languages": refuse})
+        with TestClient(create_app(settings)) as c:
+            notes = upload_notes(c, "notes.jsonl", path.read_bytes())
+            job, published = _file_job(c, notes, settings, output={"kind": "file"})
+            for _, seq in published:
+                assert runner.run_chunk(job["id"], seq, settings) == "done"
+            done = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
+            p = done["progress"]
+            errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE))
+            (listed,) = errors.json()["data"]
+            out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+            ids = [json.loads(line)["id"] for line in out.text.splitlines()]
+            assert ids == (["0"] if refuse else ["0", "1"])
+            assert listed["note_id"] == "1" and "written in es" in listed["reason"]
+            if refuse:  # not annotated: a failed note
+                assert (p["failed_notes"], p["other_language_notes"]) == (1, 0)
+                assert not listed["warning"]
+            else:  # annotated, with a warning
+                assert (p["failed_notes"], p["other_language_notes"]) == (0, 1)
+                assert listed["warning"]

@@ -204,3 +204,31 @@ def test_a_share_of_sentences_is_rewritten_the_same_way_every_time():
     for s in once:  # every rewritten sentence still holds its one Problem
         assert [m.label for m in s.mentions] == ["Problem"]
     assert rewrite_share(sentences, 0.0, seed=7) == (sentences, 0)
+
+
+def test_the_shorthand_held_out_of_training_is_the_check_set_s():
+    import json
+    from pathlib import Path
+
+    from mslm_core.notestyle import HELD_OUT
+
+    split = Path(__file__).resolve().parents[1] / "benchmarks/data/note-style/split.json"
+    assert set(json.loads(split.read_text())["held_out_shorthand"]) == HELD_OUT
+
+
+def test_shorthand_that_negates_itself():
+    from mslm_core.context import ContextEngine
+
+    text = "NKDA. VS: BP 120/80, afebrile. Pneumonia vs atelectasis."
+    found = ContextEngine.default().apply(
+        text,
+        [_entity(text, 0, 4, "Problem"), _entity(text, 31, 40, "Problem")],
+    )
+    assert [(e.text, e.assertion.negated, e.assertion.possible) for e in found] == [
+        ("NKDA", True, False),  # its own cue
+        ("Pneumonia", False, True),  # "vs" between two findings: a differential
+    ]
+    # "VS:" labels vital signs: no "versus"
+    text = "VS: fever 38.9"
+    (fever,) = ContextEngine.default().apply(text, [_entity(text, 4, 9, "Problem")])
+    assert fever.assertion.present

@@ -994,3 +994,37 @@ def test_openapi_declares_every_error_as_problem_details(client):
     annotate = doc["paths"]["/v1/annotate"]["post"]["responses"]
     assert {"404", "413", "503"} <= set(annotate)
     assert {"404", "409"} <= set(doc["paths"]["/v1/models/{model_id}"]["delete"]["responses"])
+
+
+SPANISH = (
+    "Paciente de 67 años con dolor torácico opresivo de dos horas de evolución, disnea y "
+    "diaforesis. Antecedentes de hipertensión arterial y diabetes mellitus tipo 2."
+)
+SHORTHAND = "Pt c/o SOB and CP x2d, denies N/V. Hx HTN, HLD. NKDA. VS: BP 168/94, HR 102."
+
+
+def test_a_text_in_another_language_is_annotated_with_a_warning_or_refused(trained_service):
+    settings, _, _ = trained_service
+    with TestClient(create_app(settings)) as c:
+        body = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [SPANISH, SHORTHAND, "fever"]}
+        ).json()
+        assert body["model"]["language"] == "en"
+        spanish, shorthand, short = body["results"]
+        assert spanish["language"]["code"] == "es" and spanish["language"]["probability"] > 0.9
+        assert "written in es" in spanish["warnings"][0] and "reads en" in spanish["warnings"][0]
+        # clinical shorthand is English; too few letters: no verdict
+        assert shorthand["warnings"] == [] and shorthand["language"] is None
+        assert short["warnings"] == [] and short["language"] is None
+    refusing = settings.model_copy(update={"refuse_other_languages": True})
+    with TestClient(create_app(refusing)) as c:
+        refused = c.post(
+            "/v1/annotate", headers=auth(ANNOTATE), json={"texts": [SHORTHAND, SPANISH]}
+        )
+        assert refused.status_code == 422, refused.text
+        problem = refused.json()
+        assert problem["type"] == "urn:mslm:problem:other-language"
+        assert [e["field"] for e in problem["errors"]] == ["body.texts.1"]
+        assert SPANISH[:20] not in refused.text  # the text itself is not echoed
+        fine = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [SHORTHAND]})
+        assert fine.status_code == 200

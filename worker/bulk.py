@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core import __version__, omop
 from mslm_core.errors import MSLMError
+from mslm_core.language import other_language
 from mslm_core.pipeline import AnnotateOptions, AnnotationPipeline
 from mslm_core.text import character_problem
 from mslm_core.types import Entity
@@ -585,7 +586,7 @@ def _run_chunk(job_id: str, seq: int, settings: Settings) -> str:
                 error=reason,
             )
             return "failed"
-        errors = _check(job, settings, rows)
+        errors, warnings = _check(job, settings, rows, pipeline.language)
         annotated: list[tuple[str, str, list[Entity]]] = []
         todo = [r for r in rows if r.problem is None]
         beat = time.monotonic()
@@ -620,7 +621,7 @@ def _run_chunk(job_id: str, seq: int, settings: Settings) -> str:
             done=len(annotated),
             entities=sum(len(e) for _, _, e in annotated),
             seconds=time.perf_counter() - started,
-            errors=errors,
+            errors=errors + warnings,  # warnings last: a chunk keeps its first errors
         )
     log.info(
         "annotation job %s chunk %d: %d notes; read %.3f s, annotate %.3f s, write %.3f s, "
@@ -641,20 +642,32 @@ class ChunkRetry(Exception):
     restarting); the task retries it."""
 
 
-def _check(job: AnnotationJob, settings: Settings, rows: list[Row]) -> list[dict[str, Any]]:
+def _check(
+    job: AnnotationJob, settings: Settings, rows: list[Row], language: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Mark the notes that cannot be annotated (NULL, over-long, holding a NUL or a lone
-    surrogate) and list them."""
+    surrogate; written in another language than the model's ``language`` where
+    MSLM_REFUSE_OTHER_LANGUAGES is on) and list them; and the warnings of those annotated
+    all the same (another language)."""
     limit = int(job.params.get("max_text_chars") or settings.max_text_chars)
     errors: list[dict[str, Any]] = []
+    warnings: list[dict[str, Any]] = []
     for row in rows:
         if row.problem is None and row.text is not None and len(row.text) > limit:
             row.problem = f"note_text has {len(row.text)} characters; the limit is {limit}"
         if row.problem is None and row.text is not None:
             found = character_problem(row.text)
             row.problem = None if found is None else f"note_text holds {found}"
+        if row.problem is None and row.text is not None:
+            other = other_language(row.text, language)
+            if other is not None and settings.refuse_other_languages:
+                row.problem = f"{other.warning(language)} (MSLM_REFUSE_OTHER_LANGUAGES)"
+            elif other is not None:
+                reason = other.warning(language)
+                warnings.append({"note_id": row.note_id, "reason": reason, "warning": True})
         if row.problem is not None:
             errors.append({"note_id": row.note_id, "reason": row.problem})
-    return errors
+    return errors, warnings
 
 
 def _integer_ids(

@@ -18,6 +18,7 @@ from ..problems import (
     problem_responses,
     refuse_bad_characters,
     refuse_long_texts,
+    refuse_other_languages,
 )
 from ..schemas import AnnotateRequest, AnnotateResponse, BioCCollection, LabelStudioTask
 from ..serving import LoadedModel
@@ -135,6 +136,8 @@ async def _annotate(
         loaded, results = work.result()
     except KeyError:
         raise Problem(404, f"model {body.model} not found", slug="not-found") from None
+    if s.refuse_other_languages:
+        refuse_other_languages(body.texts, loaded.pipeline, "body.texts.{i}")
     state.metrics.count_annotated(loaded.id, body.texts, results)
     return loaded, results
 
