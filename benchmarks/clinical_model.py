@@ -16,7 +16,8 @@ by the recipe's type map (``mslm_core/corpora/clinical.py``, docs/clinical-schem
   their weights, partial labels). ``--strategy`` trains another strategy, ``--source-styles``
   opens each corpus's windows with its name (``--blank-style SHARE``: that share of them with
   none, as the bundle then reads text, its runs scoring test read so too), ``--weight
-  CORPUS=W`` samples a corpus at another weight than the recipe's (ablations).
+  CORPUS=W`` samples a corpus at another weight than the recipe's, ``--note-style SHARE``
+  rewrites that share of the training sentences as notes are written (ablations).
 - **single**: the same recipe on one corpus (its type map, weight 1).
 - **textbook**: ``AutoModelForTokenClassification`` with the ``Trainer`` on one corpus
   (``harness/textbook.py``: learning rate 1e-4, 3 epochs, batch 16, the last epoch), its
@@ -356,6 +357,12 @@ def main() -> None:
         help="merged: sample CORPUS at weight W per epoch, not the recipe's (an ablation)",
     )
     ap.add_argument(
+        "--note-style",
+        type=float,
+        help="merged: this share of the training sentences rewritten as notes are written "
+        "(TrainConfig.note_style; an ablation, issue 59)",
+    )
+    ap.add_argument(
         "--max-sentences", type=int, help="tiny settings: the first K sentences of every split"
     )
     ap.add_argument("--base-model", help="tiny settings: another encoder")
@@ -371,6 +378,7 @@ def main() -> None:
             "base_model": args.base_model,
             "source_styles": args.source_styles or None,
             "blank_style": args.blank_style,
+            "note_style": args.note_style,
         }.items()
         if v is not None
     }

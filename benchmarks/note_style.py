@@ -13,8 +13,8 @@ change no span) and scores it against the gold:
   and F1, overall, per type and per note style;
 - layout: predicted entities that cross a line break; that overlap a gold section header;
 - shorthand: gold mentions written as an abbreviation of the shorthand table, found (overlap,
-  right type), those the note-style training never wrote (``mslm_core.notestyle.HELD_OUT``)
-  apart;
+  right type), those the note-style training never wrote (``split.json``'s
+  ``held_out_shorthand``, ``mslm_core.notestyle.HELD_OUT``) apart;
 - vitals: every gold vital sign (a Test whose text is a vital-sign label, and its Result) found
   exactly, and its Test with no context attribute;
 - context: per attribute, precision/recall/F1 over the strictly matched entities of the types
@@ -106,20 +106,25 @@ class Tally:
         }
 
 
-def _abbreviated(text: str, table: Any) -> bool:
+SHORTHAND = Path(__file__).resolve().parents[1] / "mslm_core" / "data" / "shorthand.tsv"
+
+
+def short_forms() -> frozenset[str]:
+    """The short forms of this checkout's shorthand table (read here, not through the code
+    under test, which may be another checkout's: ``PYTHONPATH=OTHER python …`` scores it)."""
+    lines = SHORTHAND.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.split("\t", 1)[0] for line in lines if line and line[0] != "#")
+
+
+def _abbreviated(text: str, forms: frozenset[str]) -> bool:
     """A gold mention written as shorthand: one short form of the table, as a whole (SOB,
     N/V, HTN), in capitals or with a slash."""
-    key = text.lower()
-    return (
-        table.dominant(key, 0.0) is not None and (text.isupper() or "/" in text) and len(text) <= 8
-    )
+    return text.lower() in forms and (text.isupper() or "/" in text) and len(text) <= 8
 
 
 def score(pipeline: Any, items: list[Note]) -> dict[str, Any]:
-    from mslm_core.notestyle import HELD_OUT
-    from mslm_core.shorthand import packaged
-
-    table = packaged()
+    table = short_forms()
+    held_out = set(json.loads(SPLIT.read_text())["held_out_shorthand"])
     texts = [n.text for n in items]
     found = pipeline(texts)
     overall, by_type, by_style = Tally(), defaultdict(Tally), defaultdict(Tally)
@@ -158,7 +163,7 @@ def score(pipeline: Any, items: list[Note]) -> dict[str, Any]:
         for m in note.mentions:
             hit = any(e.type == m.type and e.start < m.end and m.start < e.end for e in ents)
             if m.type != "Result" and _abbreviated(m.text, table):
-                group = "held_out" if m.text.lower() in HELD_OUT else "seen"
+                group = "held_out" if m.text.lower() in held_out else "seen"
                 shorthand[f"{group}_gold"] += 1
                 shorthand[f"{group}_found"] += hit
             if m.type == "Test" and m.text.lower() in VITAL_LABELS:
