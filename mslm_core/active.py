@@ -65,7 +65,7 @@ def uncertainties(predictor: Predictor, texts: Sequence[str], strategy: str) -> 
     text with no word is 0."""
     check_strategy(strategy)
     sentences, where = sentences_of(texts)
-    groups = [t for t, _ in where]
+    groups = [t for t, *_ in where]
     return _per_text(predictor, sentences, groups, len(texts), strategy)
 
 

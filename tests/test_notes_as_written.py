@@ -232,3 +232,19 @@ def test_shorthand_that_negates_itself():
     text = "VS: fever 38.9"
     (fever,) = ContextEngine.default().apply(text, [_entity(text, 4, 9, "Problem")])
     assert fever.assertion.present
+
+
+def test_a_list_item_is_read_with_its_header():
+    from mslm_core.predict.windows import sentences_of
+
+    text = "MEDICATIONS:\n- Lisinopril 10 mg\n- Metoprolol 25 mg\n\n- aspirin\nAllergies:\nPCN"
+    sentences, where = sentences_of([text])
+    assert sentences == [
+        ["MEDICATIONS", ":"],
+        ["MEDICATIONS", ":", "-", "Lisinopril", "10", "mg"],
+        ["MEDICATIONS", ":", "-", "Metoprolol", "25", "mg"],
+        ["-", "aspirin"],  # a blank line ends the list
+        ["Allergies", ":"],
+        ["Allergies", ":", "PCN"],
+    ]
+    assert [o.context for o in where] == [0, 2, 2, 0, 0, 2]

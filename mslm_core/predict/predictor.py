@@ -73,7 +73,7 @@ class Predictor:
         """Entities per text; offsets index the given Python string, end exclusive.
         ``styles``: per text, the style it is read as (None: the predictor's)."""
         sentences, where = sentences_of(texts)
-        groups = [t for t, _ in where]  # a text's sentences are read together, never another's
+        groups = [t for t, *_ in where]  # a text's sentences are read together, never another's
         return assemble(
             texts, where, self.predict_words(sentences, groups, self.sentence_styles(where, styles))
         )
@@ -86,7 +86,7 @@ class Predictor:
         for another."""
         if styles is None or all(s is None or s == self.style for s in styles):
             return None
-        return [self.style if styles[t] is None else str(styles[t]) for t, _ in where]
+        return [self.style if styles[t] is None else str(styles[t]) for t, *_ in where]
 
     def annotate_with_raw(
         self, texts: Sequence[str]
@@ -94,7 +94,7 @@ class Predictor:
         """:meth:`annotate`, with the pass its entities come from and each sentence's text
         (what the uncertainties of active learning read: one pass for both)."""
         sentences, where = sentences_of(texts)
-        groups = [t for t, _ in where]
+        groups = [t for t, *_ in where]
         raw = self.raw_predictions(sentences, groups=groups)
         entities = assemble(texts, where, raw.mentions(self.types, self.temperatures))
         return entities, raw, groups

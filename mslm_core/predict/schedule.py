@@ -56,7 +56,7 @@ class AnnotationPlan:
         self.texts = list(texts)
         self._sentences, self._where = sentences_of(self.texts)
         self._slices = self._chunks(predictor, self._sentences)
-        self._groups = [t for t, _ in self._where]
+        self._groups = [t for t, *_ in self._where]
         self._styles = predictor.sentence_styles(self._where, styles)
         self._mentions: list[list[list[ScoredMention]]] = [[] for _ in self._slices]
         self._lock = threading.Lock()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -15,22 +15,54 @@ from ..features import Packing, Window
 from ..text import sentence_spans, word_spans
 from ..types import Entity, ScoredMention
 
-# where a sentence came from: (text index, the character spans of its words)
-Origin: TypeAlias = tuple[int, list[tuple[int, int]]]
+
+class Origin(NamedTuple):
+    """Where a sentence came from: its text's index, the character spans of its words, and how
+    many of them lead it as context only (a list item's header): a mention within those is
+    not the sentence's."""
+
+    text: int
+    spans: list[tuple[int, int]]
+    context: int = 0
 
 
 def sentences_of(texts: Sequence[str]) -> tuple[list[list[str]], list[Origin]]:
     """The words of every sentence of every text, and where each sentence came from:
-    (text index, the character spans of its words)."""
+    (text index, the character spans of its words). A list item is read with its header: the
+    lines under a short line that ends with a colon ("MEDICATIONS:", "Allergies:") open with
+    the header's words (their spans the header's own, so that an entity found on them is one
+    on a header, which the layout drops), until a blank line."""
     sentences: list[list[str]] = []
     where: list[Origin] = []
     for t, text in enumerate(texts):
+        header: list[tuple[int, int]] = []
+        last_end = 0
         for a, b in sentence_spans(text):
             spans = [(a + x, a + y) for x, y in word_spans(text[a:b])]
-            if spans:
+            if not spans:
+                continue
+            if text.count("\n", last_end, a) >= 2:
+                header = []  # a blank line ends a header's list
+            last_end = b
+            if _is_header(text, a, b, spans):
+                header = spans
                 sentences.append([text[x:y] for x, y in spans])
-                where.append((t, spans))
+                where.append(Origin(t, spans))
+                continue
+            starts_line = not text[text.rfind("\n", 0, a) + 1 : a].strip()
+            context = header if header and starts_line else []
+            spans = context + spans
+            sentences.append([text[x:y] for x, y in spans])
+            where.append(Origin(t, spans, len(context)))
     return sentences, where
+
+
+def _is_header(text: str, a: int, b: int, spans: list[tuple[int, int]]) -> bool:
+    """A line of its own, at most 5 words, ending with a colon."""
+    line_start = text.rfind("\n", 0, a) + 1
+    line_end = text.find("\n", b)
+    line = text[line_start : len(text) if line_end == -1 else line_end].strip()
+    return line.endswith(":") and len(spans) <= 6 and text[a:b].strip() == line
 
 
 def assemble(
@@ -40,10 +72,12 @@ def assemble(
 ) -> list[list[Entity]]:
     """Mentions over words back to entities over each text's characters."""
     results: list[list[Entity]] = [[] for _ in texts]
-    for (t, spans), mentions in zip(where, predicted, strict=True):
+    for (t, spans, context), mentions in zip(where, predicted, strict=True):
         text = texts[t]
         for m in mentions:
-            start, end = spans[m.start][0], spans[m.end - 1][1]
+            if m.end <= context:  # on the words read as context only
+                continue
+            start, end = spans[max(m.start, context)][0], spans[m.end - 1][1]
             results[t].append(
                 Entity(
                     start,
