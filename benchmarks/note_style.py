@@ -21,7 +21,10 @@ change no span) and scores it against the gold:
   that carry it;
 - confidence: reliability (10 bins: mean confidence against the share right, strict), the
   expected calibration error, and in medication lists the right drugs below 0.5 and the
-  wrong entities at or above it.
+  wrong entities at or above it;
+- language (``mslm_core.language``, the model aside): warnings on the English notes and their
+  lines, and ``languages.tsv``'s 60 notes in Spanish, French, German, Italian, Portuguese and
+  Dutch found as their language.
 
 The split: ``split.json`` beside the notes lists the development notes (a third, drawn once
 with a fixed seed); every choice made while building the reading was made on them, the figures
@@ -255,6 +258,33 @@ def score(pipeline: Any, items: list[Note]) -> dict[str, Any]:
     }
 
 
+def languages() -> dict[str, Any]:
+    """The language check on the check set: every note and line of its English notes (none
+    should be warned of), and ``languages.tsv``'s 60 notes in six other languages (each should
+    be, as its own language)."""
+    import csv
+
+    from mslm_core.language import identify, other_language
+
+    english = [n.text for n in notes("all")]
+    lines = [line for text in english for line in text.splitlines() if line.strip()]
+    with open(DATA / "languages.tsv", encoding="utf-8", newline="") as handle:
+        others = list(csv.reader(handle, delimiter="\t"))[1:]
+    found: Counter[str] = Counter()
+    for code, text in others:
+        said = other_language(text, "en")
+        found[code] += said is not None and said.code == code
+    return {
+        "english_notes": len(english),
+        "english_notes_warned": sum(other_language(t, "en") is not None for t in english),
+        "english_lines_judged": sum(identify(t) is not None for t in lines),
+        "english_lines_warned": sum(other_language(t, "en") is not None for t in lines),
+        "other_notes": len(others),
+        "other_notes_found": sum(found.values()),
+        "found_per_language": dict(sorted(found.items())),
+    }
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from mslm_core.context import ContextEngine
     from mslm_core.pipeline import AnnotationPipeline
@@ -277,10 +307,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         }
         for name, r in results.items()
     }
+    language = languages()
     emit(
         args.name,
-        {"split": args.split, "notes": first["notes"], "sentences": first["sentences"], **figures},
-        {"models": results},
+        {
+            "split": args.split,
+            "notes": first["notes"],
+            "sentences": first["sentences"],
+            **figures,
+            "language": {k: language[k] for k in ("english_notes_warned", "english_lines_warned")}
+            | {"other_found": f"{language['other_notes_found']}/{language['other_notes']}"},
+        },
+        {"models": results, "language": language},
     )
     return 0
 
