@@ -3,15 +3,20 @@ the same engine's offline throughput, in one run.
 
 A fresh install in a temporary MSLM_HOME imports the bundle (``mslm import-model``), serves it
 with ``mslm serve`` (one process, the engine's default precision: int8 on CPU when exported),
-and asyncio clients (aiohttp, keep-alive) send the NCBI-disease test sentences, one text per
-request, for ``--duration`` seconds per level. Offline: the engine in this process annotating
-the same sentences in one call with the steps the service runs (the clinical context and the
-packaged vocabulary's concepts, the service's defaults; the model alone beside it). Also: API
-process RSS before and after, latency percentiles. Targets: at 32 clients ≥ 80 % of the
+and keep-alive clients send the NCBI-disease test sentences, one text per request, for
+``--duration`` seconds per level: ``--client wrk`` (Debian's wrk, one C thread, a Lua script
+cycling through the texts; the default when it is installed) or ``aiohttp`` (asyncio clients in
+this Python process). The clients share the machine's cores with the server, so their own CPU
+time is measured too (``client_cpu_share``: of all the cores, over the run): on 2 cores the
+Python clients took a share the server then lacks, which no deployment's remote clients take.
+Offline: the engine in this process annotating the same sentences in one call with the steps
+the service runs (the clinical context and the packaged vocabulary's concepts, the service's
+defaults; the model alone beside it). Also: API process RSS before and after, latency
+percentiles. Targets: at 32 clients ≥ 80 % of the
 offline throughput of the same steps (issue 54), zero errors.
 
     python benchmarks/api_load.py --model BUNDLE [--duration 20] [--texts-per-request 1]
-        [--levels 1,8,32] [--warmup 2]
+        [--levels 1,8,32] [--warmup 2] [--client wrk|aiohttp]
 
 A bundle without ONNX exports is exported (fp32 + int8) into a temporary copy first.
 """
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -87,9 +94,9 @@ async def load(port: int, texts: list[str], clients: int, per_request: int, dura
                 else:
                     errors += 1
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker(c * per_request) for c in range(clients)))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     latencies.sort()
 
     def pct(p: float) -> float:
@@ -102,6 +109,70 @@ async def load(port: int, texts: list[str], clients: int, per_request: int, dura
         "p50_ms": pct(0.50),
         "p95_ms": pct(0.95),
         "p99_ms": pct(0.99),
+        "client_cpu_share": round(cpu / (elapsed * (os.cpu_count() or 1)), 3),
+    }
+
+
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %(key)s"
+local bodies = {}
+for line in io.lines("%(bodies)s") do bodies[#bodies + 1] = line end
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format(nil, "/v1/annotate", nil, bodies[(i %% #bodies) + 1])
+end
+done = function(summary, latency, requests)
+  io.write(string.format("MSLM %%d %%d %%d %%d %%f %%f %%f\\n", summary.requests,
+    summary.errors.status + summary.errors.connect + summary.errors.read
+    + summary.errors.write + summary.errors.timeout, summary.duration, 0,
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000))
+end
+"""
+
+
+def load_wrk(
+    port: int, texts: list[str], clients: int, per_request: int, duration: float, tmp: Path
+) -> dict:
+    """``clients`` keep-alive connections from wrk (one thread), each request the next
+    ``per_request`` texts as one JSON body."""
+    bodies = tmp / "bodies.txt"
+    if not bodies.exists():
+        groups = [texts[i : i + per_request] for i in range(0, len(texts), per_request)]
+        bodies.write_text("\n".join(json.dumps({"texts": g}) for g in groups) + "\n")
+    script = tmp / "post.lua"
+    script.write_text(WRK_SCRIPT % {"key": KEY, "bodies": bodies})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{clients}",
+            f"-d{max(1, round(duration))}s",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("MSLM "))
+    requests, errors, micros, _, p50, p95, p99 = line.split()[1:]
+    elapsed = int(micros) / 1e6
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    ok = int(requests) - int(errors)
+    return {
+        "texts_per_s": ok * per_request / elapsed,
+        "requests": int(requests),
+        "errors": int(errors),
+        "p50_ms": float(p50),
+        "p95_ms": float(p95),
+        "p99_ms": float(p99),
+        "client_cpu_share": round(cpu / (elapsed * (os.cpu_count() or 1)), 3),
     }
 
 
@@ -124,6 +195,12 @@ def main() -> None:
     ap.add_argument("--texts-per-request", type=int, default=1)
     ap.add_argument("--levels", default="1,8,32")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per level")
+    ap.add_argument(
+        "--client",
+        choices=["wrk", "aiohttp"],
+        default="wrk" if shutil.which("wrk") else "aiohttp",
+        help="the load generator (default: wrk when installed)",
+    )
     args = ap.parse_args()
 
     from mslm_core.context import ContextEngine
@@ -182,10 +259,15 @@ def main() -> None:
             rss_start = rss_mb(server.pid)
             levels = {}
             for clients in (int(c) for c in args.levels.split(",")):
-                asyncio.run(load(port, texts, clients, args.texts_per_request, args.warmup))
-                levels[str(clients)] = asyncio.run(
-                    load(port, texts, clients, args.texts_per_request, args.duration)
-                )
+                for seconds, keep in ((args.warmup, False), (args.duration, True)):
+                    if args.client == "wrk":
+                        run = load_wrk(port, texts, clients, args.texts_per_request, seconds, tmp)
+                    else:
+                        run = asyncio.run(
+                            load(port, texts, clients, args.texts_per_request, seconds)
+                        )
+                    if keep:
+                        levels[str(clients)] = run
                 print(clients, levels[str(clients)], file=sys.stderr)
             rss_end = rss_mb(server.pid)
         finally:
@@ -203,9 +285,11 @@ def main() -> None:
         "p50_ms": round(top["p50_ms"], 1),
         "p95_ms": round(top["p95_ms"], 1),
         "p99_ms": round(top["p99_ms"], 1),
+        "client": args.client,
+        "client_cpu_share_32": levels.get("32", top)["client_cpu_share"],
     }
     emit(
-        "api_load-cpu",
+        "api_load-cpu" if args.client == "wrk" else "api_load-cpu-aiohttp",
         figures,
         {
             "levels": levels,
