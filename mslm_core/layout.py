@@ -53,8 +53,16 @@ class Layout:
         found += [m.span(1) for m in _TITLE.finditer(text)]
         return sorted(found)
 
-    def tidy(self, text: str, entities: Sequence[Entity]) -> list[Entity]:
-        heads = self.headers(text) if entities else []
+    def tidy(
+        self,
+        text: str,
+        entities: Sequence[Entity],
+        heads: Sequence[tuple[int, int]] | None = None,
+    ) -> list[Entity]:
+        """``entities`` tidied to ``text``'s layout (``heads``: its :meth:`headers`, when
+        known already)."""
+        if heads is None:
+            heads = self.headers(text) if entities else []
         out = []
         for e in entities:
             span = _tidied(text, e.start, e.end)
@@ -67,11 +75,6 @@ class Layout:
                 e = with_fields(e, start=start, end=end, text=text[start:end])
             out.append(e)
         return out
-
-    def tidy_all(
-        self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
-    ) -> list[list[Entity]]:
-        return [self.tidy(t, es) for t, es in zip(texts, entities, strict=True)]
 
 
 def _tidied(text: str, start: int, end: int) -> tuple[int, int] | None:

@@ -155,9 +155,9 @@ _ONE_LETTER = {
 _UNITS = (
     r"mm\s?hg|bpm|/min|breaths/min|°\s?[cf]|deg\s?[cf]|[cf](?![a-z])|%|kg|lbs?|g/dl|mg/dl|"
     r"mmol/l|meq/l|ng/ml|ng/dl|pg/ml|u/l|iu/l|k/ul|k/mcl|x10\^?9/l|/ul|/mm3|mg/l|mcg/l|ug/l|"
-    r"miu/l|uiu/ml|sec|s(?![a-z])|cm|in(?![a-z])|ms"
+    r"miu/l|uiu/ml|sec|s(?![a-z])|cm|ms"
 )
-_NUMBER = r"[<>≤≥]?\s?\d+(?:[.,]\d+)?"
+_NUMBER = r"[<>≤≥]?\s?\d+(?:[.,]\d+)?s?(?:\s?[-–]\s?\d+(?:[.,]\d+)?s?)?"
 _BP = r"\d{2,3}\s?/\s?\d{2,3}"
 
 
@@ -167,8 +167,15 @@ def _label_pattern(labels: Sequence[str]) -> str:
 
 
 _SEP = r"[ \t]*(?:[:=]|\bof\b|\bwas\b|\bis\b)?[ \t]*"
-# a value ends there: not inside a longer number, a word or a ratio ("K 3/4")
-_AFTER = r"(?![\w.]*\d|[ \t]?/[ \t]?\d)"
+# a value ends there: not inside a longer number, a word, a ratio ("K 3/4") or a grade ("2+")
+_AFTER = r"(?![\w.]*\d|[ \t]?/[ \t]?\d|\+)"
+# what makes a value a threshold, not a result: "if Hgb < 7", "goal INR 2-3", "hold for SBP <
+# 100", "while K < 4" (a few words before the label)
+_THRESHOLD = re.compile(
+    r"\b(?:if|goal|target|hold|unless|while|once|until|keep|titrate|maintain|above|below|for)\b"
+    r"[^.;:\n]{0,20}$",
+    re.IGNORECASE,
+)
 _PATTERN = re.compile(
     r"(?<![\w/-])(?P<label>"
     + _label_pattern([*_VITALS, *_LABS])
@@ -223,6 +230,8 @@ def find(text: str) -> list[Measurement]:
             if number is None or not re.fullmatch(allowed, number.group()):
                 continue
             label, value = m.span("one"), m.span("onevalue")
+        if _THRESHOLD.search(text, max(0, label[0] - 24), label[0]):
+            continue  # a condition or a goal, not a value measured
         value = _trim(text, *value)
         out.append(Measurement(label, value, measures))
     return out

@@ -44,6 +44,7 @@ from .language import Language, other_language
 from .layout import Layout
 from .render import annotation_json, media_type, render_predictions
 from .schema import context_applies, context_attributes, linked
+from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
 
 if TYPE_CHECKING:
@@ -221,6 +222,9 @@ class AnnotationPipeline:
         types = set(extractor.info.types) if extractor is not None else set()
         self.measures = {"Test", "Result"} <= types
         self.doses = "Dosage" in types
+        # clinical shorthand of the model's types ("SOB", "HTN", "CBC", "RUQ")
+        shorthand = ShorthandFinder(types) if types else None
+        self.shorthand = shorthand if shorthand is not None and shorthand.kind else None
 
     @classmethod
     def from_bundle(
@@ -308,14 +312,18 @@ class AnnotationPipeline:
     ) -> list[list[Entity]]:
         """The decoded entities of ``texts`` → the note's layout (``mslm_core.layout``: no
         span across a line break, no list marker in one, no header as an entity) → a Dosage
-        cut to its dose (``mslm_core.regimen``) → vitals and lab values → thresholds →
+        cut to its dose (``mslm_core.regimen``) → clinical shorthand
+        (``mslm_core.shorthand.ShorthandFinder``) → vitals and lab values → thresholds →
         clinical context → concepts, each text under its options (one for all, or one per
         text), each step for the entity types it applies to (``mslm_core.schema``: the clinical
         schema's Dosage gets neither)."""
         per = _per_text(options, len(texts))
-        tidy = self.layout.tidy_all(texts, entities)
+        heads = [self.layout.headers(t) for t in texts]
+        tidy = [self.layout.tidy(*x) for x in zip(texts, entities, heads, strict=True)]
         if self.doses:  # a Dosage is its dose: "25 mg PO BID" → "25 mg"
             tidy = [regimen.doses(t, es) for t, es in zip(texts, tidy, strict=True)]
+        if self.shorthand is not None:
+            tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
         # vitals and lab values ("BP 168/94", "Cr 1.4"): a Test and its Result over the
         # model's reading; measured, so no context cue applies to the test
         measured: list[set[tuple[int, int]]] = [set() for _ in texts]

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .errors import ConfigError
+from .types import Entity, with_fields
 
 PACKAGED = Path(__file__).resolve().parent / "data" / "shorthand.tsv"
 CORPUS = "clinical-abbreviations"
@@ -184,3 +186,83 @@ def read_table(path: Path) -> Shorthand:
 def packaged() -> Shorthand:
     """The table the package carries."""
     return read_table(PACKAGED)
+
+
+TYPED = Path(__file__).resolve().parent / "data" / "shorthand-types.tsv"
+#: The confidence given to an entity found as shorthand (:class:`ShorthandFinder`): the share
+#: of those found in the note-style check set's development notes that were right, rounded
+#: down (benchmarks/results/note-style).
+FOUND_CONFIDENCE = 0.85
+
+
+def read_types(path: Path = TYPED) -> dict[str, str]:
+    """Short form → the clinical schema's type of what it stands for (``shorthand-types.tsv``);
+    errors name the file and line."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.startswith("#") or not line.strip() or line.startswith("short\t"):
+                continue
+            cells = line.rstrip("\n").split("\t")
+            if len(cells) != 3:
+                raise ConfigError(f"{path}:{number}: 3 tab-separated columns (short, type, long)")
+            out[cells[0]] = cells[1]
+    return out
+
+
+class ShorthandFinder:
+    """Clinical shorthand as entities: a short form of the typed table, written as notes write
+    it (a spelling of the inventories' that has a capital, a digit or a sign, or four letters or
+    more: "HTN", "N/V", "DM2", "bilat"), standing as a word of its own, is an entity of its
+    type. Where the model found the same span with another type, the type is the table's;
+    where it found nothing there, the entity is added (:data:`FOUND_CONFIDENCE`); where it
+    found an overlapping span, the model's stands."""
+
+    def __init__(
+        self,
+        types: Collection[str],
+        table: Shorthand | None = None,
+        typed: dict[str, str] | None = None,
+        confidence: float = FOUND_CONFIDENCE,
+    ):
+        table = table if table is not None else packaged()
+        typed = typed if typed is not None else read_types()
+        self.confidence = confidence
+        self.kind: dict[str, str] = {}
+        for short, kind in typed.items():
+            senses = table.senses.get(short)
+            if kind not in types or not senses:
+                continue
+            for spelling in senses[0].spellings():
+                if spelling.lower() != spelling or not spelling.isalpha() or len(spelling) >= 4:
+                    self.kind[spelling] = kind
+        ordered = sorted(self.kind, key=len, reverse=True)
+        alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
+        self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
+
+    def find(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, type) of each short form in ``text``, in order."""
+        return [(m.start(), m.end(), self.kind[m.group()]) for m in self.pattern.finditer(text)]
+
+    def merged(
+        self, text: str, entities: Sequence[Entity], heads: Sequence[tuple[int, int]] = ()
+    ) -> list[Entity]:
+        """``entities`` with the shorthand of ``text`` typed and added (see the class), but
+        on its section headers (``heads``: "CV:", "GU:" are headers, not entities)."""
+        found = [
+            (a, b, k) for a, b, k in self.find(text) if not any(h < b and a < e for h, e in heads)
+        ]
+        if not found:
+            return list(entities)
+        exact = {(e.start, e.end): i for i, e in enumerate(entities)}
+        out = list(entities)
+        added = []
+        for a, b, kind in found:
+            i = exact.get((a, b))
+            if i is not None:
+                if out[i].type != kind:
+                    out[i] = with_fields(out[i], type=kind)
+            elif not any(e.start < b and a < e.end for e in entities):
+                c = self.confidence
+                added.append(Entity(a, b, text[a:b], kind, c, c, 1.0))
+        return sorted([*out, *added], key=lambda e: (e.start, e.end)) if added else out

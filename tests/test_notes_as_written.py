@@ -248,3 +248,39 @@ def test_a_list_item_is_read_with_its_header():
         ["Allergies", ":", "PCN"],
     ]
     assert [o.context for o in where] == [0, 2, 2, 0, 0, 2]
+
+
+def test_shorthand_is_found_and_typed_as_notes_write_it():
+    from mslm_core.shorthand import ShorthandFinder
+
+    finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
+    text = "CV: RRR. Pt c/o SOB and CP, denies N/V. Hx HTN, DM2. BLE edema. On ASA. s/p CABG."
+    assert [(text[a:b], k) for a, b, k in finder.find(text)] == [
+        ("CV", "Anatomy"),
+        ("RRR", "Result"),
+        ("SOB", "Problem"),
+        ("CP", "Problem"),
+        ("N/V", "Problem"),
+        ("HTN", "Problem"),
+        ("DM2", "Problem"),
+        ("BLE", "Anatomy"),
+        ("ASA", "Drug"),
+        ("CABG", "Procedure"),
+    ]
+    # the model's "HTN" typed Test is retyped; its "chest" over "CP" stands; nothing found
+    # on "SOB" gets one; a header ("CV:") gets none
+    htn, cp = text.index("HTN"), text.index("CP,")
+    model = [_entity(text, htn, htn + 3, "Test"), _entity(text, cp - 4, cp + 2, "Anatomy")]
+    merged = finder.merged(text, model, heads=[(0, 2)])
+    kinds = {e.text: (e.type, round(e.confidence, 2)) for e in merged}
+    assert kinds["HTN"] == ("Problem", 0.9)
+    assert kinds["SOB"] == ("Problem", 0.85) and "CV" not in kinds
+    assert kinds["and CP"] == ("Anatomy", 0.9) and "CP" not in kinds  # the model's stands
+    # a model without the types finds nothing
+    assert ShorthandFinder({"Chemical", "Disease"}).kind == {}
+
+
+def test_a_threshold_is_no_measured_value():
+    text = "Transfuse if Hgb < 7. Goal INR 2-3, today 2.3. LVEF 30-35%. DP pulse 2+."
+    found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
+    assert found == [("LVEF", "30-35%")]
