@@ -6,7 +6,8 @@ break, but for prose wrapped at a fixed width); what it finds is then tidied to 
 - **no entity crosses a line break**: one that does (wrapped prose) keeps its longest line;
 - **no bullet, list number or edge punctuation in a span**: ``- Lisinopril`` → ``Lisinopril``,
   ``# AKI`` → ``AKI``, ``PRN pain`` → ``pain``, and an entity that is nothing but a list
-  marker (``1.``) is dropped, as is one that starts with an age and sex (``52F c/o``);
+  marker (``1.``) is dropped, as is one that starts with an age and sex (``52F c/o``) or a day
+  of the stay (``HD2``, ``POD1``);
 - **a header is never an entity**: one that overlaps a section header (``EXTREMITIES:``,
   ``HEENT:``, ``VS:``; ``mslm_core.context.sections``, OCR damage included) is dropped.
 
@@ -34,8 +35,11 @@ _TITLE = re.compile(
     r"[^a-km-z\n.]*[^a-km-z\n.:\s])[ \t]*:?[ \t]*$",
     re.MULTILINE,
 )
-# an age and sex ("52F", "69 yo M", "24 y/o F"): never an entity, nor the start of one
-_AGE_SEX = re.compile(r"\d{1,3}\s?(?:y/?o|yo|yr|y\.o\.)?\s?[MF](?![\w])")
+# an age and sex ("52F", "69 yo M", "24 y/o F"), or a day of the stay ("HD2", "POD 1", "DOL 3"):
+# never an entity, nor the start of one
+_AGE_SEX = re.compile(
+    r"\d{1,3}\s?(?:y/?o|yo|yr|y\.o\.)?\s?[MF](?![\w])|(?:HD|POD|PPD|DOL|hd|pod)\s?#?\d{1,3}\b"
+)
 _EDGE = ",;:.!?()[]{}\"'"
 _OPEN, _CLOSE = "([{", ")]}"
 

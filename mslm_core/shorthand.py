@@ -189,6 +189,8 @@ def packaged() -> Shorthand:
 
 
 TYPED = Path(__file__).resolve().parent / "data" / "shorthand-types.tsv"
+#: The type of a short form that stands for no entity.
+NONE = "-"
 #: The confidence given to an entity found as shorthand (:class:`ShorthandFinder`): the share
 #: of those found in the note-style check set's development notes that were right, rounded
 #: down (benchmarks/results/note-style).
@@ -216,7 +218,8 @@ class ShorthandFinder:
     more: "HTN", "N/V", "DM2", "bilat"), standing as a word of its own, is an entity of its
     type. Where the model found the same span with another type, the type is the table's;
     where it found nothing there, the entity is added (:data:`FOUND_CONFIDENCE`); where it
-    found an overlapping span, the model's stands."""
+    found an overlapping span, the model's stands. A model's entity that is a short form of no
+    entity ("Pt", "PRN", "SNF") is dropped."""
 
     def __init__(
         self,
@@ -229,13 +232,20 @@ class ShorthandFinder:
         typed = typed if typed is not None else read_types()
         self.confidence = confidence
         self.kind: dict[str, str] = {}
+        #: spellings that stand for no entity ("Pt", "PRN", "w/"): a model's entity that is
+        #: one of them and nothing else is dropped
+        self.never: set[str] = set()
         for short, kind in typed.items():
             senses = table.senses.get(short)
-            if kind not in types or not senses:
+            if not senses or (kind != NONE and kind not in types):
                 continue
             for spelling in senses[0].spellings():
-                if spelling.lower() != spelling or not spelling.isalpha() or len(spelling) >= 4:
+                if kind == NONE:
+                    self.never.add(spelling)
+                elif spelling.lower() != spelling or not spelling.isalpha() or len(spelling) >= 4:
                     self.kind[spelling] = kind
+        if not self.kind:  # a model of other types: its entities are not ours to judge
+            self.never.clear()
         ordered = sorted(self.kind, key=len, reverse=True)
         alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
         self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
@@ -249,6 +259,8 @@ class ShorthandFinder:
     ) -> list[Entity]:
         """``entities`` with the shorthand of ``text`` typed and added (see the class), but
         on its section headers (``heads``: "CV:", "GU:" are headers, not entities)."""
+        if self.never:
+            entities = [e for e in entities if e.text not in self.never]
         found = [
             (a, b, k) for a, b, k in self.find(text) if not any(h < b and a < e for h, e in heads)
         ]
