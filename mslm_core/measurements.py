@@ -250,3 +250,23 @@ def merged(text: str, entities: Sequence[Entity], found: Sequence[Measurement]) 
     kept = [e for e in entities if not any(a < e.end and e.start < b for a, b in spans)]
     added = [e for m in found for e in m.entities(text)]
     return sorted([*kept, *added], key=lambda e: (e.start, e.end))
+
+
+# a bare small number ("2", "3/4") read as a Result with no test before it: a list number, a
+# count, "2/2" (secondary to), never a value on its own
+_BARE = re.compile(r"\d{1,2}(?:/\d{1,2})?")
+
+
+def without_lone_numbers(entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` without the Results that are a bare number of one or two digits (or a
+    ratio of such) with no Test ending at most 12 characters before them."""
+    tests = [e.end for e in entities if e.type == "Test"]
+    return [
+        e
+        for e in entities
+        if not (
+            e.type == "Result"
+            and _BARE.fullmatch(e.text)
+            and not any(0 <= e.start - end <= 12 for end in tests)
+        )
+    ]

@@ -333,6 +333,7 @@ class AnnotationPipeline:
                 if found:
                     tidy[i] = measurements.merged(text, tidy[i], found)
                     measured[i] = {m.label for m in found}
+                tidy[i] = measurements.without_lone_numbers(tidy[i])
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         context = self.context
         if context is not None:

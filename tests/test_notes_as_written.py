@@ -284,3 +284,15 @@ def test_a_threshold_is_no_measured_value():
     text = "Transfuse if Hgb < 7. Goal INR 2-3, today 2.3. LVEF 30-35%. DP pulse 2+."
     found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
     assert found == [("LVEF", "30-35%")]
+
+
+def test_a_lone_small_number_is_no_result():
+    text = "Plan: 2. CHF 2/2 CAD. Na 134. Walks well x 3"
+    ents = [
+        _entity(text, 6, 7, "Result"),  # "2" the list number
+        _entity(text, 13, 16, "Result"),  # "2/2"
+        _entity(text, 22, 24, "Test"),  # Na
+        _entity(text, 25, 28, "Result"),  # 134: three digits
+        _entity(text, 44, 45, "Result"),  # "3", no test just before it
+    ]
+    assert [e.text for e in measurements.without_lone_numbers(ents)] == ["Na", "134"]
