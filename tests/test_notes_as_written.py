@@ -293,6 +293,6 @@ def test_a_lone_small_number_is_no_result():
         _entity(text, 13, 16, "Result"),  # "2/2"
         _entity(text, 22, 24, "Test"),  # Na
         _entity(text, 25, 28, "Result"),  # 134: three digits
-        _entity(text, 44, 45, "Result"),  # "3", no test just before it
+        _entity(text, 43, 44, "Result"),  # "3", no test just before it
     ]
     assert [e.text for e in measurements.without_lone_numbers(ents)] == ["Na", "134"]
