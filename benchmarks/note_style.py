@@ -6,8 +6,8 @@
 
 ``check`` reads markup files (``benchmarks/data/note-style/notes-*.md``, written for this
 project: GUIDELINES.md there) and counts what they hold. ``run`` annotates every note of the
-split with the pipeline as the service runs it (the clinical context on, no linking: concepts
-change no span) and scores it against the gold:
+split with the pipeline as the service runs it (the clinical context and the packaged
+vocabulary's concepts on) and scores it against the gold:
 
 - entities: strict (same span, same type) and overlap (touching, same type) precision, recall
   and F1, overall, per type and per note style;
@@ -287,13 +287,17 @@ def languages() -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from mslm_core.context import ContextEngine
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
     from mslm_core.pipeline import AnnotationPipeline
 
     items = notes(args.split)
     results = {}
+    linker = load_linker(DEFAULT_VOCABULARY)
     for spec in args.model:
         label, _, path = spec.rpartition("=")
-        pipeline = AnnotationPipeline.from_bundle(path, context=ContextEngine.default())
+        pipeline = AnnotationPipeline.from_bundle(
+            path, context=ContextEngine.default(), linker=linker
+        )
         results[label or Path(path).name] = score(pipeline, items)
     first = next(iter(results.values()))
     figures = {

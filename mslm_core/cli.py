@@ -370,7 +370,11 @@ def _unavailable(reason: str) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import Progress, Trainer
 
-    values = TrainConfig.from_json(args.config).to_dict() if args.config else {}
+    values: dict[str, Any] = {}
+    if args.config:  # the file's own settings (checked whole), not the defaults it leaves out
+        given = TrainConfig.from_json(args.config).to_dict()
+        with open(args.config, encoding="utf-8") as handle:
+            values = {k: given[k] for k in json.load(handle) if k in given}
     if args.recipe == "clinical" and not args.sources:
         from .corpora import clinical
 

@@ -17,7 +17,7 @@ Every entity keeps its type and scores; offsets stay offsets into the text.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .context.sections import Sectionizer, default_sections
 from .types import Entity, with_fields
@@ -127,3 +127,27 @@ def _tidied(text: str, start: int, end: int) -> tuple[int, int] | None:
 def _abbreviated(span: str) -> bool:
     """Whether a closing full stop belongs to the span: "q.d.", "p.o.", "a.m." keep theirs."""
     return bool(re.search(r"(?:^|[\s(])(?:[a-zA-Z]\.){2,}$", span))
+
+
+def findings_with_their_site(
+    text: str, entities: Sequence[Entity], is_finding: Callable[[str], bool]
+) -> list[Entity]:
+    """``entities`` with a body site and the finding right after it joined into one finding
+    where the two together name one (``is_finding``: "chest" + "pain" is Chest Pain,
+    "abdominal" + "pain" Abdominal Pain; "RUQ" + "pain" names none and stays two). The joined
+    finding has the finding's scores."""
+    out: list[Entity] = []
+    for e in entities:
+        before = out[-1] if out else None
+        if (
+            before is not None
+            and before.type == "Anatomy"
+            and e.type == "Problem"
+            and not text[before.end : e.start].strip()
+            and "\n" not in text[before.end : e.start]
+            and is_finding(text[before.start : e.end])
+        ):
+            out[-1] = with_fields(e, start=before.start, text=text[before.start : e.end])
+            continue
+        out.append(e)
+    return out

@@ -41,7 +41,7 @@ from .corpus import PREDICTION_FORMATS
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
-from .layout import Layout
+from .layout import Layout, findings_with_their_site
 from .render import annotation_json, media_type, render_predictions
 from .schema import context_applies, context_attributes, linked
 from .shorthand import ShorthandFinder
@@ -324,6 +324,16 @@ class AnnotationPipeline:
             tidy = [regimen.doses(t, es) for t, es in zip(texts, tidy, strict=True)]
         if self.shorthand is not None:
             tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
+        linker = self.linker
+        if linker is not None and self.measures:  # "chest" + "pain": one finding, Chest Pain
+
+            def names_a_finding(text: str) -> bool:
+                return linker.names_a(text, "Problem")
+
+            tidy = [
+                findings_with_their_site(t, es, names_a_finding)
+                for t, es in zip(texts, tidy, strict=True)
+            ]
         # vitals and lab values ("BP 168/94", "Cr 1.4"): a Test and its Result over the
         # model's reading; measured, so no context cue applies to the test
         measured: list[set[tuple[int, int]]] = [set() for _ in texts]

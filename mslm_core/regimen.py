@@ -76,12 +76,29 @@ def parse(text: str, start: int = 0, end: int | None = None) -> Regimen:
     )
 
 
+_REGIMEN_WORDS = re.compile(
+    r"(?:\s*(?:" + ROUTE.pattern + "|" + FREQUENCY.pattern + "|" + DURATION.pattern + r"))+\s*",
+    re.IGNORECASE,
+)
+
+
 def doses(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` with each Dosage cut to its doses (one entity per dose it holds, each with
-    the span's scores), and a Dosage that holds no dose dropped unless it names one in words."""
+    the span's scores), and a Dosage that holds no dose dropped unless it names one in words;
+    an entity of any other type that is nothing but a route or a frequency ("PO daily", "SC
+    qHS") dropped, and a Result that is a dose right after a Drug ("Calcitriol 0.25 mcg") a
+    Dosage."""
     out: list[Entity] = []
+    last_drug_end = -10
     for e in entities:
+        if e.type == "Drug":
+            last_drug_end = e.end
         if e.type != "Dosage":
+            if _REGIMEN_WORDS.fullmatch(e.text):
+                continue
+            if e.type == "Result" and e.start - last_drug_end <= 3 and DOSE.fullmatch(e.text):
+                out.append(with_fields(e, type="Dosage"))
+                continue
             out.append(e)
             continue
         found = parse(text, e.start, e.end).doses

@@ -306,6 +306,7 @@ def test_the_clinical_recipe_trains_its_own_strategy_unless_told(tmp_path, monke
     for extra in ([], ["--strategy", "auto"], ["--config", str(config)]):
         assert cli.main(["train", "--output", "b", "--recipe", "clinical", *extra]) == 0
     assert [c.strategy for c in seen] == [clinical.SETTINGS["strategy"], "auto", "vanilla"]
+    assert {c.note_style for c in seen} == {clinical.SETTINGS["note_style"]} == {0.3}
     assert all([s["name"] for s in c.sources] == ["CHIA"] for c in seen)
 
 

@@ -296,3 +296,42 @@ def test_a_lone_small_number_is_no_result():
         _entity(text, 43, 44, "Result"),  # "3", no test just before it
     ]
     assert [e.text for e in measurements.without_lone_numbers(ents)] == ["Na", "134"]
+
+
+def test_regimen_words_are_no_entity_and_a_dose_after_a_drug_is_a_dosage():
+    from mslm_core.regimen import doses, parse
+
+    text = "Calcitriol 0.25 mcg PO daily; Metoprolol 25 mg PO BID x5 days"
+    r = parse(text, text.index("25 mg"))
+    assert (r.route, r.frequency, r.duration) == ("PO", "BID", "x5 days")
+    ents = [
+        _entity(text, 0, 10, "Drug"),
+        _entity(text, 11, 19, "Result"),  # "0.25 mcg" after a drug: a dose
+        _entity(text, 20, 28, "Result"),  # "PO daily": no entity
+        _entity(text, 30, 40, "Drug"),
+        _entity(text, 41, 61, "Dosage"),  # "25 mg PO BID x5 days" → "25 mg"
+    ]
+    assert [(e.text, e.type) for e in doses(text, ents)] == [
+        ("Calcitriol", "Drug"),
+        ("0.25 mcg", "Dosage"),
+        ("Metoprolol", "Drug"),
+        ("25 mg", "Dosage"),
+    ]
+
+
+def test_a_site_and_its_symptom_are_one_finding_where_they_name_one():
+    from mslm_core.layout import findings_with_their_site
+
+    text = "c/o chest pain and RUQ pain"
+    ents = [
+        _entity(text, 4, 9, "Anatomy"),
+        _entity(text, 10, 14, "Problem"),
+        _entity(text, 19, 22, "Anatomy"),
+        _entity(text, 23, 27, "Problem"),
+    ]
+    joined = findings_with_their_site(text, ents, lambda t: t.lower() == "chest pain")
+    assert [(e.text, e.type) for e in joined] == [
+        ("chest pain", "Problem"),
+        ("RUQ", "Anatomy"),
+        ("pain", "Problem"),
+    ]

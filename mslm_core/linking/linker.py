@@ -138,6 +138,13 @@ class Linker:
         """The pattern of ids without a namespace of their own (``""``: none)."""
         return self.url_patterns.get("", "")
 
+    def names_a(self, text: str, entity_type: str) -> bool:
+        """Whether ``text`` is exactly a name of a concept an entity of ``entity_type`` may be
+        linked to ("chest pain": Chest Pain, a Problem's)."""
+        allowed = self.mask(entity_type)
+        hits = self.index.exact.get(normalise(text), ())
+        return any(allowed is None or allowed[c] for c in hits)
+
     def mask(self, entity_type: str | None) -> npt.NDArray[np.bool_] | None:
         """Which of the index's concepts an entity of ``entity_type`` may be linked to (None:
         any — the vocabulary's type map does not name the type)."""
