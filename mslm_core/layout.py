@@ -31,7 +31,7 @@ _LEADING = re.compile(r"(?:PRN|prn|[+-])\s*(?=\w)")
 # a title line: in capitals (an "l" for an I, as a scanner writes it), naming what the note is
 _TITLE = re.compile(
     r"^[ \t]*((?=[^a-km-z\n]*\b(?:N[O0]TE|SUMMARY|REP[O0]RT|C[O0]NSULT(?:ATI[O0]N)?|H&P|"
-    r"PR[O0]GRESS|ADMISSI[O0]N|DISCHARGE|RADI[O0]L[O0]GY|[O0]PERATIVE|ADDENDUM)\b)"
+    r"PR[O0]GRESS|ADMISSI[O0]N|DISCHARGE|RADI[O0]L[O0]GY|[O0]PERATIVE|ADDENDUM|TRIAGE)\b)"
     r"[^a-km-z\n.]*[^a-km-z\n.:\s])[ \t]*:?[ \t]*$",
     re.MULTILINE,
 )

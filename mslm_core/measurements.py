@@ -153,12 +153,12 @@ _ONE_LETTER = {
     "p": ("heart rate", r"(?:[3-9]\d|1[0-9]\d)"),
 }
 _UNITS = (
-    r"mm\s?hg|bpm|/min|breaths/min|°\s?[cf]|deg\s?[cf]|[cf](?![a-z])|%|kg|lbs?|g/dl|mg/dl|"
+    r"mm[ \t]?hg|bpm|/min|breaths/min|°[ \t]?[cf]|deg[ \t]?[cf]|[cf](?![a-z])|%|kg|lbs?|g/dl|mg/dl|"
     r"mmol/l|meq/l|ng/ml|ng/dl|pg/ml|u/l|iu/l|k/ul|k/mcl|x10\^?9/l|/ul|/mm3|mg/l|mcg/l|ug/l|"
     r"miu/l|uiu/ml|sec|s(?![a-z])|cm|ms"
 )
-_NUMBER = r"[<>≤≥]?\s?\d+(?:[.,]\d+)?s?(?:\s?[-–]\s?\d+(?:[.,]\d+)?s?)?"
-_BP = r"\d{2,3}\s?/\s?\d{2,3}"
+_NUMBER = r"[<>≤≥]?[ \t]?\d+(?:[.,]\d+)?s?(?:[ \t]?[-–][ \t]?\d+(?:[.,]\d+)?s?)?"
+_BP = r"\d{2,3}[ \t]?/[ \t]?\d{2,3}"
 
 
 def _label_pattern(labels: Sequence[str]) -> str:
@@ -168,7 +168,7 @@ def _label_pattern(labels: Sequence[str]) -> str:
 
 _SEP = r"[ \t]*(?:[:=]|\bof\b|\bwas\b|\bis\b)?[ \t]*"
 # a value ends there: not inside a longer number, a word, a ratio ("K 3/4") or a grade ("2+")
-_AFTER = r"(?![\w.]*\d|[ \t]?/[ \t]?\d|\+)"
+_AFTER = r"(?![\w.]*\d|[ \t]?/\s*\d|\+)"
 # what makes a value a threshold, not a result: "if Hgb < 7", "goal INR 2-3", "hold for SBP <
 # 100", "while K < 4" (a few words before the label)
 _THRESHOLD = re.compile(

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 from .types import Entity, with_fields
 
-_NUMBER = r"\d+(?:[.,]\d+)*(?:\s?(?:-|–|to)\s?\d+(?:[.,]\d+)*)?(?:/\d+(?:[.,]\d+)*)?"
+_NUMBER = r"\d+(?:[.,]\d+)*(?:[ \t]?(?:-|–|to)[ \t]?\d+(?:[.,]\d+)*)?(?:/\d+(?:[.,]\d+)*)?"
 _UNIT = (
     r"(?:mg|mcg|µg|μg|ug|g|gm|gram|grams|kg|ng|mL|ml|cc|L|l|units?|u|IU|iu|mEq|meq|mmol|"
     r"tabs?|tablets?|caps?|capsules?|puffs?|drops?|gtts|sprays?|patch(?:es)?|suppositor(?:y|ies)|"
     r"inhalations?|vials?|ampules?|amps?|packets?|%|rng)"
 )
-_PER = r"(?:\s?/\s?(?:kg|m2|m²|day|d|hr|h|hour|min|dose|24\s?h(?:rs?)?))*"
-DOSE = re.compile(r"(?<![\w.])" + _NUMBER + r"\s?" + _UNIT + _PER + r"(?![\w/])", re.IGNORECASE)
+_PER = r"(?:[ \t]?/[ \t]?(?:kg|m2|m²|day|d|hr|h|hour|min|dose|24[ \t]?h(?:rs?)?))*"
+DOSE = re.compile(r"(?<![\w.])" + _NUMBER + r"[ \t]?" + _UNIT + _PER + r"(?![\w/])", re.IGNORECASE)
 _WORDED = re.compile(r"\bdos(?:e|es|ed|ing)\b", re.IGNORECASE)
 
 ROUTE = re.compile(

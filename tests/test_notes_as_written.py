@@ -335,3 +335,12 @@ def test_a_site_and_its_symptom_are_one_finding_where_they_name_one():
         ("RUQ", "Anatomy"),
         ("pain", "Problem"),
     ]
+
+
+def test_no_measurement_or_dose_crosses_a_line_break():
+    from mslm_core.regimen import DOSE
+
+    text = "Na 134, K\n4. BP 120/\n80. Cr 1.2\nmg daily"
+    found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
+    assert found == [("Na", "134"), ("Cr", "1.2")]
+    assert [m.group() for m in DOSE.finditer("take 10\nmg, then 5 mg")] == ["5 mg"]
