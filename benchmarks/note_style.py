@@ -3,6 +3,7 @@
     python benchmarks/note_style.py check FILE [FILE …]
     python benchmarks/note_style.py run --model NAME=BUNDLE [--split test|dev|all]
         [--name note-style/NAME]
+    python benchmarks/note_style.py table note-style/test-before note-style/test
 
 ``check`` reads markup files (``benchmarks/data/note-style/notes-*.md``, written for this
 project: GUIDELINES.md there) and counts what they hold. ``run`` annotates every note of the
@@ -327,6 +328,98 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    """``summary.md``: the models of the given result files side by side (the first file's
+    first model is the "before")."""
+    from common import RESULTS
+
+    columns: dict[str, dict[str, Any]] = {}
+    for name in args.results:
+        record = json.loads((RESULTS / f"{name}.json").read_text())
+        columns.update(record["details"]["models"])
+    first = next(iter(columns.values()))
+
+    def row(label: str, get: Any) -> str:
+        return f"| {label} | " + " | ".join(str(get(r)) for r in columns.values()) + " |"
+
+    lines = [
+        "# The note-style check set: before and after",
+        "",
+        f"{first['notes']} test notes, {first['sentences']} sentences, "
+        f"{first['entities']['gold']} gold entities "
+        "(`python benchmarks/note_style.py table "
+        + " ".join(args.results)
+        + "`; each file's command in it).",
+        "",
+        "| | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+        row("strict F1", lambda r: r["entities"]["strict"]["f1"]),
+        row("overlap F1", lambda r: r["entities"]["overlap"]["f1"]),
+        row("entities across a line break", lambda r: r["layout"]["entities_across_a_line_break"]),
+        row("entities on a section header", lambda r: r["layout"]["entities_on_a_header"]),
+        row(
+            "shorthand found and typed right (seen / held out of training)",
+            lambda r: (
+                f"{r['shorthand']['seen']['found_and_typed_right']} / "
+                f"{r['shorthand']['held_out']['found_and_typed_right']}"
+            ),
+        ),
+        row("vitals: test and result exact", lambda r: r["vitals"]["test_and_result_exact"]),
+        row(
+            "vitals: test without a context attribute",
+            lambda r: r["vitals"]["test_without_context_attribute"],
+        ),
+        row(
+            "expected calibration error",
+            lambda r: r["confidence"]["expected_calibration_error"],
+        ),
+        row(
+            "medication lists: right drugs below 0.5 / wrong entities at or above",
+            lambda r: (
+                f"{r['confidence']['med_lists'].get('right_drugs_below_0.5', 0)} of "
+                f"{r['confidence']['med_lists'].get('right_drugs', 0)} / "
+                f"{r['confidence']['med_lists'].get('wrong_at_or_above_0.5', 0)} of "
+                f"{r['confidence']['med_lists'].get('wrong', 0)}"
+            ),
+        ),
+    ]
+    types = sorted(first["per_type"])
+    lines += ["", "Per type, strict / overlap F1 (gold entities):", ""]
+    lines += ["| type | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for t in types:
+        lines.append(
+            row(
+                f"{t} ({first['per_type'][t]['gold']})",
+                lambda r, t=t: (
+                    f"{r['per_type'][t]['strict']['f1']} / {r['per_type'][t]['overlap']['f1']}"
+                ),
+            )
+        )
+    lines += ["", "Per note style, strict / overlap F1:", ""]
+    lines += ["| style | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for style in sorted(first["per_style"]):
+        lines.append(
+            row(
+                f"{style} ({first['per_style'][style]['gold']})",
+                lambda r, s=style: (
+                    f"{r['per_style'][s]['strict']['f1']} / {r['per_style'][s]['overlap']['f1']}"
+                ),
+            )
+        )
+    lines += [
+        "",
+        "Context, F1 on each model's strictly matched entities (how many of them have the "
+        "attribute in the gold):",
+        "",
+    ]
+    lines += ["| attribute | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for a in ATTRIBUTES:
+        lines.append(row(a, lambda r, a=a: f"{r['context'][a]['f1']} ({r['context'][a]['gold']})"))
+    (RESULTS / "note-style" / "summary.md").write_text("\n".join(lines) + "\n")
+    print(json.dumps({n: r["entities"]["strict"]["f1"] for n, r in columns.items()}))
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     status = 0
     for name in args.files:
@@ -361,6 +454,9 @@ def main() -> int:
     p.add_argument("--split", choices=["test", "dev", "all"], default="test")
     p.add_argument("--name", default="note-style/check", help="the result file under results/")
     p.set_defaults(handler=cmd_run)
+    p = sub.add_parser("table", help="results side by side in results/note-style/summary.md")
+    p.add_argument("results", nargs="+", help="result names (note-style/test-before …)")
+    p.set_defaults(handler=cmd_table)
     args = parser.parse_args()
     return int(args.handler(args))
 
