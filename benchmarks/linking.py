@@ -144,7 +144,13 @@ def check_set(linker: Linker) -> dict:
     texts, kinds, golds = zip(*((t, k, g.strip()) for t, k, g in rows), strict=True)
     out: dict = {"mentions": len(rows), "source": CHECK_SET.name, "per_type": {}}
     for label, types in (("typed, abstaining", list(kinds)), ("type-blind, score 0.5", None)):
-        found = linker.candidates(list(texts), types)
+        # each mention looked up as the service looks it up (shorthand of a clinical type by
+        # its long form); type-blind, as before, by its text
+        queries = [
+            linker._lookups(t, [(0, len(t))], [k])[0] if types else t
+            for t, k in zip(texts, kinds, strict=True)
+        ]
+        found = linker.candidates(queries, types)
         tally: dict = {}
         for text, kind, gold, candidates in zip(texts, kinds, golds, found, strict=True):
             if types is None:

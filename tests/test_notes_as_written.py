@@ -344,3 +344,16 @@ def test_no_measurement_or_dose_crosses_a_line_break():
     found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
     assert found == [("Na", "134"), ("Cr", "1.2")]
     assert [m.group() for m in DOSE.finditer("take 10\nmg, then 5 mg")] == ["5 mg"]
+
+
+def test_shorthand_of_a_clinical_type_is_linked_by_what_notes_mean():
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
+
+    linker = load_linker(DEFAULT_VOCABULARY)
+    text = "CP and SOB"
+    ents = [_entity(text, 0, 2, "Problem"), _entity(text, 7, 10, "Problem")]
+    cp, sob = linker.apply_all([text], [ents])[0]
+    assert (cp.concept.name, sob.concept.name) == ("Chest Pain", "Dyspnea")
+    # a PubMed corpus's type reads it as its abstracts do
+    (disease,) = linker.apply_all([text], [[_entity(text, 0, 2, "Disease")]])[0]
+    assert disease.concept is None or disease.concept.name != "Chest Pain"

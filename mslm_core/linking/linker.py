@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
@@ -20,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from ..schema import CLINICAL_TYPES
 from ..types import Entity, LinkedConcept, with_fields
 from .abbreviations import abbreviations
 from .calibration import LinkCalibration
@@ -65,6 +67,25 @@ _NOT_WORD = re.compile(r"[^0-9a-z]+")
 def normalise(text: str) -> str:
     """Lower case, every run of other characters than letters and digits one space."""
     return _NOT_WORD.sub(" ", text.lower()).strip()
+
+
+#: The share of a short form's uses in clinical notes its sense must have for an entity written
+#: as it to be looked up by its long form.
+SHORTHAND_MEANT = 0.9
+
+
+@lru_cache(maxsize=1)
+def long_forms() -> dict[str, str]:
+    """Spelling of a short form as notes write it → the long form it stands for
+    (``mslm_core.shorthand``, a sense meant in at least :data:`SHORTHAND_MEANT` of its uses)."""
+    from ..shorthand import packaged
+
+    out: dict[str, str] = {}
+    for senses in packaged().senses.values():
+        if senses[0].frequency >= SHORTHAND_MEANT:
+            for spelling in senses[0].spellings():
+                out.setdefault(spelling, senses[0].long)
+    return out
 
 
 class Linker:
@@ -269,16 +290,30 @@ class Linker:
         """Candidates for the entities ``text[start:end]`` (of ``types``); an abbreviation the
         text defines (``renal failure (RF)``) is looked up by its long form. Offsets are not
         changed."""
-        return self.candidates(self._lookups(text, spans), types)
+        return self.candidates(self._lookups(text, spans, types), types)
 
     @staticmethod
-    def _lookups(text: str, spans: Sequence[tuple[int, int]]) -> list[str]:
+    def _lookups(
+        text: str,
+        spans: Sequence[tuple[int, int]],
+        types: Sequence[str | None] | None = None,
+    ) -> list[str]:
         """The strings to look up for ``spans``: an abbreviation the text defines by its long
-        form, anything else as it is."""
+        form; clinical shorthand of an entity of the clinical schema's ``types`` by what notes
+        mean by it ("CP" → chest pain, not the PubMed corpora's cleft palate); anything else
+        as it is."""
         if not spans:
             return []
         expand = abbreviations(text)
-        return [expand.get(text[a:b].strip(), text[a:b]) for a, b in spans]
+        shorthand = long_forms() if types is not None else {}
+        out = []
+        for k, (a, b) in enumerate(spans):
+            written = text[a:b].strip()
+            found = expand.get(written)
+            if found is None and types is not None and types[k] in CLINICAL_TYPES:
+                found = shorthand.get(written)
+            out.append(found or text[a:b])
+        return out
 
     def apply_all(
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
@@ -287,7 +322,7 @@ class Linker:
         abstains) and ``candidates``, each of the parts its type fits; spans, types and
         confidences unchanged."""
         lookups = [
-            self._lookups(text, [(e.start, e.end) for e in ents])
+            self._lookups(text, [(e.start, e.end) for e in ents], [e.type for e in ents])
             for text, ents in zip(texts, entities, strict=True)
         ]
         kinds = [e.type for ents in entities for e in ents]
