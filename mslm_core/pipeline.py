@@ -324,12 +324,8 @@ class AnnotationPipeline:
             tidy = [regimen.doses(t, es) for t, es in zip(texts, tidy, strict=True)]
         if self.shorthand is not None:
             tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
-        linker = self.linker
-        if linker is not None and self.measures:  # "chest" + "pain": one finding, Chest Pain
-
-            def names_a_finding(text: str) -> bool:
-                return linker.names_a(text, "Problem")
-
+        if self.linker is not None and self.measures:  # "chest" + "pain": one finding
+            names_a_finding = partial(self.linker.names_a, entity_type="Problem")
             tidy = [
                 findings_with_their_site(t, es, names_a_finding)
                 for t, es in zip(texts, tidy, strict=True)

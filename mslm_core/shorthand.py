@@ -26,6 +26,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
 from .types import Entity, with_fields
@@ -105,9 +106,11 @@ def _forms(variation: str) -> tuple[tuple[str, int], ...]:
 def read_inventories(root: Path) -> Shorthand:
     """The senses of the pinned inventories under ``root`` (the corpus's cache folder), each
     (short form, long form) once: its highest frequency, its spellings' counts summed."""
-    merged: dict[tuple[str, str], dict] = {}
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def add(short: str, long: str, freq: float, forms: tuple, source: str) -> None:
+    def add(
+        short: str, long: str, freq: float, forms: tuple[tuple[str, int], ...], source: str
+    ) -> None:
         key = (_key(short), " ".join(long.lower().split()))
         if not key[0] or not key[1]:
             return
