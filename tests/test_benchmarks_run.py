@@ -559,6 +559,21 @@ RUNS: dict[str, Run] = {
         needs=("bundle", "data"),
         cost=8,
     ),
+    "note_style": Run(
+        "note_style.py",
+        lambda t: [
+            "run",
+            "--model",
+            f"tiny={t.bundle}",
+            "--split",
+            "dev",
+            "--name",
+            "note-style/smoke",
+        ],
+        "note-style/smoke.json",
+        needs=("bundle",),
+        cost=20,
+    ),
     "omop_warehouse": Run(
         "omop_warehouse.py",
         lambda t: ["--notes", "5", "--admin", PG_ADMIN],
