@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from mslm_core.train import Callback
-
-# the benchmark harness lives beside the product, not in it (benchmarks/harness)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -148,10 +144,10 @@ class StopAt(Callback):
     def __init__(self, step: int):
         self.step = step
 
-    def on_step_end(self, trainer):
-        if trainer.state.global_step == self.step:
-            trainer.state.should_stop = True
-            trainer.state.stop_reason = "cancelled"
+    def on_step_end(self, run):
+        if run.state.global_step == self.step:
+            run.state.should_stop = True
+            run.state.stop_reason = "cancelled"
 
 
 def torch_predictor(path, **kwargs):

@@ -24,7 +24,7 @@ from mslm_core.bundle import read_manifest, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError, MSLMError
 from mslm_core.sources import map_corpus
-from mslm_core.train import Callback, Trainer, TrainingCancelled
+from mslm_core.train import Callback, Trainer, TrainingCancelled, TrainingRun
 from mslm_core.typemap import TypeMap
 from mslm_settings import Settings
 from store import transitions
@@ -125,12 +125,12 @@ class JobProgress(Callback):
     def __init__(self, heartbeat: Heartbeat):
         self.heartbeat = heartbeat
 
-    def _progress(self, trainer: Trainer) -> dict[str, Any]:
-        st = trainer.state
+    def _progress(self, run: TrainingRun) -> dict[str, Any]:
+        st = run.state
         last = st.history[-1] if st.history else {}
         return {
-            "epoch": min(st.epoch + 1, trainer.config.total_epochs),
-            "epochs": trainer.config.total_epochs,
+            "epoch": min(st.epoch + 1, run.config.total_epochs),
+            "epochs": run.config.total_epochs,
             "step": st.global_step,
             "steps": st.total_steps,
             "loss": st.loss,
@@ -138,18 +138,18 @@ class JobProgress(Callback):
             "best_dev_f1": None if st.best_f1 < 0 else st.best_f1,
         }
 
-    def on_train_begin(self, trainer: Trainer) -> None:
-        self.heartbeat.update(progress=self._progress(trainer))
+    def on_train_begin(self, run: TrainingRun) -> None:
+        self.heartbeat.update(progress=self._progress(run))
 
-    def on_step_end(self, trainer: Trainer) -> None:
-        self.heartbeat.update(progress=self._progress(trainer))
+    def on_step_end(self, run: TrainingRun) -> None:
+        self.heartbeat.update(progress=self._progress(run))
         if self.heartbeat.lost:
-            trainer.state.should_stop, trainer.state.stop_reason = True, "lost_claim"
+            run.state.should_stop, run.state.stop_reason = True, "lost_claim"
         elif self.heartbeat.poll_cancel():
-            trainer.state.should_stop, trainer.state.stop_reason = True, "cancelled"
+            run.state.should_stop, run.state.stop_reason = True, "cancelled"
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
-        self.heartbeat.update(progress=self._progress(trainer), history=list(trainer.state.history))
+    def on_epoch_end(self, run: TrainingRun) -> None:
+        self.heartbeat.update(progress=self._progress(run), history=list(run.state.history))
         self.heartbeat.beat()  # an epoch's dev F1 shows at once
 
 

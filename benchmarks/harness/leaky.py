@@ -24,12 +24,11 @@ from mslm_core.features import O, WindowBuilder
 from mslm_core.masking import build_strategy
 from mslm_core.metrics import evaluation_report
 from mslm_core.predict.decoding import decode_bio
-from mslm_core.train import Callback
+from mslm_core.train import Callback, TrainingRun
 
 if TYPE_CHECKING:
     from mslm_core.bundle import LoadedBundle
     from mslm_core.model import MSLMModel
-    from mslm_core.train.loop import Trainer
 
 LABEL = "reference-leaky"
 
@@ -120,18 +119,18 @@ class LeakyDevSelection(Callback):
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
-        entry = trainer.state.history[-1]
+    def on_epoch_end(self, run: TrainingRun) -> None:
+        entry = run.state.history[-1]
         if entry["stage"] != "joint":
             return
         report = leaky_report(
-            trainer.model,
-            trainer.tokenizer,
-            trainer.config,
-            trainer.types,
+            run.model,
+            run.tokenizer,
+            run.config,
+            run.types,
             self.dev,
             self.seed,
-            trainer.device,
+            run.device,
         )
         f1 = report["strict"]["f1"]
         self.state["history"].append({"epoch": entry["epoch"], "dev_f1": f1})
@@ -139,6 +138,6 @@ class LeakyDevSelection(Callback):
             from safetensors.torch import save_model
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            save_model(trainer.model, str(self.path))
+            save_model(run.model, str(self.path))
             self.state.update(best_f1=f1, best_epoch=entry["epoch"])
         self.state_file.write_text(json.dumps(self.state))

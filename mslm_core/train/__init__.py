@@ -1,7 +1,7 @@
 """Training (``fit``): the loop (``loop.py``), what runs around it as callbacks
 (``callbacks.py``: dev evaluation, the weights kept, early stopping, checkpoints, progress),
-exact checkpoints (``checkpoint.py``) and the end of a run (``finalize.py``: scores,
-calibration, the bundle)."""
+exact checkpoints (``checkpoint.py``), the end of a run (``finalize.py``: scores,
+calibration, the bundle) and what each of these sees of the run (``state.py``)."""
 
 from .callbacks import (
     Callback,
@@ -11,18 +11,22 @@ from .callbacks import (
     KeepWeights,
     Progress,
 )
-from .loop import Trainer, TrainingCancelled, TrainState, load_corpora, train
+from .loop import Trainer, TrainingCancelled, load_corpora, train
+from .state import FinishingRun, Resumable, TrainingRun, TrainState
 
 __all__ = [
     "Callback",
     "Checkpointing",
     "DevEvaluation",
     "EarlyStopping",
+    "FinishingRun",
     "KeepWeights",
     "Progress",
+    "Resumable",
     "TrainState",
     "Trainer",
     "TrainingCancelled",
+    "TrainingRun",
     "load_corpora",
     "train",
 ]

@@ -2,30 +2,30 @@
 weights kept, early stopping, checkpoints and progress. The loop (``loop.py``) only runs steps
 and epochs; :meth:`~mslm_core.train.loop.Trainer.default_callbacks` lists these in order.
 
-A callback sees the trainer and its ``state``; setting ``trainer.state.should_stop`` stops the
-run at the next step (the worker uses it for cancel, early stopping for itself).
+A callback sees the run as :class:`~mslm_core.train.state.TrainingRun` declares it; setting
+``run.state.should_stop`` stops the run at the next step (the worker uses it for cancel,
+early stopping for itself).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .loop import Trainer
+from .state import TrainingRun
 
 log = logging.getLogger("mslm_core.train")
 
 
 class Callback:
-    """Hooks; ``trainer.state`` has the progress. ``on_epoch_end`` runs once an epoch is
+    """Hooks; ``run.state`` has the progress. ``on_epoch_end`` runs once an epoch is
     counted (``state.epoch`` is the number of epochs done, ``state.history[-1]`` its entry)."""
 
-    def on_train_begin(self, trainer: Trainer) -> None: ...
-    def on_step_end(self, trainer: Trainer) -> None: ...
-    def on_epoch_end(self, trainer: Trainer) -> None: ...
-    def on_train_end(self, trainer: Trainer) -> None: ...
+    def on_train_begin(self, run: TrainingRun) -> None: ...
+    def on_step_end(self, run: TrainingRun) -> None: ...
+    def on_epoch_end(self, run: TrainingRun) -> None: ...
+    def on_train_end(self, run: TrainingRun) -> None: ...
 
 
 class DevEvaluation(Callback):
@@ -34,16 +34,14 @@ class DevEvaluation(Callback):
     (``evaluate.selection_f1``), and each corpus's in ``dev_sources``; logs the epoch. The
     masked-LM stage of a two-stage run has untrained heads: no dev score there."""
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
+    def on_epoch_end(self, run: TrainingRun) -> None:
         from ..evaluate import predict_mentions, selection_f1
 
-        st, entry = trainer.state, trainer.state.history[-1]
+        st, entry = run.state, run.state.history[-1]
         if entry["stage"] != "mlm":
             started = time.perf_counter()
-            predicted = predict_mentions(
-                trainer.predictor, trainer.corpora["dev"], trainer.styles_of("dev")
-            )
-            dev = trainer.score("dev", predicted)
+            predicted = predict_mentions(run.predictor, run.corpora["dev"], run.styles_of("dev"))
+            dev = run.score("dev", predicted)
             entry.update(
                 dev_f1=selection_f1(dev),
                 dev_precision=dev["strict"]["precision"],
@@ -55,7 +53,7 @@ class DevEvaluation(Callback):
         log.info(
             "epoch %d/%d (%s) loss %.4f dev strict F1 %s",
             st.epoch,
-            trainer.config.total_epochs,
+            run.config.total_epochs,
             entry["stage"],
             entry["train_loss"],
             "-" if entry["dev_f1"] is None else f"{entry['dev_f1']:.4f}",
@@ -69,16 +67,16 @@ class KeepWeights(Callback):
     def __init__(self, select: str):
         self.select = select
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
+    def on_epoch_end(self, run: TrainingRun) -> None:
         from .checkpoint import BEST, save_weights
 
-        st = trainer.state
+        st = run.state
         f1 = st.history[-1]["dev_f1"]
         if f1 is None:
             return
         if f1 > st.best_f1 or self.select == "last":
             st.best_f1, st.best_epoch, st.epochs_without_gain = f1, st.epoch, 0
-            save_weights(trainer.model, trainer.work_dir / BEST)
+            save_weights(run.model, run.work_dir / BEST)
         else:
             st.epochs_without_gain += 1
 
@@ -89,8 +87,8 @@ class EarlyStopping(Callback):
     def __init__(self, patience: int):
         self.patience = patience
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
-        st = trainer.state
+    def on_epoch_end(self, run: TrainingRun) -> None:
+        st = run.state
         if st.epochs_without_gain >= self.patience:
             st.should_stop, st.stop_reason = True, "early_stopping"
 
@@ -104,17 +102,17 @@ class Checkpointing(Callback):
     def __init__(self, every: int = 0):
         self.every = every
 
-    def on_step_end(self, trainer: Trainer) -> None:
+    def on_step_end(self, run: TrainingRun) -> None:
         from .checkpoint import save_checkpoint
 
-        st = trainer.state
+        st = run.state
         if self.every and not st.should_stop and st.global_step % self.every == 0:
-            save_checkpoint(trainer)
+            save_checkpoint(run.resumable())
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
+    def on_epoch_end(self, run: TrainingRun) -> None:
         from .checkpoint import save_checkpoint
 
-        save_checkpoint(trainer)
+        save_checkpoint(run.resumable())
 
 
 class Progress(Callback):
@@ -125,17 +123,17 @@ class Progress(Callback):
         self.every = every
         self.bar: Any = None
 
-    def on_train_begin(self, trainer: Trainer) -> None:
+    def on_train_begin(self, run: TrainingRun) -> None:
         if self.interactive:
             from tqdm import tqdm
 
-            st = trainer.state
+            st = run.state
             self.bar = tqdm(total=st.total_steps, initial=st.global_step, unit="step")
             # the bar shows epoch summaries itself; the epoch log line would break it
             log.setLevel(logging.WARNING)
 
-    def on_step_end(self, trainer: Trainer) -> None:
-        st = trainer.state
+    def on_step_end(self, run: TrainingRun) -> None:
+        st = run.state
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(epoch=st.epoch + 1, loss=f"{st.loss:.4f}")
@@ -148,15 +146,15 @@ class Progress(Callback):
                 st.loss,
             )
 
-    def on_epoch_end(self, trainer: Trainer) -> None:
+    def on_epoch_end(self, run: TrainingRun) -> None:
         if self.bar is None:
             return  # DevEvaluation logs each epoch
-        h = trainer.state.history[-1]
+        h = run.state.history[-1]
         f1 = "-" if h["dev_f1"] is None else f"{h['dev_f1']:.4f}"
         self.bar.write(
             f"epoch {h['epoch']} ({h['stage']}): loss {h['train_loss']:.4f}, dev F1 {f1}"
         )
 
-    def on_train_end(self, trainer: Trainer) -> None:
+    def on_train_end(self, run: TrainingRun) -> None:
         if self.bar is not None:
             self.bar.close()

@@ -1,5 +1,5 @@
 """Checkpoints that resume exactly: ``work_dir/ckpt-<step>/`` holds the weights
-(safetensors), the optimizer's state and the RNG states (safetensors), and the trainer's state,
+(safetensors), the optimizer's state and the RNG states (safetensors), and the run's state,
 scheduler and configuration fingerprint (JSON) — no pickles. Written whole under a temporary
 name, then ``LATEST`` points at it; older checkpoints are removed."""
 
@@ -11,15 +11,13 @@ import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..bundle import WEIGHTS
 from ..errors import CheckpointError
-
-if TYPE_CHECKING:
-    from .loop import Trainer
+from .state import Resumable
 
 log = logging.getLogger("mslm_core.train")
 
@@ -39,17 +37,17 @@ def save_weights(model: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(trainer: Trainer) -> Path:
+def save_checkpoint(run: Resumable) -> Path:
     """``work_dir/ckpt-<step>/`` written whole, then ``LATEST`` points at it."""
     from safetensors.torch import save_file
 
-    work = trainer.work_dir
-    name = f"ckpt-{trainer.state.global_step:08d}"
+    work = run.work_dir
+    name = f"ckpt-{run.state.global_step:08d}"
     tmp = work / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_weights(trainer.model, tmp / WEIGHTS)
-    opt = trainer.optimizer.state_dict()
+    save_weights(run.model, tmp / WEIGHTS)
+    opt = run.optimizer.state_dict()
     tensors = {
         f"{pid}.{key}": (v if v.ndim else v.reshape(1)).detach().cpu().contiguous()
         for pid, entry in opt["state"].items()
@@ -60,10 +58,10 @@ def save_checkpoint(trainer: Trainer) -> Path:
         tensors["cuda_rng"] = torch.cuda.get_rng_state()
     save_file(tensors, str(tmp / OPTIMIZER))
     meta = {
-        "fingerprint": trainer.config.fingerprint(),
-        "state": asdict(trainer.state),
+        "fingerprint": run.fingerprint,
+        "state": asdict(run.state),
         "param_groups": opt["param_groups"],
-        "scheduler": trainer.scheduler.state_dict(),
+        "scheduler": run.scheduler.state_dict(),
     }
     (tmp / STATE).write_text(json.dumps(meta, indent=1))
     final = work / name
@@ -78,44 +76,44 @@ def save_checkpoint(trainer: Trainer) -> Path:
     return final
 
 
-def load_checkpoint(trainer: Trainer) -> bool:
+def load_checkpoint(run: Resumable) -> bool:
     """Resume from ``work_dir/LATEST`` when present; False when there is none."""
     from safetensors.torch import load_file, load_model
 
-    pointer = trainer.work_dir / LATEST
+    pointer = run.work_dir / LATEST
     if not pointer.exists():
         return False
-    ckpt = trainer.work_dir / pointer.read_text().strip()
+    ckpt = run.work_dir / pointer.read_text().strip()
     try:
         meta = json.loads((ckpt / STATE).read_text())
         tensors = load_file(str(ckpt / OPTIMIZER))
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"{ckpt}: cannot read checkpoint: {exc}") from exc
-    if meta["fingerprint"] != trainer.config.fingerprint():
+    if meta["fingerprint"] != run.fingerprint:
         raise CheckpointError(
             f"{ckpt} was written with another configuration; "
             "resume with the same settings or remove the work directory"
         )
-    load_model(trainer.model, str(ckpt / WEIGHTS), strict=False, device=trainer.device)
+    load_model(run.model, str(ckpt / WEIGHTS), strict=False, device=run.device)
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
         if key in ("torch_rng", "cuda_rng"):
             continue
         pid, name = key.split(".", 1)
         state.setdefault(int(pid), {})[name] = value.reshape(()) if name == "step" else value
-    trainer.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    trainer.scheduler.load_state_dict(meta["scheduler"])
+    run.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    run.scheduler.load_state_dict(meta["scheduler"])
     torch.set_rng_state(tensors["torch_rng"])
     if "cuda_rng" in tensors and torch.cuda.is_available():
         torch.cuda.set_rng_state(tensors["cuda_rng"])
     # update in place: callers (and fit's loop) hold a reference to this state object
     for key, value in meta["state"].items():
-        setattr(trainer.state, key, value)
-    trainer.state.should_stop, trainer.state.stop_reason = False, None
+        setattr(run.state, key, value)
+    run.state.should_stop, run.state.stop_reason = False, None
     log.info(
         "resumed from %s (epoch %d, step %d)",
         ckpt.name,
-        trainer.state.epoch,
-        trainer.state.step_in_epoch,
+        run.state.epoch,
+        run.state.step_in_epoch,
     )
     return True

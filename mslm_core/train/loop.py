@@ -18,7 +18,7 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,27 +42,9 @@ from ..sources import TrainingData, load_training_data
 from .callbacks import Callback, Checkpointing, DevEvaluation, EarlyStopping, KeepWeights
 from .checkpoint import load_checkpoint
 from .finalize import finalize
+from .state import Resumable, TrainState
 
 log = logging.getLogger("mslm_core.train")
-
-
-@dataclass
-class TrainState:
-    epoch: int = 0  # epochs completed
-    step_in_epoch: int = 0  # optimizer steps done in the current epoch
-    global_step: int = 0
-    total_steps: int = 0
-    steps_per_epoch: int = 0
-    loss: float | None = None  # running mean over the current epoch
-    best_f1: float = -1.0
-    best_epoch: int | None = None
-    epochs_without_gain: int = 0
-    history: list[dict[str, Any]] = field(default_factory=list)
-    should_stop: bool = False  # set by a callback (cancel) or by early stopping
-    stop_reason: str | None = None
-    train_seconds: float = 0.0
-    train_cpu_seconds: float = 0.0  # process CPU time of the steps (all threads)
-    mlm_head_warmed: bool = False
 
 
 class TrainingCancelled(Exception):
@@ -238,6 +220,18 @@ class Trainer:
             styles |= {"blank_style": blank} if blank else {}
         return {"head": cfg.head, "decoding": cfg.decoding, "pack": cfg.pack, **styles}
 
+    def resumable(self) -> Resumable:
+        """What a checkpoint of this run saves and restores."""
+        return Resumable(
+            self.work_dir,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            self.state,
+            self.config.fingerprint(),
+            self.device,
+        )
+
     def _lr_factor(self, step: int) -> float:
         """Linear warm-up then linear decay to 0, restarted for each stage (the masked-LM
         stage of a two-stage run, then fine-tuning)."""
@@ -325,7 +319,7 @@ class Trainer:
         :class:`TrainingCancelled` when a callback stopped the run."""
         self.prepare()
         cfg, st = self.config, self.state  # as prepare() resolved it
-        if not (resume and load_checkpoint(self)):
+        if not (resume and load_checkpoint(self.resumable())):
             shutil.rmtree(self.work_dir, ignore_errors=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.work_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
