@@ -84,9 +84,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "log_config": None,  # keep the mslm logging set-up
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted or None,
-        # httptools with the head of a request (request line and headers) bounded at 16 KiB:
-        # as it comes, it read a 100 MB Authorization header whole (issue 18 item 4); and in
-        # time (MSLM_HEADER_TIMEOUT_SECONDS), with MSLM_MAX_CONNECTIONS per process (issue 29)
+        # httptools with the head of a request (request line and headers) bounded at 16 KiB
+        # (api/http.py) and in time (MSLM_HEADER_TIMEOUT_SECONDS), with MSLM_MAX_CONNECTIONS
+        # per process
         "http": BoundedHttpToolsProtocol.configured(
             settings.header_timeout_seconds,
             settings.max_connections,
@@ -100,7 +100,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 def open_files_for(max_connections: int) -> int:
     """Raise this process's open-files limit to its hard limit (a container's default soft
     limit is often 1,024) and return it; say so when MSLM_MAX_CONNECTIONS does not fit in it
-    with room for the store, the broker and the models (issue 29 item 6)."""
+    with room for the store, the broker and the models."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

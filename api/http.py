@@ -1,8 +1,8 @@
 """uvicorn's httptools protocol with bounds on the head of a request and on connections.
 
 httptools (uvicorn's fastest HTTP/1.1 parser, and its default) has no limit on the request
-line and headers: a 100 MB ``Authorization`` header was buffered whole and took 12 s to
-refuse (issue 18 item 4). h11 has such a limit but serves 15–20 % fewer requests per second
+line and headers: as it comes, it buffers a 100 MB ``Authorization`` header whole before
+anything can refuse it. h11 has such a limit but serves 15–20 % fewer requests per second
 here. This subclass counts the bytes that arrive while a request's head is incomplete and
 answers 431 — then closes the connection — once they pass ``MAX_HEAD_BYTES``; a head may
 overshoot by at most one read (the bytes of a read that also starts a new request are not

@@ -104,7 +104,7 @@ class VocabularyManager:
             raise NotFound(f"vocabulary {vocabulary_id}") from None
         except (OSError, MSLMError):
             # deleted while its linker was being built (its row goes before its files): the
-            # same answer as when it was gone before (was a 500, issue 29 item 4)
+            # same answer as when it was gone before
             if vocabulary_id is not None and self._gone(vocabulary_id):
                 raise NotFound(f"vocabulary {vocabulary_id}") from None
             raise

@@ -68,8 +68,8 @@ class BodyTooLarge(Exception):
     pass
 
 
-# A JSON body's shape, checked on its bytes before it is parsed into Python objects (issue 29
-# item 2: a 70 MB body of 4.5 M tiny entries took the API from 0.4 to 4.3 GB): strings and
+# A JSON body's shape, checked on its bytes before it is parsed into Python objects (parsed,
+# a 70 MB body of 4.5 M tiny entries takes gigabytes): strings and
 # structural characters are counted by a regular expression that skips each string whole in C,
 # and the scan stops at the first value past the limit, so a refusal costs at most that many
 # steps. Commas and colons bound the numbers and literals, which are not matched themselves.

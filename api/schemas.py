@@ -30,7 +30,7 @@ ASSERTION_ATTRIBUTE_NAMES = tuple(ASSERTION_ATTRIBUTES)
 OUTPUT_FORMATS = tuple(OUTPUTS)
 
 # Text that reaches the database as an id, a key or a name: no control characters (PostgreSQL
-# refuses NUL in text, which was a 500 on every id route; issue 18), at most 200 characters.
+# refuses NUL in text: a 422 here, not an error there), at most 200 characters.
 NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL)]
 # A note to annotate: any length, any Unicode but NUL and lone surrogates, which every input

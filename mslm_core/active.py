@@ -138,7 +138,7 @@ def _score(rows: list[npt.NDArray[np.float32]], strategy: str) -> float:
 class Similarities:
     """Cosine similarities of the texts' TF-IDF vectors (words and word pairs, lower-cased; a
     text with no word is like none), a row at a time: ranking needs the rows of the texts it
-    picks only, and an n × n matrix of 10,000 documents took 3 GB."""
+    picks only (an n × n matrix of 10,000 documents would take 3 GB)."""
 
     def __init__(self, texts: Sequence[str]):
         from sklearn.feature_extraction.text import TfidfVectorizer

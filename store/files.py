@@ -18,7 +18,7 @@ from .tables import Base
 
 def shown_name(filename: str, default: str) -> str:
     """A client's file name as the store keeps and shows it: its last part, without control
-    characters (a NUL in a multipart file name was a 500: PostgreSQL refuses it), at most 200
+    characters (PostgreSQL refuses a NUL in text), at most 200
     characters; ``default`` when nothing is left."""
     name = "".join(c for c in Path(filename).name if c.isprintable())
     return name[:200] or default

@@ -239,7 +239,7 @@ def cancel_job(session: Session, job_id: str, owner: str | None) -> Job:
 def sweep_worker_leftovers(
     settings: Settings, session: Session, older_than_s: float = 3600.0
 ) -> dict[str, int]:
-    """At worker start (issue 29 item 5): remove what a worker killed mid-job leaves for good
+    """At worker start: remove what a worker killed mid-job leaves for good
     — the work folder of a job that is finished or gone (its checkpoints, bundle, export
     scratch), a model bundle the store has no row for (moved into place, the row never
     committed), and export scratch folders in the system's temporary folder — each last

@@ -28,7 +28,7 @@ def dataset_dir(settings: Settings, dataset_id: str) -> Path:
 
 
 #: What a model id may be: it names a folder of the store (a manifest's ``"../../x"`` or an
-#: absolute id wrote a bundle outside it).
+#: absolute id would put a bundle outside it).
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 

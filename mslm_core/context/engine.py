@@ -11,8 +11,7 @@ trigger's scope runs from it to the end of the sentence (FORWARD), back to its s
 hold the trigger, takes the trigger's attribute and the cue.
 
 Pure Python over the same word splitter as prediction; nothing here imports torch. Linear in
-the length of the text (issue 29: it was quadratic in the number of trigger words, and one
-request of 12,000 "no" held the service for a minute): overlaps are resolved with a per-word
+the length of the text, however many trigger words it holds: overlaps are resolved with a per-word
 owner table, a scope's end is a bisection in per-category position lists, and an entity looks
 at the triggers nearest to it only — those a scope could reach (every scope is at most the
 largest ``max_scope`` long), and at most :data:`MAX_TRIGGERS_SEEN` on each side when a rule
@@ -36,7 +35,7 @@ MAX_TRIGGERS_SEEN = 64
 #: What separates the items of a coordinated list, and how long an item may be: a forward
 #: scope that reaches into a list runs to the list's end, past its word limit ("denies fever,
 #: chills, nausea, vomiting, diarrhea, …, or rash"), and stops before a longer stretch, which
-#: is a new clause rather than an item (issue 31). At most LIST_ITEMS items past the limit.
+#: is a new clause rather than an item. At most LIST_ITEMS items past the limit.
 LIST_SEPARATORS = frozenset({",", "and", "or", "nor", "/"})
 LIST_ITEM_WORDS = 4
 LIST_ITEMS = 64
@@ -45,7 +44,7 @@ LIST_ITEMS = 64
 SECTION_YIELDS: dict[str, frozenset[str]] = {"historical": frozenset({"family"})}
 _HEADER = 1 << 62  # a section header's "distance": its cue comes after every trigger's
 #: Shorthand that negates itself: "NKDA" (no known drug allergies), "NAD" (no acute distress)
-#: is a finding said to be absent, its own cue (issue 59: NKDA came back a present Problem).
+#: is a finding said to be absent, its own cue.
 SELF_NEGATED = frozenset({"nkda", "nka", "nkfa", "nkma", "nad"})
 
 
@@ -123,7 +122,7 @@ class ContextEngine:
                         found.append(Match(i, i + k, rule))
         # longest first; of the same words, a pseudo-trigger first (it then takes them all). A
         # shorter trigger inside a longer one of its category whose scope runs the other way
-        # stays ("EXTREMITIES: No edema": ": no" looks back, "no" forward — issue 31)
+        # stays ("EXTREMITIES: No edema": ": no" looks back, "no" forward)
         found.sort(key=lambda m: (m.start - m.end, m.start, m.rule.direction != "PSEUDO"))
         # owner[w]: the first kept match over word w. Kept matches never overlap but for
         # matches of the very same words, so checking m's own words against it is the same as

@@ -1,4 +1,4 @@
-"""The sections of a clinical note (issue 31): History of Present Illness, Past Medical
+"""The sections of a clinical note: History of Present Illness, Past Medical
 History, Family History, Medications, Allergies, Assessment and Plan, Review of Systems…
 
 A header is a known phrase at the start of a line — after whitespace, a bullet or a number —

@@ -99,9 +99,9 @@ CORPORA = tuple(s.corpus for s in RECIPE)
 # made it ``auto``; ``auto`` on this recipe is not measured yet (docs/clinical-schema.md).
 # Not source styles: they lift BC5CDR's own figure but a model reading text as MACCROBAT's
 # finds far fewer of CHIA's findings (docs/clinical-schema.md, "Source styles").
-# A third of the training sentences are rewritten as clinicians write notes (issue 59:
-# shorthand, no articles, no closing full stop, cases, bullets; mslm_core.notestyle): on the
-# note-style check set's development notes it read a little more of the notes' shorthand, and
+# A third of the training sentences are rewritten as clinicians write notes (shorthand, no
+# articles, no closing full stop, cases, bullets; mslm_core.notestyle): on the note-style
+# check set's development notes it read a little more of the notes' shorthand, and
 # it cost the source corpora's test F1 nothing (one seed: docs/notes.md).
 SETTINGS: dict[str, Any] = {"strategy": "mslm_tapt", "note_style": 0.3}
 

@@ -24,8 +24,8 @@ _OBO_SYNONYM = re.compile(r'"((?:[^"\\]|\\.)*)"')
 COMPOSITE = re.compile(r"[|+]")
 #: BC5CDR's id of a mention it could not link.
 NO_ID = "-1"
-#: What a vocabulary may hold (issue 29: one 7 MB name took 1.8 GB to index; 30,000 lines of
-#: one id took 29 s to read). Beyond them a file is refused with its line and field.
+#: What a vocabulary may hold, so that indexing one costs memory and time linear in its size
+#: (docs/reliability.md). Beyond them a file is refused with its line and field.
 MAX_NAME_CHARS = 1000
 MAX_NAMES_PER_CONCEPT = 1000
 MAX_CONCEPTS = 2_000_000
@@ -53,7 +53,7 @@ class Concept:
     code: str | None = None
     vocabulary: str | None = None
     maps_to: str | None = None
-    # the names it has, for a constant-time "has it?" as lines add names (was a list scan)
+    # the names it has, for a constant-time "has it?" as lines add names
     _known: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
