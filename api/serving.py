@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from mslm_core import active
 from mslm_core.errors import InferenceError, MSLMError
 from mslm_core.pipeline import DEFAULTS, AnnotateOptions, AnnotationPipeline
-from mslm_core.predict import AnnotationPlan, Entity
+from mslm_core.predict import AnnotationPlan
+from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import registry
 from store.pipeline import context_engine, load_pipeline

@@ -126,15 +126,6 @@ def evaluate_bundle(
     return metrics
 
 
-def evaluate_calibrated(
-    predictor: Predictor, corpus: Corpus, total_nll: float | None = None, n_masked: int = 0
-) -> dict[str, Any]:
-    """:func:`evaluate_corpus` plus ``calibration``: the expected calibration error of the
-    entity confidences before and after the predictor's temperatures (one prediction pass;
-    temperatures never change which entities are found)."""
-    return _calibrated(predictor, corpus, total_nll, n_masked)[0]
-
-
 def _calibrated(
     predictor: Predictor, corpus: Corpus, total_nll: float | None, n_masked: int
 ) -> tuple[dict[str, Any], list[list[Mention]]]:

@@ -4,8 +4,6 @@ that the API and a worker process can share the file — and PostgreSQL in deplo
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TypeVarTuple, cast
 
 from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
@@ -48,20 +46,6 @@ def engine_for(url: str) -> Engine:
 
 def session_factory(url: str) -> sessionmaker[Session]:
     return sessionmaker(engine_for(url), expire_on_commit=False)
-
-
-@contextmanager
-def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """A session committed on success, rolled back on error."""
-    session = factory()
-    try:
-        yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 def ping(factory: sessionmaker[Session]) -> None:

@@ -258,7 +258,3 @@ def start_training(
     row.last_job_id, row.since_job, row.updated_at = job.id, 0, utcnow()
     session.commit()
     return job
-
-
-def last_job(session: Session, row: LabelStudioProject) -> Job | None:
-    return session.get(Job, row.last_job_id) if row.last_job_id else None

@@ -12,7 +12,6 @@ probabilities, temperatures, :class:`RawPredictions` and the scored mentions),
 ``schedule.py`` (:class:`AnnotationPlan`, ``annotate`` cut into steps for the service) and
 ``predictor.py`` (:class:`Predictor`, which runs them)."""
 
-from ..types import Entity, ScoredMention
 from .backend import TorchBackend
 from .confidence import RawPredictions
 from .predictor import Predictor
@@ -20,9 +19,7 @@ from .schedule import AnnotationPlan
 
 __all__ = [
     "AnnotationPlan",
-    "Entity",
     "Predictor",
     "RawPredictions",
-    "ScoredMention",
     "TorchBackend",
 ]
