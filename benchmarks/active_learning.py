@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, RESULTS, machine
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

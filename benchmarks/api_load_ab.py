@@ -24,7 +24,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, emit
 
 REPO = Path(__file__).resolve().parents[1]

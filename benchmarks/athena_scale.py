@@ -36,8 +36,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from common import emit
 
 #: (domain, vocabulary, class, standard, count at scale 1)

@@ -34,10 +34,8 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import omop_warehouse as wh
+import psycopg
 from common import emit, int8_bundle
 
 KEY = "bench-admin-key-0123456789abcdef"

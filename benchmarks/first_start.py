@@ -25,8 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from common import RESULTS, machine
 
 KEY = "first-start-benchmark-key-0123456789"

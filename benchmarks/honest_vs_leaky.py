@@ -12,9 +12,7 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

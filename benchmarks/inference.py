@@ -34,7 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, emit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -33,7 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit
 
 from harness.clinical import DEFAULT_CACHE, fetch_corpus

@@ -30,7 +30,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, emit
 
 from mslm_core.context import ContextEngine

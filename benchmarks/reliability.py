@@ -20,7 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, emit
 
 from mslm_core.corpora.registry import MAX_FILE_BYTES

@@ -22,9 +22,7 @@ import logging
 import os
 import shlex
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -23,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api_load import KEY, free_port, load, rss_mb
 from common import DATA, emit, int8_bundle
 

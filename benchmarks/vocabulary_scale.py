@@ -28,8 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from common import emit
 
 SYLLABLES = ("car di o my o path ic neu ro blast o ma he pa tic ren al ar thr itis").split()  # noqa: SIM905
