@@ -812,14 +812,12 @@ def test_label_studio_ids_with_a_nul_or_of_megabytes_are_refused(tmp_path, tiny_
             assert says in r.json()["detail"]
 
 
-@pytest.mark.parametrize("bad_id", ["../../../escaped-bundle", "/tmp/absolute-bundle", ".."])
+@pytest.mark.reliability
 def test_import_model_refuses_an_id_that_is_not_a_folder_name(
-    tmp_path, tiny_encoder, toy_corpus, bad_id
+    tmp_path, tiny_encoder, toy_corpus, record
 ):
     """Issue 58 item 11: a manifest whose id was "../../../escaped-bundle" was written outside
     the artifacts folder and registered; an absolute id left its copy behind."""
-    import shutil
-
     from conftest import toy_config
 
     from mslm_core.bundle import MANIFEST
@@ -831,17 +829,29 @@ def test_import_model_refuses_an_id_that_is_not_a_folder_name(
 
     bundle = tmp_path / "bundle"
     train(toy_config(toy_corpus, tiny_encoder, epochs=1), bundle)
-    manifest = json.loads((bundle / MANIFEST).read_text())
-    manifest["id"] = bad_id
-    (bundle / MANIFEST).write_text(json.dumps(manifest))
-    settings = make_settings(tmp_path, tiny_encoder)
+    settings = make_settings(tmp_path / "home", tiny_encoder)
     upgrade(settings.sqlalchemy_url)
-    session = session_factory(settings.sqlalchemy_url)()
-    with session, pytest.raises(BundleError, match="letters, digits"):
-        import_bundle(settings, session, bundle)
-    assert not (tmp_path / "escaped-bundle").exists() and not list(tmp_path.rglob("*escaped*"))
-    assert not any(settings.artifacts.rglob(".staging-*"))
-    shutil.rmtree(bundle)
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    refusals = {}
+    for bad_id in ("../../../escaped-bundle", str(tmp_path / "absolute-bundle"), ".."):
+        (bundle / MANIFEST).write_text(json.dumps({**manifest, "id": bad_id}))
+        session = session_factory(settings.sqlalchemy_url)()
+        with session, pytest.raises(BundleError, match="letters, digits") as refused:
+            import_bundle(settings, session, bundle)
+        shown = bad_id.replace(str(tmp_path), "<tmp>")
+        refusals[shown] = str(refused.value).replace(str(tmp_path), "<tmp>")[:120]
+    written = [p for p in tmp_path.rglob("*") if "escaped" in p.name or "absolute" in p.name]
+    staging = list(settings.artifacts.rglob(".staging-*"))
+    assert written == [] and staging == []
+    record(
+        "round 4, item 11: a manifest's id as a path",
+        "mslm import-model of a bundle whose manifest id is '../../../escaped-bundle', an "
+        "absolute path, and '..' (before: written outside the artifacts folder and registered; "
+        "an absolute id left its copy behind)",
+        {"refusals": refusals, "written_outside": len(written), "staging_left": len(staging)},
+        "refused before anything is copied: an id is a folder name (letters, digits, '.', '_' "
+        "and '-', starting with a letter or a digit)",
+    )
 
 
 def test_a_model_with_a_queued_annotation_job_is_not_deleted(tmp_path, tiny_encoder, postgres_url):
