@@ -38,7 +38,7 @@ CARRY_OVER = (
 def fresh_install(settings: Settings) -> bool:
     from store.datasets import any_dataset
     from store.db import session_factory
-    from store.registry import any_model
+    from store.models import any_model
 
     with session_factory(settings.sqlalchemy_url)() as session:
         return not (any_dataset(session) or any_model(session))
@@ -72,9 +72,9 @@ def bootstrap(
     """Queue the first model's job on a fresh install; returns its id, or None when there
     is nothing to do (not a fresh install, ``none``, or no corpus at all — said in the log).
     ``mode``/``data_dir`` default to MSLM_BOOTSTRAP / MSLM_BOOTSTRAP_DATA."""
+    from mslm_core.clinical_types import CLINICAL_TYPES
     from mslm_core.corpora import clinical
     from mslm_core.errors import ConfigError
-    from mslm_core.schema import CLINICAL_TYPES
     from store.datasets import delete_dataset
     from store.db import session_factory
     from store.jobs import JobSource, create_job

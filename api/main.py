@@ -24,7 +24,8 @@ from store.paths import sweep_orphans
 from store.quotas import check_upload_quota
 from worker.celery_app import celery_for
 
-from . import problems, web
+from . import middleware, problems, web
+from .admission import RoutePolicies
 from .auth import (
     BadKeyThrottle,
     KeyCache,
@@ -35,7 +36,7 @@ from .auth import (
 from .background import counts, follow_active_model, reaper
 from .deps import AppState, authenticate, key_of_header
 from .metrics import Metrics
-from .middleware import BODY_METHODS, ServiceMiddleware
+from .middleware import BODY_METHODS
 from .problems import Problem
 from .routes import (
     annotate,
@@ -119,33 +120,8 @@ ROUTERS = (
     labelstudio.router,
 )
 
-#: Paths whose bodies are files (MSLM_MAX_UPLOAD_MB); others are JSON.
-UPLOADS = ("/v1/datasets", "/v1/vocabularies", "/v1/annotation-jobs/inputs")
-#: Paths whose JSON bodies carry texts (MSLM_MAX_TEXTS × MSLM_MAX_TEXT_CHARS); other JSON
-#: bodies are small settings (a job, an evaluation).
-TEXTS = ("/v1/annotate", "/labelstudio/predict", "/labelstudio/webhook")
-SETTINGS_BODY_LIMIT = 4 << 20
-#: Paths whose requests with a body need a key with the route's scope before it is read.
-KEYED = ("/v1/", "/labelstudio/")
-#: What MSLM_PROTECT_METADATA puts behind a key.
+#: What MSLM_PROTECT_METADATA puts behind a key (the app's own routes, not the routers').
 METADATA = ("/metrics", "/docs", "/openapi.json")
-
-
-def _body_limit(settings: Settings) -> int:
-    # JSON worst case: every character escaped as a surrogate pair (12 bytes)
-    return settings.max_texts * settings.max_text_chars * 12 + (1 << 20)
-
-
-def body_limits(settings: Settings) -> Any:
-    """The bytes a route's body may have: uploads, bodies of texts, and settings."""
-    upload, texts = int(settings.max_upload_mb * (1 << 20)), _body_limit(settings)
-
-    def limit(path: str) -> int:
-        if path.startswith(UPLOADS):
-            return upload
-        return texts if path.startswith(TEXTS) else SETTINGS_BODY_LIMIT
-
-    return limit
 
 
 def _bearer_or_basic(scope: Any) -> str | None:
@@ -153,35 +129,6 @@ def _bearer_or_basic(scope: Any) -> str | None:
     headers = dict(scope.get("headers") or [])
     token = str(scope.get("path", "")).startswith("/labelstudio/")
     return key_of_header(headers.get(b"authorization", b"").decode("latin-1"), token)
-
-
-def _route_scopes(routers: list[Any]) -> Any:
-    """``scope → the key scope its route wants`` (None: none or no route), read off the
-    routes' ``require(...)`` dependencies once."""
-    from fastapi.routing import APIRoute
-    from starlette.routing import Match
-
-    table: list[tuple[APIRoute, str]] = []
-
-    def wanted(dependant: Any) -> str | None:
-        for dep in dependant.dependencies:
-            found = getattr(dep.call, "required_scope", None) or wanted(dep)
-            if found:
-                return str(found)
-        return None
-
-    for router in routers:
-        for route in router.routes:
-            if isinstance(route, APIRoute) and (need := wanted(route.dependant)):
-                table.append((route, need))
-
-    def scope_of(scope: Any) -> str | None:
-        for route, need in table:
-            if route.matches(scope)[0] == Match.FULL:
-                return need
-        return None
-
-    return scope_of
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -205,15 +152,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     web.install(app)
-    scope_of = _route_scopes(list(ROUTERS))
+    policies = RoutePolicies(ROUTERS, settings)
 
     def refusal(exc: Problem) -> tuple[int, str, str, dict[str, str]]:
         return exc.status, exc.detail, exc.slug or "unauthorized", dict(exc.headers or {})
 
     async def gate(scope: Any) -> tuple[int, str, str, dict[str, str]] | None:
-        """Before a request's body is read: a request with a body to /v1 needs a valid key
-        with its route's scope, and an upload needs the key's upload quota; with
-        MSLM_PROTECT_METADATA, /metrics and the API document need a valid key."""
+        """Before a request's body is read: a request with a body needs a valid key, with
+        the scope its route wants (a route that wants none is open), and an upload needs the
+        key's upload quota; with MSLM_PROTECT_METADATA, /metrics and the API document need a
+        valid key."""
         path, method = scope.get("path", ""), scope.get("method", "")
         client = scope["client"][0] if scope.get("client") else "-"
         state = app.state.mslm
@@ -224,7 +172,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 status, detail, slug, _ = refusal(exc)
                 return status, detail, slug, {"WWW-Authenticate": 'Bearer, Basic realm="mslm"'}
             return None
-        if method not in BODY_METHODS or not path.startswith(KEYED):
+        if method not in BODY_METHODS:
+            return None
+        policy = policies(scope)
+        if policy is not None and policy.scope is None:
             return None
         try:
             principal = await authenticate(state, client, _bearer_or_basic(scope))
@@ -232,18 +183,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return refusal(exc)
         scope.setdefault("state", {})["principal"] = principal  # the route's check reuses it
         scope["state"]["key_id"] = principal.key_id  # the access log names who was refused
-        need = scope_of(scope)
-        if need is not None and not principal.allows(need):
+        if policy is None or policy.scope is None:
+            return None  # a valid key, and no route: the router's 404 or 405
+        if not principal.allows(policy.scope):
             state.metrics.auth_failures.labels("scope").inc()
-            return 403, f"this API key lacks the {need!r} scope", "forbidden", {}
-        if method == "POST" and path in UPLOADS:
+            return 403, f"this API key lacks the {policy.scope!r} scope", "forbidden", {}
+        if policy.upload_quota:
             try:
                 await asyncio.to_thread(_upload_quota, state, principal.key_id)
             except QuotaExceeded as exc:
                 return 429, str(exc.args[0]), "quota", {"Retry-After": str(exc.retry_after)}
         return None
 
-    app.add_middleware(
-        ServiceMiddleware, metrics=metrics, body_limit=body_limits(settings), gate=gate
-    )
+    middleware.install(app, metrics, policies.body_limit, gate)
     return app

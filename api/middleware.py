@@ -1,5 +1,8 @@
-"""ASGI middleware: request ids, security headers, body size limits, request metrics and an
-access log that never holds a request body (submitted text is patient data)."""
+"""ASGI middleware, one job a piece (:func:`install` puts them in order): the access log and
+request metrics (:class:`AccessLog`, which never holds a request body: submitted text is
+patient data), request ids and security headers (:class:`RequestContext`), what is decided
+before a body is read (:class:`Admission`) and the body's size and shape
+(:class:`BodyLimit`)."""
 
 from __future__ import annotations
 
@@ -49,19 +52,38 @@ def content_security_policy(path: str) -> bytes:
     return CSP_DOCS if path.startswith(DOCS_PATHS) else CSP_STRICT
 
 
-def _problem(
-    request_id: str, path: str, status: int, detail: str, slug: str, title: str | None = None
-) -> bytes:
-    return json.dumps(
+async def send_problem(
+    send: Send,
+    scope: Scope,
+    status: int,
+    detail: str,
+    slug: str,
+    headers: dict[str, str] | None = None,
+    title: str | None = None,
+) -> None:
+    """A problem details answer (RFC 9457) to the request of ``scope``, with its request id."""
+    body = json.dumps(
         {
             "type": f"urn:mslm:problem:{slug}",
             "title": title or HTTPStatus(status).phrase,
             "status": status,
             "detail": detail,
-            "instance": path,
-            "request_id": request_id,
+            "instance": scope.get("path", ""),
+            "request_id": scope.get("state", {}).get("request_id", ""),
         }
     ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/problem+json"),
+                (b"content-length", str(len(body)).encode()),
+                *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyTooLarge(Exception):
@@ -98,16 +120,13 @@ def json_shape_problem(
     return None
 
 
-def _problem_413(request_id: str, path: str, limit: int) -> bytes:
+async def _send_413(send: Send, scope: Scope, limit: int) -> None:
     detail = f"the request body exceeds {limit} bytes"
-    return _problem(request_id, path, 413, detail, "too-large", title="Content Too Large")
+    await send_problem(send, scope, 413, detail, "too-large", title="Content Too Large")
 
 
-# A request that carries a body to the API is refused before its body is read when its key
-# is missing or wrong (20 keyless 75 MB bodies took the API from 228 MB to 1.67 GB), lacks the
-# route's scope, or is over a quota.
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-# → None when the request may go on, else (status, detail, slug, headers) of the refusal
+#: → None when the request may go on, else (status, detail, slug, headers) of the refusal
 Gate = Callable[[Scope], Awaitable[tuple[int, str, str, dict[str, str]] | None]]
 
 
@@ -120,163 +139,39 @@ def _is_json(content_type: bytes | None) -> bool:
     return kind == b"application/json" or kind.endswith(b"+json")
 
 
-class ServiceMiddleware:
-    """One pass per request: id, limits, the key of a request with a body, headers, timing,
-    access log."""
+def _content_types(scope: Scope) -> list[bytes]:
+    return [v for k, v in scope.get("headers") or [] if k == b"content-type"]
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        metrics: Metrics,
-        body_limit: Callable[[str], int],
-        gate: Gate | None = None,
-    ):
-        """``body_limit(path)``: the bytes a route's body may have; ``gate(scope)``: the
-        checks a request passes before its body is read (the key, its scope, quotas)."""
+
+class AccessLog:
+    """Outermost: the request's duration and status into the metrics, and one access-log
+    line — method, route template, status, time, request id, the key's id, the client's
+    address; never a body, a query value or an id from the URL."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics):
         self.app = app
         self.metrics = metrics
-        self.body_limit = body_limit
-        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        given = headers.get(b"x-request-id", b"").decode("latin-1")
-        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = request_id
-        path = scope.get("path", "")
-        limit = self.body_limit(path)
         started = time.perf_counter()
         status = 500
-        response_started = False
 
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status, response_started
+        async def observed(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                response_started = True
-                extra = [
-                    (b"x-request-id", request_id.encode()),
-                    (b"content-security-policy", content_security_policy(path)),
-                ]
-                message["headers"] = list(message.get("headers", [])) + extra + SECURITY_HEADERS
             await send(message)
 
-        async def reply_413() -> None:
-            await answer(413, _problem_413(request_id, path, limit), {})
-
-        async def refuse(status: int, detail: str, slug: str, extra: dict[str, str]) -> None:
-            await answer(status, _problem(request_id, path, status, detail, slug), extra)
-
-        async def answer(status: int, body: bytes, extra: dict[str, str]) -> None:
-            await send_wrapper(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [
-                        (b"content-type", b"application/problem+json"),
-                        (b"content-length", str(len(body)).encode()),
-                        *((k.lower().encode(), v.encode()) for k, v in extra.items()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
-
         try:
-            length = int(headers.get(b"content-length", b"0") or 0)
-        except ValueError:
-            length = 0
-        # the media type the route reads is the first Content-Type (Starlette's): one header
-        # that says otherwise after it must not skip the shape check below — two are refused
-        kinds = [v for k, v in scope.get("headers") or [] if k == b"content-type"]
-        try:
-            if len(kinds) > 1:
-                detail = "more than one Content-Type header: send one"
-                await refuse(400, detail, "bad-request", {})
-                return
-            if self.gate is not None:
-                refusal = await self.gate(scope)
-                if refusal is not None:
-                    await refuse(*refusal)
-                    return
-            if length > limit:
-                await reply_413()
-                return
-            received = 0
-            exceeded = False
-
-            async def receive_limited() -> Message:
-                nonlocal received, exceeded
-                message = await receive()
-                if message["type"] == "http.request":
-                    received += len(message.get("body", b""))
-                    if received > limit:
-                        exceeded = True
-                        raise BodyTooLarge()
-                return message
-
-            downstream: Receive = receive_limited
-            if scope.get("method") in BODY_METHODS and _is_json(kinds[0] if kinds else None):
-                # the whole body (within its limit), its shape checked before the route
-                # parses it; then handed to the route as it came
-                parts = []
-                while True:
-                    try:
-                        message = await receive_limited()
-                    except BodyTooLarge:
-                        await reply_413()
-                        return
-                    if message["type"] != "http.request":
-                        break  # the client left
-                    parts.append(message.get("body", b""))
-                    if not message.get("more_body", False):
-                        break
-                body = b"".join(parts)
-                problem = json_shape_problem(body)
-                if problem is not None:
-                    await refuse(413, problem, "too-large", {})
-                    return
-                replayed = False
-
-                async def replay() -> Message:
-                    nonlocal replayed
-                    if not replayed:
-                        replayed = True
-                        return {"type": "http.request", "body": body, "more_body": False}
-                    return await receive()
-
-                downstream = replay
-
-            async def app_send(message: Message) -> None:
-                # the app's answer to a body cut short (a form parser turns the cut into a
-                # 400) is replaced by the 413 below
-                if not exceeded:
-                    await send_wrapper(message)
-
-            try:
-                with contextlib.suppress(BodyTooLarge):
-                    await self.app(scope, downstream, app_send)
-            except asyncio.CancelledError:
-                # the server stops and its grace (MSLM_SHUTDOWN_GRACE_SECONDS) is over: say so,
-                # rather than the bare 500 the server would send
-                if not response_started:
-                    await refuse(
-                        503,
-                        "the service is stopping; send the request again",
-                        "stopping",
-                        {"Retry-After": "1", "Connection": "close"},
-                    )
-                raise
-            if exceeded and not response_started:
-                await reply_413()
+            await self.app(scope, receive, observed)
         finally:
             elapsed = time.perf_counter() - started
             route = _route_template(scope)
             self.metrics.observe_request(scope.get("method", ""), route, status, elapsed)
-            # who: the id of the request's API key (set by the key check; never the secret),
-            # and the connecting address
+            state = scope.get("state", {})
             client = scope.get("client")
             log.info(
                 "%s %s %d %.1fms id=%s key=%s client=%s",
@@ -284,10 +179,161 @@ class ServiceMiddleware:
                 route,
                 status,
                 1000 * elapsed,
-                request_id,
-                scope.get("state", {}).get("key_id", "-"),
+                state.get("request_id", "-"),
+                state.get("key_id", "-"),  # set by the key check; never the secret
                 client[0] if client else "-",
             )
+
+
+class RequestContext:
+    """The request's id (a client's ``X-Request-ID`` when well formed, else a new one), the
+    security headers on every answer, and a 503 rather than the server's bare 500 for a
+    request still unanswered when the server stops and its grace is over."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        extra = [
+            (b"x-request-id", request_id.encode()),
+            (b"content-security-policy", content_security_policy(scope.get("path", ""))),
+            *SECURITY_HEADERS,
+        ]
+        started = False
+
+        async def with_headers(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = list(message.get("headers", [])) + extra
+            await send(message)
+
+        try:
+            await self.app(scope, receive, with_headers)
+        except asyncio.CancelledError:
+            if not started:
+                await send_problem(
+                    with_headers,
+                    scope,
+                    503,
+                    "the service is stopping; send the request again",
+                    "stopping",
+                    {"Retry-After": "1", "Connection": "close"},
+                )
+            raise
+
+
+class Admission:
+    """Before a body is read: one Content-Type at most (the route reads the first, and a
+    second that says otherwise must not skip the body's shape check), the gate's checks (the
+    key, its scope and quotas: a request is refused before its body costs anything), and a
+    declared length within the route's limit."""
+
+    def __init__(self, app: ASGIApp, body_limit: Callable[[Scope], int], gate: Gate | None = None):
+        self.app = app
+        self.body_limit = body_limit
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if len(_content_types(scope)) > 1:
+            detail = "more than one Content-Type header: send one"
+            await send_problem(send, scope, 400, detail, "bad-request")
+            return
+        if self.gate is not None and (refusal := await self.gate(scope)) is not None:
+            status, detail, slug, headers = refusal
+            await send_problem(send, scope, status, detail, slug, headers)
+            return
+        try:
+            length = int(dict(scope.get("headers") or []).get(b"content-length", b"0") or 0)
+        except ValueError:
+            length = 0
+        limit = self.body_limit(scope)
+        if length > limit:
+            await _send_413(send, scope, limit)
+            return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """The body as it arrives, within the route's limit (chunked bodies counted too: past
+    it, a 413 and the route's own answer dropped); a JSON body read whole and its shape
+    checked (:func:`json_shape_problem`) before the route parses it, then handed on as it
+    came."""
+
+    def __init__(self, app: ASGIApp, body_limit: Callable[[Scope], int]):
+        self.app = app
+        self.body_limit = body_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.body_limit(scope)
+        received = 0
+        exceeded = started = False
+
+        async def receive_limited() -> Message:
+            nonlocal received, exceeded
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    exceeded = True
+                    raise BodyTooLarge()
+            return message
+
+        downstream: Receive = receive_limited
+        kinds = _content_types(scope)
+        if scope.get("method") in BODY_METHODS and _is_json(kinds[0] if kinds else None):
+            parts = []
+            while True:
+                try:
+                    message = await receive_limited()
+                except BodyTooLarge:
+                    await _send_413(send, scope, limit)
+                    return
+                if message["type"] != "http.request":
+                    break  # the client left
+                parts.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            body = b"".join(parts)
+            problem = json_shape_problem(body)
+            if problem is not None:
+                await send_problem(send, scope, 413, problem, "too-large")
+                return
+            replayed = False
+
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            downstream = replay
+
+        async def app_send(message: Message) -> None:
+            # the app's answer to a body cut short (a form parser turns the cut into a 400)
+            # is replaced by the 413 below
+            nonlocal started
+            if not exceeded:
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+
+        with contextlib.suppress(BodyTooLarge):
+            await self.app(scope, downstream, app_send)
+        if exceeded and not started:
+            await _send_413(send, scope, limit)
 
 
 def _route_template(scope: MutableMapping[str, Any]) -> str:
@@ -296,3 +342,14 @@ def _route_template(scope: MutableMapping[str, Any]) -> str:
     route = scope.get("route")
     template = getattr(route, "path", None)
     return template or ("unmatched" if scope.get("path") else "")
+
+
+def install(
+    app: Any, metrics: Metrics, body_limit: Callable[[Scope], int], gate: Gate | None
+) -> None:
+    """The pieces in their order, outermost first: access log, request context, admission,
+    body limit (Starlette runs the last added first)."""
+    app.add_middleware(BodyLimit, body_limit=body_limit)
+    app.add_middleware(Admission, body_limit=body_limit, gate=gate)
+    app.add_middleware(RequestContext)
+    app.add_middleware(AccessLog, metrics=metrics)

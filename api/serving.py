@@ -29,7 +29,7 @@ from mslm_core.pipeline import DEFAULTS, AnnotateOptions, AnnotationPipeline
 from mslm_core.predict import AnnotationPlan
 from mslm_core.types import Entity
 from mslm_settings import Settings
-from store import registry
+from store import models as stored_models
 from store.pipeline import context_engine, load_pipeline
 from store.serving import active_model_id
 
@@ -391,7 +391,7 @@ class ModelManager:
 
     def _existing(self, model_ids: list[str]) -> set[str]:
         with self.factory() as session:
-            return registry.existing_models(session, model_ids)
+            return stored_models.existing_models(session, model_ids)
 
     # -- the vocabulary ---------------------------------------------------------------------
     def _link_with(self, linking: Linking) -> None:
@@ -460,7 +460,7 @@ class ModelManager:
 
             def write() -> None:
                 with self.factory() as session:
-                    registry.set_active_model(session, model_id)
+                    stored_models.set_active_model(session, model_id)
 
             await asyncio.to_thread(write)
             self._swap(model_id)

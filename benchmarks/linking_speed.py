@@ -33,7 +33,7 @@ from pathlib import Path
 from common import DATA, emit
 
 from mslm_core.context import ContextEngine
-from mslm_core.corpora.registry import default_cache
+from mslm_core.corpora.pinned import default_cache
 from mslm_core.corpus import read_corpus
 from mslm_core.linking import Concept, Linker, Vocabulary
 from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker, user_cache

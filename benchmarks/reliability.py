@@ -22,7 +22,7 @@ from pathlib import Path
 
 from common import RESULTS, emit
 
-from mslm_core.corpora.registry import MAX_FILE_BYTES
+from mslm_core.corpora.pinned import MAX_FILE_BYTES
 from mslm_core.linking.vocabulary import MAX_CONCEPTS, MAX_NAME_CHARS, MAX_NAMES_PER_CONCEPT
 from mslm_settings import Settings
 from store.bulk import ERRORS_PER_CHUNK, MAX_CHUNKS, UNREADABLE_FIRST, WINDOW

@@ -34,7 +34,7 @@ from .errors import (
     ValidationError,
     WaitTimeout,
 )
-from .schema import (
+from .results import (
     AnnotateResponse,
     AnnotationJob,
     AnnotationProgress,

@@ -20,7 +20,7 @@ from . import _endpoints as ep
 from ._core import Call, FileInput, Protocol, RetryPolicy, Send
 from ._endpoints import AnnotateOptions, AnnotationJobOptions, JobParams
 from ._helpers import RunT, Watch, abatches, check_batching, series_result, series_texts
-from .schema import (
+from .results import (
     AnnotateResponse,
     AnnotationJob,
     Dataset,

@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 
 from ._core import Call, FileInput
-from .schema import (
+from .results import (
     AnnotateResponse,
     AnnotationJob,
     Dataset,

@@ -10,7 +10,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import JobError, WaitTimeout
-from .schema import AnnotationJob, Entity, Evaluation, Job
+from .results import AnnotationJob, Entity, Evaluation, Job
 
 if TYPE_CHECKING:
     import pandas as pd

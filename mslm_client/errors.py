@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from .schema import AnnotationJob, Evaluation, Job
+    from .results import AnnotationJob, Evaluation, Job
 
 
 class MSLMError(Exception):

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from . import measurements, regimen
 from .active import check_strategy, raw_uncertainties
 from .bundle import check_style
+from .clinical_types import context_applies, context_attributes, linked
 from .config import Bounds
 from .corpus import PREDICTION_FORMATS
 from .errors import ConfigError
@@ -43,7 +44,6 @@ from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
 from .layout import Layout, findings_with_their_site
 from .render import annotation_json, media_type, render_predictions
-from .schema import context_applies, context_attributes, linked
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
 
@@ -315,8 +315,8 @@ class AnnotationPipeline:
         cut to its dose (``mslm_core.regimen``) → clinical shorthand
         (``mslm_core.shorthand.ShorthandFinder``) → vitals and lab values → thresholds →
         clinical context → concepts, each text under its options (one for all, or one per
-        text), each step for the entity types it applies to (``mslm_core.schema``: the clinical
-        schema's Dosage gets neither)."""
+        text), each step for the entity types it applies to (``mslm_core.clinical_types``:
+        the clinical schema's Dosage gets neither)."""
         per = _per_text(options, len(texts))
         heads = [self.layout.headers(t) for t in texts]
         tidy = [self.layout.tidy(*x) for x in zip(texts, entities, heads, strict=True)]

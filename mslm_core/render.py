@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import PREDICTION_FORMATS, registry
+from .corpus import PREDICTION_FORMATS, formats
 from .corpus.bioc import predictions_to_bioc
 from .corpus.pubtator import predictions_to_pubtator
 from .language import Language
@@ -69,10 +69,10 @@ def render_predictions(
     object names of the project's labelling config) or ``"pubtator"`` (text); ``model`` names
     the model that made them; ``ids`` name the texts (BioC document ids, PubTator PMIDs;
     default: their indices). ``"json"``: :func:`annotation_json`."""
-    fmt = registry.formats().get(format)
+    fmt = formats.formats().get(format)
     if fmt is not None and fmt.predictions is not None:
         return fmt.predictions.render(
-            texts, entities, registry.RenderOptions(model, ids, from_name, to_name)
+            texts, entities, formats.RenderOptions(model, ids, from_name, to_name)
         )
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
     raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
@@ -80,7 +80,7 @@ def render_predictions(
 
 def media_type(format: str) -> str:
     """The media type of predictions rendered in ``format``."""
-    fmt = registry.formats().get(format)
+    fmt = formats.formats().get(format)
     return (
         "application/json" if fmt is None or fmt.predictions is None else fmt.predictions.media_type
     )

@@ -85,7 +85,7 @@ class Assertion:
 
     def only(self, attributes: Collection[str]) -> Assertion:
         """This assertion with the attributes outside ``attributes`` unset and their cues
-        dropped (a type that carries some attributes only: ``mslm_core.schema``)."""
+        dropped (a type that carries some attributes only: ``mslm_core.clinical_types``)."""
         dropped = [a for a in ASSERTION_ATTRIBUTES if a not in attributes]
         if not dropped:
             return self

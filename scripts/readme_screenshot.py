@@ -41,7 +41,7 @@ def main() -> int:
         from mslm_settings import get_settings
         from store.db import session_factory
         from store.migrate import upgrade
-        from store.registry import import_bundle, set_active_model
+        from store.models import import_bundle, set_active_model
 
         settings = get_settings()
         settings.home.mkdir(parents=True, exist_ok=True)

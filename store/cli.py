@@ -65,7 +65,7 @@ def _store() -> tuple[Settings, sessionmaker[Session]]:
 def run_import_model(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .registry import import_bundle, set_active_model
+    from .models import import_bundle, set_active_model
 
     settings, sessions = _store()
     with sessions() as session:

@@ -14,7 +14,7 @@ from mslm_core.context import ContextEngine, rules_for
 from mslm_core.pipeline import AnnotationPipeline
 from mslm_settings import Settings
 
-from .registry import find_model
+from .models import find_model
 
 if TYPE_CHECKING:
     from mslm_core.linking import Linker

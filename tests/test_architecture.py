@@ -31,7 +31,7 @@ MODULES = ("mslm_settings",)
 # corpora of the first model, at pinned commits, each file checked against its pinned sha256,
 # in one module; nor does it run the benchmarks' harness
 DOWNLOADERS = ("urllib.request", "harness", "benchmarks")
-MAY_DOWNLOAD = {"mslm_core.corpora.registry": {"urllib.request"}}
+MAY_DOWNLOAD = {"mslm_core.corpora.pinned": {"urllib.request"}}
 
 
 def _product_modules() -> dict[str, tuple[Path, bool]]:
@@ -330,7 +330,7 @@ def test_an_assertion_attribute_is_declared_once():
     schema, the client and the formats follow it (adding one: the field in types.py, its
     category in context/rules.py, its rules in rules.json)."""
     from api.schemas import AssertionOut, CueOut
-    from mslm_client.schema import Assertion as ClientAssertion
+    from mslm_client.results import Assertion as ClientAssertion
     from mslm_core.context.rules import CATEGORIES
     from mslm_core.corpus.bioc import _prediction_infons
     from mslm_core.types import ASSERTION_ATTRIBUTES, Assertion, Entity
@@ -414,7 +414,7 @@ def test_the_client_reads_every_field_the_api_answers():
     import dataclasses
 
     from api import schemas as api
-    from mslm_client import schema as client
+    from mslm_client import results as client
 
     pairs = {
         client.Cue: api.CueOut,

@@ -220,7 +220,7 @@ EUNOMIA = "Eunomia-Synthea27Nj/datasets/Synthea27Nj/Synthea27Nj_5.4.zip"
 
 
 def _eunomia():
-    from mslm_core.corpora.registry import default_cache
+    from mslm_core.corpora.pinned import default_cache
 
     path = default_cache() / EUNOMIA
     if not path.is_file():

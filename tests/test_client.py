@@ -676,7 +676,7 @@ def test_the_client_mirrors_every_response_field():
     import typing
 
     import api.schemas as service
-    import mslm_client.schema as client
+    import mslm_client.results as client
     from mslm_core import types as core
 
     for ours, theirs in CONTRACT.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.clinical import chia_gold, maccrobat_gold
-from mslm_core.corpora import PinnedCorpus, fetch_corpus, read_brat, registry
+from mslm_core.corpora import PinnedCorpus, fetch_corpus, pinned, read_brat
 from mslm_core.errors import ConfigError
 
 
@@ -36,15 +36,15 @@ def test_fetch_checks_every_file_against_its_pinned_sha256(clone, tmp_path, monk
     repo, commit, payload = clone
     good = hashlib.sha256(payload).hexdigest()
 
-    def pinned(digest: str) -> None:
+    def pin(digest: str) -> None:
         corpus = PinnedCorpus("T", "o/r", commit, {"data/a.ann": digest}, "CC0")
-        monkeypatch.setattr(registry, "corpora", lambda: {"T": corpus})
+        monkeypatch.setattr(pinned, "corpora", lambda: {"T": corpus})
 
-    pinned("0" * 64)
+    pin("0" * 64)
     with pytest.raises(ConfigError, match=r"data/a.ann has sha256 .* pinned 000000000000"):
         fetch_corpus("T", tmp_path / "cache", git_dir=repo)
     assert not (tmp_path / "cache" / "T" / "data" / "a.ann").exists()  # never kept
-    pinned(good)
+    pin(good)
     root = fetch_corpus("T", tmp_path / "cache", git_dir=repo)
     assert (root / "data" / "a.ann").read_bytes() == payload
     assert (root / ".complete").read_text().strip() == commit
@@ -57,13 +57,13 @@ def test_fetch_checks_every_file_against_its_pinned_sha256(clone, tmp_path, monk
 def test_fetch_names_a_clone_without_the_pinned_commit(clone, tmp_path, monkeypatch):
     repo = clone[0]
     corpus = PinnedCorpus("T", "o/r", "f" * 40, {"data/a.ann": "0" * 64}, "CC0")
-    monkeypatch.setattr(registry, "corpora", lambda: {"T": corpus})
+    monkeypatch.setattr(pinned, "corpora", lambda: {"T": corpus})
     with pytest.raises(ConfigError, match=r"has no data/a.ann at ffffffffffff"):
         fetch_corpus("T", tmp_path / "cache", git_dir=repo)
 
 
 def test_the_pinned_corpora_are_the_issue_s_commits():
-    table = registry.corpora()
+    table = pinned.corpora()
     assert table["MACCROBAT2020"].commit == "f2b522984cc621d5c7e00fbce02ddeee2a5b8077"
     assert table["CHIA"].commit == "ed84384ba70275eac69d273eb5325b321cda1c72"
     assert len(table["MACCROBAT2020"].files) == 401  # every file, each with its sha256

@@ -15,10 +15,10 @@ from service_helpers import ADMIN, ANNOTATE, JOB, TRAIN, auth, make_settings, up
 
 from api import bootstrap as first_start
 from api.main import create_app
-from mslm_core.corpora import clinical, registry
+from mslm_core.clinical_types import CLINICAL_TYPES
+from mslm_core.corpora import clinical, pinned
 from mslm_core.errors import ConfigError
 from mslm_core.inference import EntityExtractor
-from mslm_core.schema import CLINICAL_TYPES
 from store.db import session_factory
 from store.tables import Dataset, Job, Model
 from worker import bulk as bulk_runner
@@ -319,7 +319,7 @@ def test_first_start_falls_back_and_says_why(settings, tmp_path, monkeypatch, ca
     def unreachable(corpus, path, timeout):
         raise ConfigError(f"cannot fetch {corpus.name}: network unreachable")
 
-    monkeypatch.setattr(registry, "_download", unreachable)
+    monkeypatch.setattr(pinned, "_download", unreachable)
     settings.corpus_cache = tmp_path / "empty-cache"
     with TestClient(create_app(settings)):
         pass
@@ -349,32 +349,32 @@ def fake_corpus(tmp_path, monkeypatch):
     src.mkdir()
     payload = b"T1\tSign_symptom 0 5\tfever\n"
     (src / "a.ann").write_bytes(payload)
-    corpus = registry.PinnedCorpus(
+    corpus = pinned.PinnedCorpus(
         "T", "o/r", "c" * 40, {"a.ann": hashlib.sha256(payload).hexdigest()}, "CC0"
     )
-    monkeypatch.setattr(registry, "corpora", lambda: {"T": corpus})
+    monkeypatch.setattr(pinned, "corpora", lambda: {"T": corpus})
     return src, payload
 
 
 def test_pack_and_unpack_carry_the_cache_and_check_every_file(fake_corpus, tmp_path):
     src, payload = fake_corpus
-    registry.fetch_corpus("T", tmp_path / "online", from_dir=src)
-    archive = registry.pack(tmp_path / "carry.tar.gz", ["T"], tmp_path / "online")
-    assert registry.unpack(archive, tmp_path / "offline") == ["T"]
+    pinned.fetch_corpus("T", tmp_path / "online", from_dir=src)
+    archive = pinned.pack(tmp_path / "carry.tar.gz", ["T"], tmp_path / "online")
+    assert pinned.unpack(archive, tmp_path / "offline") == ["T"]
     assert (tmp_path / "offline" / "T" / "a.ann").read_bytes() == payload
-    assert registry.cached_names(tmp_path / "offline") == ["T"]
+    assert pinned.cached_names(tmp_path / "offline") == ["T"]
     # a tampered archive is refused, and nothing of it is kept
     bad = tmp_path / "bad.tar"
     (tmp_path / "evil.ann").write_bytes(b"T1\tSign_symptom 0 5\tFEVER\n")
     with tarfile.open(bad, "w") as tar:
         tar.add(tmp_path / "evil.ann", arcname="T/a.ann")
     with pytest.raises(ConfigError, match=r"T: a.ann has sha256 .* pinned"):
-        registry.unpack(bad, tmp_path / "elsewhere")
+        pinned.unpack(bad, tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere" / "T").exists()
     with tarfile.open(bad, "w") as tar:
         tar.add(tmp_path / "evil.ann", arcname="T/../../escape.ann")
     with pytest.raises(ConfigError, match="is not a pinned file of T"):
-        registry.unpack(bad, tmp_path / "elsewhere")
+        pinned.unpack(bad, tmp_path / "elsewhere")
 
 
 @pytest.mark.reliability
@@ -384,7 +384,7 @@ def test_unpack_refuses_a_huge_member_before_reading_it(fake_corpus, tmp_path, m
     import io
     import time
 
-    monkeypatch.setattr(registry, "MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(pinned, "MAX_FILE_BYTES", 1 << 20)
     bad = tmp_path / "big.tar.gz"
     size = 64 << 20
     with tarfile.open(bad, "w:gz") as tar:
@@ -393,7 +393,7 @@ def test_unpack_refuses_a_huge_member_before_reading_it(fake_corpus, tmp_path, m
         tar.addfile(info, io.BytesIO(b"\0" * size))
     started = time.perf_counter()
     with pytest.raises(ConfigError, match="more than any pinned file") as refused:
-        registry.unpack(bad, tmp_path / "elsewhere")  # refused by its header, not its sha256
+        pinned.unpack(bad, tmp_path / "elsewhere")  # refused by its header, not its sha256
     seconds = round(time.perf_counter() - started, 3)
     assert not (tmp_path / "elsewhere" / "T").exists()
     record(

@@ -1204,10 +1204,10 @@ def test_the_format_tables_come_from_the_registry(tmp_path):
     extensions, the stored suffixes, the sniffer, the prediction formats of the library, the CLI
     and the API all follow it, and a corpus stored under a format's suffix reads back as it."""
     from api.schemas import AnnotateRequest
-    from mslm_core.corpus import EXTENSIONS, PREDICTION_FORMATS, SUFFIXES, registry, write_corpus
+    from mslm_core.corpus import EXTENSIONS, PREDICTION_FORMATS, SUFFIXES, formats, write_corpus
     from mslm_core.render import render_predictions
 
-    declared = registry.formats()
+    declared = formats.formats()
     assert tuple(declared) == FORMATS
     assert {e: f.name for f in declared.values() for e in f.extensions} == EXTENSIONS
     assert {name: f.suffix for name, f in declared.items()} == SUFFIXES
@@ -1229,11 +1229,11 @@ def test_the_format_tables_come_from_the_registry(tmp_path):
 def test_a_new_format_is_one_registration(monkeypatch, tmp_path):
     """Registering a format makes it sniffable and readable by name; a second registration of
     a name or of an extension another format implies is refused."""
-    from mslm_core.corpus import registry
+    from mslm_core.corpus import formats
     from mslm_core.corpus.conll import fill_conll, write_conll
     from mslm_core.corpus.model import SentenceList
 
-    monkeypatch.setattr(registry, "_FORMATS", registry.formats())
+    monkeypatch.setattr(formats, "_FORMATS", formats.formats())
 
     def fill_marked(path: str, sink) -> None:
         lines = Path(path).read_text().splitlines()
@@ -1242,7 +1242,7 @@ def test_a_new_format_is_one_registration(monkeypatch, tmp_path):
         plain.write_text("\n".join(lines[1:]) + "\n")
         fill_conll(str(plain), sink)
 
-    marked = registry.Format(
+    marked = formats.Format(
         "marked",
         fill_marked,
         write_conll,
@@ -1251,15 +1251,15 @@ def test_a_new_format_is_one_registration(monkeypatch, tmp_path):
         sniff=lambda head: head.startswith(b"#marked"),
         sniff_rank=5,
     )
-    registry.register(marked)
+    formats.register(marked)
     text = "#marked\n" + CONLL
-    assert registry.sniff(text.encode()) == "marked"
+    assert formats.sniff(text.encode()) == "marked"
     sink = SentenceList()
-    registry.fill("marked", str(_write(tmp_path, "x.marked", text)), sink)
+    formats.fill("marked", str(_write(tmp_path, "x.marked", text)), sink)
     assert sink.corpus("x").sentences == read_corpus(_write(tmp_path, "c.tsv", CONLL)).sentences
     with pytest.raises(ValueError, match="registered twice"):
-        registry.register(marked)
+        formats.register(marked)
     with pytest.raises(ValueError, match=r"\.tsv already implies conll"):
-        registry.register(
-            registry.Format("other", fill_conll, write_conll, (".tsv",), ".tsv", sniff=None)
+        formats.register(
+            formats.Format("other", fill_conll, write_conll, (".tsv",), ".tsv", sniff=None)
         )

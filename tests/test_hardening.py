@@ -222,7 +222,7 @@ def test_activating_and_deleting_one_model_at_once_never_leave_it_served_and_gon
     from store.db import session_factory
     from store.errors import Conflict, NotFound
     from store.migrate import upgrade
-    from store.registry import delete_model, set_active_model
+    from store.models import delete_model, set_active_model
     from store.serving import active_model_id
     from store.tables import Model
 
@@ -825,7 +825,7 @@ def test_import_model_refuses_an_id_that_is_not_a_folder_name(
     from mslm_core.train import train
     from store.db import session_factory
     from store.migrate import upgrade
-    from store.registry import import_bundle
+    from store.models import import_bundle
 
     bundle = tmp_path / "bundle"
     train(toy_config(toy_corpus, tiny_encoder, epochs=1), bundle)
@@ -861,7 +861,7 @@ def test_a_model_with_a_queued_annotation_job_is_not_deleted(tmp_path, tiny_enco
     from store.db import session_factory
     from store.errors import Conflict
     from store.migrate import upgrade
-    from store.registry import delete_model
+    from store.models import delete_model
     from store.tables import QUEUED, SUCCEEDED, AnnotationJob, Model
 
     settings = make_settings(tmp_path, tiny_encoder, database_url=postgres_url)

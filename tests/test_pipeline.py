@@ -35,7 +35,7 @@ from mslm_core.pipeline import (
 )
 from mslm_core.types import Entity
 from store.db import session_factory
-from store.registry import find_model
+from store.models import find_model
 from store.serving import active_model_id
 from worker import bulk as runner
 from worker.runner import run_training_job

@@ -397,20 +397,53 @@ def test_every_protected_route_refuses_missing_bad_and_wrong_scope_keys(client, 
 
 def test_every_operation_with_a_body_has_its_scope_checked_before_it(client):
     """Issue 29 item 7: the middleware knows each route's scope (read off its dependencies),
-    so a wrong-scope key is refused before its body is read."""
-    from api.main import ROUTERS, _route_scopes
+    so a wrong-scope key is refused before its body is read; and each route's body limit,
+    from the route itself (issue 57: no table of path prefixes beside the routers)."""
+    from api.admission import RoutePolicies
+    from api.main import ROUTERS
 
-    scope_of = _route_scopes(list(ROUTERS))
+    policies = RoutePolicies(ROUTERS, client.app.state.settings)
     spec = client.app.openapi()
-    checked = 0
+    checked, kinds = 0, {}
     for path, methods in spec["paths"].items():
         for method, op in methods.items():
             if method in ("post", "put", "patch") and op.get("security"):
                 url = path.replace("{", "").replace("}", "")
                 asked = {"type": "http", "path": url, "method": method.upper(), "headers": []}
-                assert scope_of(asked) in ("annotate", "train", "admin"), (method, path)
+                policy = policies(asked)
+                assert policy is not None and policy.scope in ("annotate", "train", "admin"), (
+                    method,
+                    path,
+                )
+                kinds[f"{method.upper()} {path}"] = (policy.body, policy.upload_quota)
                 checked += 1
     assert checked >= 9
+    uploads = {k for k, (body, quota) in kinds.items() if quota}
+    assert uploads == {
+        "POST /v1/datasets",
+        "POST /v1/vocabularies",
+        "POST /v1/annotation-jobs/inputs",
+    }
+    assert all(kinds[k][0] == "upload" for k in uploads)
+    texts = {k for k, (body, _) in kinds.items() if body == "texts"}
+    assert texts == {
+        "POST /v1/annotate",
+        "POST /v1/annotate/pubtator",
+        "POST /labelstudio/predict",
+        "POST /labelstudio/webhook",
+    }
+    assert kinds["POST /v1/datasets/{dataset_id}/documents"] == ("upload", False)
+    assert kinds["POST /v1/jobs"] == ("settings", False)
+    # the API document says which limit a JSON body has
+    assert spec["paths"]["/v1/annotate"]["post"]["x-mslm-body"] == "texts"
+    s = client.app.state.settings
+    limits = {"texts": s.max_texts * s.max_text_chars * 12 + (1 << 20), "settings": 4 << 20}
+    for kind, limit in limits.items():
+        path = "/v1/annotate" if kind == "texts" else "/v1/jobs"
+        asked = {"type": "http", "path": path, "method": "POST", "headers": []}
+        assert policies.body_limit(asked) == limit
+    asked = {"type": "http", "path": "/v1/annotate", "method": "GET", "headers": []}
+    assert policies.body_limit(asked) == 4 << 20
 
 
 def test_bad_keys_are_slowed_down(client):

@@ -32,8 +32,8 @@ from store.db import session_factory
 from store.evaluations import claimed_evaluation
 from store.jobs import allowed_encoder, claimed_job
 from store.keys import is_admin
+from store.models import add_model, model_row_from_manifest, set_active_model
 from store.paths import dataset_dir, evaluation_dir, model_dir, work_dir
-from store.registry import add_model, model_row_from_manifest, set_active_model
 from store.tables import (
     CANCELLED,
     FAILED,

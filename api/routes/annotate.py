@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from mslm_core.pipeline import AnnotateOptions
 from mslm_core.types import Entity
 
+from ..admission import body
 from ..deps import AnnotateKey, AppState, StateDep
 from ..problems import (
     V1_PROBLEMS,
@@ -52,6 +53,7 @@ _PUBTATOR_EXAMPLE = (
 
 @router.post(
     "/annotate",
+    openapi_extra=body("texts"),
     # documentation only (a Response is returned as built): the JSON shape depends on format
     response_model=AnnotateResponse | BioCCollection | list[LabelStudioTask],
     responses={
@@ -80,6 +82,7 @@ async def annotate(
 
 @router.post(
     "/annotate/pubtator",
+    openapi_extra=body("texts"),
     response_class=PlainTextResponse,
     responses={
         **problem_responses(404, 413, 503),

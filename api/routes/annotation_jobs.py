@@ -15,7 +15,8 @@ from fastapi.responses import StreamingResponse
 from mslm_core.bundle import check_style
 from mslm_core.notes import NOTE_FORMATS
 from mslm_core.render import OUTPUTS
-from store import bulk, registry
+from store import bulk
+from store import models as stored_models
 from store.errors import Conflict, NotFound
 from store.quotas import check_upload_quota, check_work_quota, counting_refusals
 from store.serving import active_model_id
@@ -134,8 +135,8 @@ def submit(
         raise Conflict("no model is served yet: name one (model) or activate one")
     options = body.options()
     if options.style is not None:  # refused now, not when a worker loads the model
-        model = registry.get_model(session, model_id)
-        check_style(registry.model_manifest(state.settings, model), options.style)
+        model = stored_models.get_model(session, model_id)
+        check_style(stored_models.model_manifest(state.settings, model), options.style)
     linking = state.models.vocabularies.current  # what the job links to, whatever follows
     params = {
         **options.params(),

@@ -16,6 +16,7 @@ from store import datasets as store_datasets
 from store.quotas import counting_refusals
 from store.tables import Dataset, DatasetVersion
 
+from ..admission import body
 from ..deps import AppState, IdPath, SessionDep, StateDep, TrainKey
 from ..problems import V1_PROBLEMS, Problem, problem_responses, refuse_long_texts
 from ..schemas import (
@@ -144,6 +145,7 @@ def remove(dataset_id: IdPath, state: StateDep, session: SessionDep, key: TrainK
 
 @router.post(
     "/{dataset_id}/documents",
+    openapi_extra=body("upload"),
     status_code=status.HTTP_201_CREATED,
     response_model=DatasetVersionOut,
     responses=problem_responses(404, 413),

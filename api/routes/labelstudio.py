@@ -43,6 +43,7 @@ from store.errors import NotFound
 from store.tables import Job
 from worker.celery_app import CeleryQueue
 
+from ..admission import body
 from ..auth import Principal
 from ..deps import AppState, Credentials, SessionDep, StateDep, authenticate, key_of_header
 from ..problems import Problem, problem_responses, refuse_bad_characters, refuse_long_texts
@@ -167,7 +168,7 @@ def _config_for(
     return parse_label_config(body.label_config), store_ls.Options()
 
 
-@router.post("/predict", responses=problem_responses(413, 422, 503))
+@router.post("/predict", responses=problem_responses(413, 422, 503), openapi_extra=body("texts"))
 async def predict(body: PredictRequest, state: StateDep, key: LabelStudioKey) -> dict[str, Any]:
     """Pre-annotations of ``tasks`` by the served model, in the order Label Studio sent them:
     ``{"results": [{"model_version", "score", "result": [regions]}]}``."""
@@ -255,7 +256,7 @@ def _start(state: AppState, session: Session, row: Any) -> Job:
     return job
 
 
-@router.post("/webhook", responses=problem_responses(409, 413, 429))
+@router.post("/webhook", responses=problem_responses(409, 413, 429), openapi_extra=body("texts"))
 def webhook(
     body: dict[str, Any], state: StateDep, session: SessionDep, key: LabelStudioKey
 ) -> dict[str, Any]:

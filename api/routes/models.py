@@ -11,7 +11,8 @@ from fastapi.responses import FileResponse
 from mslm_core.bundle import predictor_options, readable_styles
 from mslm_core.calibration import CALIBRATION_PNG
 from mslm_core.errors import MSLMError
-from store import datasets, registry
+from store import datasets
+from store import models as stored_models
 from store.errors import NotFound
 from store.serving import active_model_id
 from store.tables import Model
@@ -44,8 +45,8 @@ def list_models(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> ModelList:
     active = active_model_id(session)
-    rows, count = registry.list_models(session, limit, offset)
-    data = [model_out(m, registry.model_manifest(state.settings, m), active) for m in rows]
+    rows, count = stored_models.list_models(session, limit, offset)
+    data = [model_out(m, stored_models.model_manifest(state.settings, m), active) for m in rows]
     return ModelList(data=data, count=count)
 
 
@@ -56,8 +57,8 @@ def get_model(
     """The model and its bundle manifest (configuration, metrics, per-epoch history); to a
     key without the admin scope, without the server's paths (file names only) and the ids of
     datasets that are not its own."""
-    model = registry.get_model(session, model_id)
-    manifest = registry.model_manifest(state.settings, model)
+    model = stored_models.get_model(session, model_id)
+    manifest = stored_models.model_manifest(state.settings, model)
     out = model_out(model, manifest, active_model_id(session)).model_dump()
     if key.owner is not None:
         mine = set(datasets.owned_ids(session, key.owner, _dataset_ids(manifest)))
@@ -98,7 +99,7 @@ def calibration_diagram(
     """The model's reliability diagram: share of entities exactly right against their
     confidence, before and after the temperature scaling fitted on dev (figures in the
     manifest's ``calibration``)."""
-    model = registry.get_model(session, model_id)
+    model = stored_models.get_model(session, model_id)
     path = state.settings.artifacts / model.path / CALIBRATION_PNG
     if not path.is_file():
         raise NotFound(f"calibration diagram of model {model_id}")
@@ -119,9 +120,9 @@ async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut
             409, f"model {model_id} cannot be served: {exc}", slug="model-unservable"
         ) from None
     with state.factory() as session:
-        model = registry.find_model(session, model_id)
+        model = stored_models.find_model(session, model_id)
         assert model is not None
-        return model_out(model, registry.model_manifest(state.settings, model), model_id)
+        return model_out(model, stored_models.model_manifest(state.settings, model), model_id)
 
 
 @router.delete(
@@ -135,7 +136,7 @@ async def remove(model_id: IdPath, state: StateDep, key: AdminKey) -> None:
 
     def delete() -> None:
         with state.factory() as session:
-            registry.delete_model(state.settings, session, model_id)
+            stored_models.delete_model(state.settings, session, model_id)
 
     await asyncio.to_thread(delete)
     await state.models.drop(model_id)

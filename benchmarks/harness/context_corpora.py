@@ -307,7 +307,7 @@ def bioscope_findings(docs: list[GoldDocument], extractor: EntityExtractor) -> l
     clinical schema), each negated or possible as its head — its last content word — is in
     BioScope's scopes: the findings a clinical reader is asked about, rather than every
     word of a scope."""
-    from mslm_core.schema import context_attributes
+    from mslm_core.clinical_types import context_attributes
 
     out = []
     predicted = extractor.predictor.annotate([d.text for d in docs])

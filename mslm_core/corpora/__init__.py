@@ -1,5 +1,5 @@
 """Public corpora the product trains its first models on: fetched at pinned commits with
-pinned sha256 into a cache outside any repository (``registry``), read from brat standoff
+pinned sha256 into a cache outside any repository (``pinned``), read from brat standoff
 (``brat``), and prepared for the clinical schema (``clinical``)."""
 
 from .brat import (
@@ -10,7 +10,7 @@ from .brat import (
     read_brat,
     resolve_overlaps,
 )
-from .registry import (
+from .pinned import (
     CACHE_ENV,
     PinnedCorpus,
     cached_names,

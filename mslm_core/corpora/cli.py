@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import clinical
-from .registry import corpora, default_cache, fetch_corpus, pack, unpack
+from .pinned import corpora, default_cache, fetch_corpus, pack, unpack
 
 GROUPS = {"clinical": clinical.CORPORA}  # a name that stands for several corpora
 

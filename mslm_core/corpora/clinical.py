@@ -3,7 +3,7 @@
 Target types: Problem (diseases, disorders, signs, symptoms, conditions), Drug, Dosage, Test
 (diagnostic procedures, lab tests, measurements), Result (lab values and test results),
 Procedure (therapeutic) and Anatomy. Four openly licensed corpora, each fetched at a pinned
-commit (``registry``), are mapped onto it; a type a corpus does not annotate is left to the
+commit (``pinned``), are mapped onto it; a type a corpus does not annotate is left to the
 partial-label loss (``mslm_core.partial``), never taught as ``O``.
 
 :func:`prepare` turns a corpus into a dataset folder (``train``/``dev``/``test`` files) that
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .brat import brat_documents, document_records
-from .registry import DATA, default_cache, fetch_corpus, get_corpus
+from .pinned import DATA, default_cache, fetch_corpus, get_corpus
 
 SCHEMA = "clinical-v1"
 PREPARED = "prepared"
@@ -138,7 +138,7 @@ def _fingerprint(source: ClinicalSource) -> str:
 def prepare(corpus: str, cache: str | Path | None = None, **fetch: Any) -> Path:
     """The dataset folder of ``corpus`` for the clinical recipe — ``train``, ``dev`` and
     ``test`` files with the corpus's own types — fetched (``fetch`` goes to
-    :func:`~mslm_core.corpora.registry.fetch_corpus`) and converted if needed."""
+    :func:`~mslm_core.corpora.pinned.fetch_corpus`) and converted if needed."""
     source = recipe_source(corpus)
     where = Path(cache) if cache is not None else default_cache()
     root = fetch_corpus(corpus, where, **fetch)

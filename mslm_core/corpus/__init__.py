@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import CorpusError
-from . import registry
+from . import formats
 from ._io import MAX_ISSUES, IssueCollector, StrPath, open_binary
 from ._shared import label_problem
 from .model import Corpus, CorpusSummary, Mention, Sentence, SentenceList, Tally
 
-# The formats: each module registers its own (registry.py); FORMATS lists them in this order.
+# The formats: each module registers its own (formats.py); FORMATS lists them in this order.
 # isort: off
 from .conll import DOCSTART, read_conll, write_conll
 from .jsonl import read_jsonl, write_jsonl
@@ -64,13 +64,13 @@ from .pubtator import predictions_to_pubtator, read_pubtator, write_pubtator
 # isort: on
 
 #: Format names accepted by :func:`read_corpus`, :func:`write_corpus` and :func:`convert`.
-FORMATS = tuple(registry.formats())
+FORMATS = tuple(formats.formats())
 
 
 def _extensions() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-    implied = {ext: f.name for f in registry.formats().values() for ext in f.extensions}
+    implied = {ext: f.name for f in formats.formats().values() for ext in f.extensions}
     shared: dict[str, tuple[str, ...]] = {}
-    for fmt in registry.formats().values():
+    for fmt in formats.formats().values():
         for ext in fmt.also_reads:
             shared[ext] = (*shared.get(ext, (implied[ext],)), fmt.name)
     return implied, shared
@@ -83,13 +83,13 @@ EXTENSIONS, _SHARED_EXTENSIONS = _extensions()
 
 #: The extension a file of each format is stored under; :func:`detect_format` reads it back
 #: as that format.
-SUFFIXES: dict[str, str] = {name: fmt.suffix for name, fmt in registry.formats().items()}
+SUFFIXES: dict[str, str] = {name: fmt.suffix for name, fmt in formats.formats().items()}
 
 #: Formats for predictions (``mslm annotate --format``, ``POST /v1/annotate``): ``json`` is
 #: the service's own shape; all are rendered by ``mslm_core.render``.
 PREDICTION_FORMATS = (
     "json",
-    *(name for name, fmt in registry.formats().items() if fmt.predictions is not None),
+    *(name for name, fmt in formats.formats().items() if fmt.predictions is not None),
 )
 
 #: File stems (lower case) recognised by :func:`load_splits`, per split.
@@ -114,7 +114,7 @@ def _sniff(path: str) -> tuple[str, bool]:
     it is XML."""
     with open_binary(path) as handle:
         head = _head(handle)
-    return registry.sniff(head), looks_like_xml(head)
+    return formats.sniff(head), looks_like_xml(head)
 
 
 _SNIFF_BYTES = 1 << 20
@@ -169,7 +169,7 @@ def read_corpus(
     refused."""
     name, chosen = _reader_format(path, format)
     sink = SentenceList(type_map)
-    registry.fill(chosen, name, sink, trust_offsets)
+    formats.fill(chosen, name, sink, trust_offsets)
     return sink.corpus(name)
 
 
@@ -202,7 +202,7 @@ def scan_corpus(
     annotation of a task replace an earlier one)."""
     name, chosen = _reader_format(path, format)
     tally = Tally(type_map)
-    registry.fill(chosen, name, tally, trust_offsets)
+    formats.fill(chosen, name, tally, trust_offsets)
     return tally.summary()
 
 
@@ -223,7 +223,7 @@ def _reader_format(path: StrPath, format: str | None) -> tuple[str, str]:
 def write_corpus(corpus: Corpus, path: StrPath, format: str | None = None) -> None:
     """Write ``corpus`` in ``format``; when ``None``, the format comes from the extension."""
     name = os.fspath(path)
-    registry.get(output_format(name, format)).write(corpus, name)
+    formats.get(output_format(name, format)).write(corpus, name)
 
 
 def output_format(path: StrPath, format: str | None = None) -> str:

@@ -26,8 +26,8 @@ from typing import IO, TYPE_CHECKING, Any
 from ..errors import CorpusError
 from ..types import ASSERTION_ATTRIBUTES
 from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write, open_binary
+from .formats import Format, Predictions, RenderOptions, register
 from .model import Corpus, SentenceList, Sink
-from .registry import Format, Predictions, RenderOptions, register
 
 if TYPE_CHECKING:
     from ..types import Entity

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
+from .formats import Format, register
 from .model import Corpus, Mention, Sentence, SentenceList, Sink
-from .registry import Format, register
 
 DOCSTART = "-DOCSTART-"
 

@@ -10,8 +10,8 @@ from typing import Any
 from ..errors import CorpusError
 from ..text import word_spans
 from ._io import IssueCollector, StrPath, _is_int, _type_name, atomic_write, numbered_lines
+from .formats import Format, register
 from .model import Corpus, Mention, Sentence, SentenceList, Sink
-from .registry import Format, register
 
 
 def _entity_problem(text: str, entity: object, where: str) -> tuple[str, str] | None:

@@ -31,8 +31,8 @@ from ._shared import (
     label_problem,
     sentence_from_spans,
 )
+from .formats import Format, Predictions, RenderOptions, register
 from .model import Corpus, SentenceList, Sink
-from .registry import Format, Predictions, RenderOptions, register
 
 if TYPE_CHECKING:
     from ..types import Entity

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from ..errors import CorpusError
 from ._io import IssueCollector, StrPath, atomic_write, numbered_lines
 from ._shared import CharSpan, label_problem, sentence_from_spans
+from .formats import Format, Predictions, RenderOptions, register
 from .model import Corpus, SentenceList, Sink
-from .registry import Format, Predictions, RenderOptions, register
 
 if TYPE_CHECKING:
     from ..types import Entity

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from ..schema import CLINICAL_TYPES
+from ..clinical_types import CLINICAL_TYPES
 from ..types import Entity, LinkedConcept, with_fields
 from .abbreviations import abbreviations
 from .calibration import LinkCalibration
