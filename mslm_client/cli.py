@@ -32,10 +32,15 @@ def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = commands.add_parser("submit", help="upload notes (or name a query) and queue a job")
     source = s.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--file", type=Path, help="notes: JSONL, text (one per line), BioC, PubTator"
+        "--file",
+        type=Path,
+        help="notes: JSONL, text (one per line), CSV or TSV with a header, BioC, PubTator, Parquet",
     )
     source.add_argument("--warehouse", help="a name in the service's MSLM_WAREHOUSES")
     s.add_argument("--notes-format", choices=NOTE_FORMATS)
+    s.add_argument(
+        "--notes-encoding", help="the notes file's encoding (default: told from its bytes)"
+    )
     s.add_argument("--query", help="with --warehouse: SELECT note_id, note_text FROM …")
     s.add_argument(
         "--output-format",
@@ -127,10 +132,14 @@ def _submit(args: argparse.Namespace) -> int:
         raise SystemExit("--download is for file output; --omop-table writes to the warehouse")
     with _client(args) as client:
         if args.file is not None:
-            notes = client.upload_notes(args.file, format=args.notes_format)
+            notes = client.upload_notes(
+                args.file, format=args.notes_format, encoding=args.notes_encoding
+            )
+            unread = sum(not p.get("warning") for p in notes.problems)
+            read_as = f", {notes.encoding['name']}" if notes.encoding else ""
             print(
-                f"{notes.id}: {notes.notes} notes read ({notes.format}), "
-                f"{len(notes.problems)} could not be read",
+                f"{notes.id}: {notes.notes} notes read ({notes.format}{read_as}), "
+                f"{unread} could not be read",
                 file=sys.stderr,
             )
             source: Any = notes.id

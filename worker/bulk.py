@@ -73,6 +73,7 @@ class FileSource:
         self.path = path
         self.problems = [
             {"note_id": p.get("id"), "where": p["where"], "reason": p["reason"]}
+            | ({"warning": True} if p.get("warning") else {})
             for p in problems or []
         ]
 
