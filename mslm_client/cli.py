@@ -90,8 +90,8 @@ def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _reported(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """The service's refusals (a 422 naming the field, a 404, a failed job) as one line on
-    stderr and exit status 2, not a traceback."""
+    """The service's refusals (a 422 naming the field, a 404, a failed job) and a file that
+    cannot be read or written as one line on stderr and exit status 2, not a traceback."""
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
@@ -101,6 +101,10 @@ def _reported(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpars
             return handler(args)
         except MSLMError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # a file that is not there or cannot be read or written
+            name = f"{exc.filename}: " if exc.filename else ""
+            print(f"error: {name}{exc.strerror or exc}", file=sys.stderr)
             return 2
 
     return run

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import charsets
 from .errors import ConfigError
 from .text import character_problem
 
@@ -67,6 +68,41 @@ def is_parquet(path: Path, name: str | None = None) -> bool:
         return True
     with open(path, "rb") as binary:
         return binary.read(4) == b"PAR1"
+
+
+@dataclass(frozen=True)
+class NotesSource:
+    """A notes file made ready to read: ``path`` (UTF-8 text, or the Parquet file itself),
+    its ``format``, how its bytes were read (``encoding``; None: Parquet) and the bytes that
+    did not decode (the first :data:`~mslm_core.charsets.MAX_REPORTED`, and their count)."""
+
+    path: Path
+    format: str
+    encoding: charsets.Encoding | None
+    undecodable: list[charsets.Undecodable]
+    undecodable_count: int
+
+
+def prepare_notes(
+    path: Path,
+    scratch: Path,
+    filename: str | None = None,
+    format: str | None = None,
+    encoding: str | None = None,
+) -> NotesSource:
+    """``path`` ready for :func:`read_notes`: Parquet as it is; text in ``encoding`` or the one
+    ``mslm_core.charsets`` tells, written to ``scratch`` as UTF-8 unless it is UTF-8 already;
+    its format ``format``, else told by ``filename`` (or its own name) and its content."""
+    name = filename or path.name
+    parquet = format == "parquet" or (format is None and is_parquet(path, name))
+    told = None if parquet else charsets.detect(path, encoding, name)
+    source, count = path, 0
+    undecodable: list[charsets.Undecodable] = []
+    if told is not None and (told.name != "utf-8" or told.confidence is not None):
+        source = scratch
+        undecodable, count = charsets.to_utf8(path, scratch, told.name)
+    fmt = "parquet" if parquet else format or detect_note_format(source, name)
+    return NotesSource(source, fmt, told, undecodable, count)
 
 
 def detect_note_format(path: Path, name: str | None = None) -> str:

@@ -26,10 +26,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
-from mslm_core import charsets
 from mslm_core.bundle import sha256_file
 from mslm_core.errors import ConfigError
-from mslm_core.notes import Note, NoteProblem, detect_note_format, is_parquet, read_notes
+from mslm_core.notes import Note, NoteProblem, NotesSource, prepare_notes, read_notes
 from mslm_core.render import OUTPUTS
 from mslm_settings import Settings
 
@@ -102,22 +101,17 @@ def create_note_input(
     tells (recorded; a guess and each undecodable byte are warnings among the problems). A
     file with no readable note is refused (ConfigError)."""
     filename = shown_name(filename, "notes")
-    parquet = format == "parquet" or (format is None and is_parquet(spooled, filename))
-    told = None if parquet else charsets.detect(spooled, encoding, filename)
     parent = settings.artifacts / "bulk" / "inputs"
     input_id = new_id("notes")
     with staged(parent) as staging:
         notes = refused = 0
-        problems: list[dict[str, Any]] = []  # the first ERRORS_PER_CHUNK, the rest counted
-        source = spooled
-        if told is not None and (told.name != "utf-8" or told.confidence is not None):
-            source = staging / "utf8"  # the readers read UTF-8
-            undecodable, count = charsets.to_utf8(spooled, source, told.name)
-            problems += _encoding_warnings(told, undecodable, count)
-        fmt = "parquet" if parquet else format or detect_note_format(source, filename)
+        ready = prepare_notes(spooled, staging / "utf8", filename, format, encoding)
+        fmt, told = ready.format, ready.encoding
+        # the first ERRORS_PER_CHUNK problems, the rest counted
+        problems = _encoding_warnings(ready)
         seen = IdSet(staging / "ids.sqlite")
         with open(staging / "notes.jsonl", "w", encoding="utf-8") as out:
-            for item in read_notes(source, fmt, settings.max_text_chars):
+            for item in read_notes(ready.path, fmt, settings.max_text_chars):
                 if isinstance(item, Note) and not seen.add(item.id):
                     item = NoteProblem(f"note {item.id}", "a second note with this id", item.id)
                 if isinstance(item, Note):
@@ -156,12 +150,13 @@ def create_note_input(
     return row
 
 
-def _encoding_warnings(
-    told: charsets.Encoding, undecodable: list[charsets.Undecodable], count: int
-) -> list[dict[str, Any]]:
+def _encoding_warnings(ready: NotesSource) -> list[dict[str, Any]]:
     """Warnings of how a file was decoded: a guessed encoding, each byte that did not decode
     (its note is kept, the byte read as U+FFFD)."""
+    told, undecodable, count = ready.encoding, ready.undecodable, ready.undecodable_count
     out: list[dict[str, Any]] = []
+    if told is None:
+        return out
     if told.detected_by == "charset-normalizer":
         reason = (
             f"read as {told.name}, told by charset-normalizer (confidence {told.confidence}); "
