@@ -773,7 +773,9 @@ class FileOutput(Strict):
     format: Literal[OUTPUT_FORMATS] = Field(  # type: ignore[valid-type]
         "jsonl",
         description="jsonl: one note per line, its id and entities; bioc: a BioC JSON "
-        "collection; pubtator: PubTator text",
+        "collection; pubtator: PubTator text; note_nlp_csv, note_nlp_parquet: OMOP CDM v5.4 "
+        "NOTE_NLP rows as a CSV file (loads with COPY … CSV HEADER) or Parquet, no warehouse "
+        "needed (the notes' ids must be integers)",
     )
 
 

@@ -3,4 +3,4 @@
 bulk``'s parser is built without importing httpx."""
 
 NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "parquet")
-OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator")
+OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator", "note_nlp_csv", "note_nlp_parquet")
