@@ -11,31 +11,14 @@ from conftest import torch_predictor
 
 from mslm_core import cli
 from mslm_core.bundle import load_bundle, verify_bundle
-from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError
 from mslm_core.features import WindowBuilder
 from mslm_core.predict.predictor import Predictor
-from mslm_core.train import train
 
 
 @pytest.fixture(scope="module")
-def bundle(toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bundles") / "toy"
-    cfg = TrainConfig(
-        train=str(toy_corpus),
-        dev=str(toy_corpus),
-        base_model=str(tiny_encoder),
-        epochs=30,
-        batch_size=2,
-        learning_rate=3e-3,
-        warmup_ratio=0.0,
-        patience=None,
-        max_length=16,  # forces windows on longer inputs
-        seed=3,
-        strategy="vanilla",
-    )
-    train(cfg, out)
-    return out
+def bundle(toy_bundle: Path) -> Path:
+    return toy_bundle
 
 
 def test_manifest_lists_every_file_with_its_sha256(bundle):
