@@ -8,7 +8,10 @@ Formats (``NOTE_FORMATS``), told by the file's name or content when not given:
 - ``csv`` and ``tsv``: a header naming the id column (``id`` or ``note_id``; none: the
   record's number) and the text column (``text`` or ``note_text``), then one note per record;
   a field in double quotes may hold the delimiter, quotes doubled and line breaks (RFC 4180).
-- ``parquet``: the same columns, read a batch of rows at a time.
+- ``fhir``: FHIR R4 ``DocumentReference`` resources — one, a ``Bundle`` of them, or NDJSON of
+  either (``mslm_core.fhir``): a note each, its id the resource's, its text the attachment's
+  ``data``.
+- ``parquet``: the same columns as CSV, read a batch of rows at a time.
 - ``bioc``: a BioC collection (JSON or XML): one note per document, its passages placed at
   their offsets (the gaps filled with spaces, so every offset in the file indexes the note).
 - ``pubtator``: one note per document, ``title + " " + abstract`` (how PubTator counts offsets).
@@ -32,9 +35,9 @@ from . import charsets
 from .errors import ConfigError
 from .text import character_problem
 
-NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "parquet")
+NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir", "parquet")
 #: Formats read from text (the others from bytes of their own).
-TEXT_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator")
+TEXT_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir")
 ID_COLUMNS = ("id", "note_id")
 TEXT_COLUMNS = ("text", "note_text")
 
@@ -131,6 +134,8 @@ def detect_note_format(path: Path, name: str | None = None) -> str:
         head = handle.read(4096).lstrip("\ufeff \t\r\n")
     if head.startswith("<"):
         return "bioc"
+    if head.startswith("{") and '"resourceType"' in head:
+        return "fhir"
     if head.startswith("{") and '"documents"' in head and "\n{" not in head[:200]:
         return "bioc"
     if head.startswith("{"):
@@ -163,6 +168,8 @@ def read_notes(
         items = _delimited(path, "," if format == "csv" else "\t", max_chars)
     elif format == "parquet":
         items = _parquet(path)
+    elif format == "fhir":
+        items = _fhir(path)
     else:
         items = {"jsonl": _jsonl, "text": _text, "pubtator": _pubtator}[format](path)
     for k, item in enumerate(items, 1):
@@ -321,6 +328,26 @@ def _parquet(path: Path, batch_rows: int = 1024) -> Iterator[Note | NoteProblem]
                 )
                 continue
             yield Note(str(note_id), text)
+
+
+def _fhir(path: Path) -> Iterator[Note | NoteProblem]:
+    from .fhir import note_of, resources_of
+
+    for where, resource, problem in resources_of(path.read_text(encoding="utf-8")):
+        if resource is None:
+            yield NoteProblem(where, problem or "no resource")
+            continue
+        kind = resource.get("resourceType")
+        if kind != "DocumentReference":
+            yield NoteProblem(where, f"a {kind}, not a DocumentReference", resource.get("id"))
+            continue
+        note_id, text, problem = note_of(resource)
+        if text is None:
+            yield NoteProblem(where, problem or "no text", note_id)
+        elif not note_id:
+            yield NoteProblem(where, "a DocumentReference with no id")
+        else:
+            yield Note(note_id, text)
 
 
 def _pubtator(path: Path) -> Iterator[Note | NoteProblem]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import PREDICTION_FORMATS, formats
+from .corpus import PREDICTION_FORMATS as CORPUS_PREDICTION_FORMATS
+from .corpus import formats
 from .corpus.bioc import predictions_to_bioc
 from .corpus.pubtator import predictions_to_pubtator
 from .language import Language
@@ -26,6 +27,29 @@ __all__ = [
     "media_type",
     "render_predictions",
 ]
+
+
+def _fhir_bundle(
+    texts: Sequence[str], entities: Sequence[Sequence[Entity]], options: formats.RenderOptions
+) -> dict[str, Any]:
+    from .fhir import bundle
+
+    return bundle(texts, entities, options.model, options.ids)
+
+
+#: Prediction formats that are no corpus format: FHIR R4, a Bundle of resources
+#: (``mslm_core.fhir``).
+OWN_PREDICTIONS: dict[str, formats.Predictions] = {
+    "fhir": formats.Predictions(_fhir_bundle, "application/fhir+json"),
+}
+#: Every format predictions are rendered in: ``json`` (this service's), the corpus formats'
+#: and our own.
+PREDICTION_FORMATS = (*CORPUS_PREDICTION_FORMATS, *OWN_PREDICTIONS)
+
+
+def _predictions(format: str) -> formats.Predictions | None:
+    fmt = formats.formats().get(format)
+    return fmt.predictions if fmt is not None else OWN_PREDICTIONS.get(format)
 
 
 def annotation_json(
@@ -69,21 +93,17 @@ def render_predictions(
     object names of the project's labelling config) or ``"pubtator"`` (text); ``model`` names
     the model that made them; ``ids`` name the texts (BioC document ids, PubTator PMIDs;
     default: their indices). ``"json"``: :func:`annotation_json`."""
-    fmt = formats.formats().get(format)
-    if fmt is not None and fmt.predictions is not None:
-        return fmt.predictions.render(
-            texts, entities, formats.RenderOptions(model, ids, from_name, to_name)
-        )
+    found = _predictions(format)
+    if found is not None:
+        return found.render(texts, entities, formats.RenderOptions(model, ids, from_name, to_name))
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
     raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
 
 
 def media_type(format: str) -> str:
     """The media type of predictions rendered in ``format``."""
-    fmt = formats.formats().get(format)
-    return (
-        "application/json" if fmt is None or fmt.predictions is None else fmt.predictions.media_type
-    )
+    found = _predictions(format)
+    return "application/json" if found is None else found.media_type
 
 
 # -- annotation jobs' file outputs --------------------------------------------------------------
@@ -137,6 +157,24 @@ def _pubtator_part(
     job_id: str,
 ) -> str:
     return predictions_to_pubtator(texts, entities, ids)
+
+
+def _fhir_part(
+    ids: Sequence[str],
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    job_id: str,
+) -> str:
+    """Each note's FHIR resources and their Provenance, one resource a line (FHIR Bulk
+    Data's NDJSON)."""
+    from .fhir import note_resources
+
+    return "".join(
+        json.dumps(resource, ensure_ascii=False) + "\n"
+        for i, ents in zip(ids, entities, strict=True)
+        for resource in note_resources(i, ents, model)
+    )
 
 
 def _note_nlp_part(
@@ -255,12 +293,14 @@ class OutputFormat:
 
 #: The file outputs of annotation jobs (``store.bulk``, the worker's file sink, the output
 #: route, the client and the web page follow this table): JSONL (one note per line: its id and
-#: its entities in this service's JSON), a BioC JSON collection, PubTator text, and OMOP CDM
-#: v5.4 ``NOTE_NLP`` rows as CSV or Parquet (no warehouse needed).
+#: its entities in this service's JSON), a BioC JSON collection, PubTator text, FHIR R4
+#: resources (NDJSON, one a line) and OMOP CDM v5.4 ``NOTE_NLP`` rows as CSV or Parquet (no
+#: warehouse needed).
 OUTPUTS: dict[str, OutputFormat] = {
     "jsonl": OutputFormat("application/x-ndjson", "jsonl", "jsonl", _jsonl_part),
     "bioc": OutputFormat("application/json", "bioc.json", "json", _bioc_part, _bioc_document),
     "pubtator": OutputFormat("text/plain", "pubtator", "txt", _pubtator_part),
+    "fhir": OutputFormat("application/fhir+ndjson", "fhir.ndjson", "ndjson", _fhir_part),
     "note_nlp_csv": OutputFormat(
         "text/csv", "note_nlp.csv", "nlp.jsonl", _note_nlp_part, _note_nlp_csv, True
     ),
