@@ -120,6 +120,22 @@ def json_shape_problem(
     return None
 
 
+def utf8_problem(body: bytes) -> str | None:
+    """Where a JSON body meant as UTF-8 (no UTF-16 or UTF-32 pattern of zero bytes: JSON's
+    own detection) stops being UTF-8, else None."""
+    if not body or json.detect_encoding(body) not in ("utf-8", "utf-8-sig"):
+        return None
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = body.count(b"\n", 0, exc.start) + 1
+        return (
+            f"the body is not UTF-8 at byte {exc.start:,} (line {line}): JSON is sent as "
+            "UTF-8; encode the text as UTF-8 (Latin-1 or cp1252 text is not)"
+        )
+    return None
+
+
 async def _send_413(send: Send, scope: Scope, limit: int) -> None:
     detail = f"the request body exceeds {limit} bytes"
     await send_problem(send, scope, 413, detail, "too-large", title="Content Too Large")
@@ -310,6 +326,10 @@ class BodyLimit:
             problem = json_shape_problem(body)
             if problem is not None:
                 await send_problem(send, scope, 413, problem, "too-large")
+                return
+            problem = utf8_problem(body)
+            if problem is not None:
+                await send_problem(send, scope, 400, problem, "bad-request")
                 return
             replayed = False
 

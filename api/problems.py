@@ -186,12 +186,32 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+def _where_in(doc: Any, pos: int) -> str:
+    """``line L, column C`` of character ``pos`` of a JSON document."""
+    text = doc.decode("utf-8", "replace") if isinstance(doc, bytes) else str(doc or "")
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line}, column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
+
+
+#: What a body read as something else than JSON fails with (a model wants an object).
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "model_type"})
+
+
+def _validation_errors(exc: RequestValidationError, request: Request) -> list[dict[str, Any]]:
     out = []
+    sent = request.headers.get("content-type")
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
         # never echo the input back: it may be patient text
-        out.append({"field": ".".join(loc), "message": err.get("msg", "invalid")})
+        message = err.get("msg", "invalid")
+        if err.get("type") == "json_invalid" and len(loc) == 2 and loc[1].isdigit():
+            reason = (err.get("ctx") or {}).get("error", "not JSON")
+            message = f"not JSON: {reason} at {_where_in(exc.body, int(loc[1]))}"
+            loc = loc[:1]
+        elif loc == ["body"] and err.get("type") in _NOT_AN_OBJECT:
+            how = f"as {sent.split(';')[0]}" if sent else "with no Content-Type"
+            message = f"{message}: the body was sent {how}; send Content-Type: application/json"
+        out.append({"field": ".".join(loc), "message": message})
     return out
 
 
@@ -207,9 +227,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return problem_response(
-            request, 422, "the request is invalid", "validation", _validation_errors(exc)
-        )
+        errors = _validation_errors(exc, request)
+        detail = "the request is invalid"
+        if len(errors) == 1 and errors[0]["field"] == "body":
+            detail = f"the request is invalid: {errors[0]['message']}"
+        return problem_response(request, 422, detail, "validation", errors)
 
     @app.exception_handler(CorpusError)
     async def _corpus(request: Request, exc: CorpusError) -> JSONResponse:

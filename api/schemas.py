@@ -716,17 +716,33 @@ class EvaluationOut(BaseModel):
 
 
 # -- annotation jobs (bulk) -------------------------------------------------------------------
+class NotesEncoding(BaseModel):
+    name: str = Field(description="the encoding, as Python names it (utf-8, cp1252, utf-16…)")
+    detected_by: Literal["given", "bom", "utf-8", "charset-normalizer"] = Field(
+        description="given with the upload, its byte-order mark, every byte UTF-8 (or nearly: "
+        "confidence), or charset-normalizer's guess"
+    )
+    confidence: float | None = Field(
+        None, description="a guess's confidence; for UTF-8 with bad bytes, the share that is UTF-8"
+    )
+
+
 class NoteInputOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str
     filename: str
-    format: str = Field(description="jsonl, text, bioc or pubtator")
+    format: str = Field(description="jsonl, text, csv, tsv, bioc, pubtator or parquet")
     bytes: int
     sha256: str
     notes: int = Field(description="notes read")
     problems: list[dict[str, Any]] = Field(
-        description="notes that could not be read: where (line, document), reason, id"
+        description="notes that could not be read: where (line, record, document), reason, "
+        "id; with warning true, what was read with a doubt (a guessed encoding, a byte that "
+        "did not decode) and kept"
+    )
+    encoding: NotesEncoding | None = Field(
+        None, description="how the file's bytes were read as text (none: Parquet)"
     )
     created_at: dt.datetime
 
@@ -757,7 +773,9 @@ class FileOutput(Strict):
     format: Literal[OUTPUT_FORMATS] = Field(  # type: ignore[valid-type]
         "jsonl",
         description="jsonl: one note per line, its id and entities; bioc: a BioC JSON "
-        "collection; pubtator: PubTator text",
+        "collection; pubtator: PubTator text; note_nlp_csv, note_nlp_parquet: OMOP CDM v5.4 "
+        "NOTE_NLP rows as a CSV file (loads with COPY … CSV HEADER) or Parquet, no warehouse "
+        "needed (the notes' ids must be integers)",
     )
 
 

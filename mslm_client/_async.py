@@ -366,10 +366,12 @@ class AsyncClient:
         return await self._request(ep.evaluation_calibration_png(evaluation_id))
 
     # -- annotation jobs (bulk) ---------------------------------------------------------------
-    async def upload_notes(self, file: FileInput, *, format: str | None = None) -> NoteFile:
+    async def upload_notes(
+        self, file: FileInput, *, format: str | None = None, encoding: str | None = None
+    ) -> NoteFile:
         """Upload a file of notes (JSONL ``{"id", "text"}``, text one per line, BioC or
         PubTator); the notes it could not read are in ``problems``, the others are kept."""
-        return await self._request(ep.upload_notes(file, format))
+        return await self._request(ep.upload_notes(file, format, encoding))
 
     async def create_annotation_job(
         self,

@@ -336,9 +336,12 @@ class AnnotationJobOptions(TypedDict, total=False):
     chunk_size: int | None  # notes per chunk (default MSLM_BULK_CHUNK_NOTES)
 
 
-def upload_notes(file: FileInput, format: str | None) -> Call[NoteFile]:
+def upload_notes(
+    file: FileInput, format: str | None, encoding: str | None = None
+) -> Call[NoteFile]:
     """``POST /v1/annotation-jobs/inputs``: stores a file per call, so it is not sent twice."""
-    data = {"format": format} if format else None
+    given = {"format": format, "encoding": encoding}
+    data = {k: v for k, v in given.items() if v} or None
     path = "/v1/annotation-jobs/inputs"
     return Call("POST", path, _json(NoteFile.from_dict), data=data, files={"file": file})
 

@@ -2,5 +2,5 @@
 ``store.bulk.OUTPUT_FORMATS`` (a test keeps them equal). Plain constants, so that ``mslm
 bulk``'s parser is built without importing httpx."""
 
-NOTE_FORMATS = ("jsonl", "text", "bioc", "pubtator")
-OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator")
+NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir", "parquet")
+OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator", "fhir", "note_nlp_csv", "note_nlp_parquet")

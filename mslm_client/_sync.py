@@ -346,10 +346,12 @@ class Client:
         return self._request(ep.evaluation_calibration_png(evaluation_id))
 
     # -- annotation jobs (bulk) ---------------------------------------------------------------
-    def upload_notes(self, file: FileInput, *, format: str | None = None) -> NoteFile:
+    def upload_notes(
+        self, file: FileInput, *, format: str | None = None, encoding: str | None = None
+    ) -> NoteFile:
         """Upload a file of notes (JSONL ``{"id", "text"}``, text one per line, BioC or
         PubTator); the notes it could not read are in ``problems``, the others are kept."""
-        return self._request(ep.upload_notes(file, format))
+        return self._request(ep.upload_notes(file, format, encoding))
 
     def create_annotation_job(
         self,

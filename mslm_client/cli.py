@@ -32,10 +32,15 @@ def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = commands.add_parser("submit", help="upload notes (or name a query) and queue a job")
     source = s.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--file", type=Path, help="notes: JSONL, text (one per line), BioC, PubTator"
+        "--file",
+        type=Path,
+        help="notes: JSONL, text (one per line), CSV or TSV with a header, BioC, PubTator, Parquet",
     )
     source.add_argument("--warehouse", help="a name in the service's MSLM_WAREHOUSES")
     s.add_argument("--notes-format", choices=NOTE_FORMATS)
+    s.add_argument(
+        "--notes-encoding", help="the notes file's encoding (default: told from its bytes)"
+    )
     s.add_argument("--query", help="with --warehouse: SELECT note_id, note_text FROM …")
     s.add_argument(
         "--output-format",
@@ -85,8 +90,8 @@ def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _reported(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """The service's refusals (a 422 naming the field, a 404, a failed job) as one line on
-    stderr and exit status 2, not a traceback."""
+    """The service's refusals (a 422 naming the field, a 404, a failed job) and a file that
+    cannot be read or written as one line on stderr and exit status 2, not a traceback."""
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
@@ -96,6 +101,10 @@ def _reported(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpars
             return handler(args)
         except MSLMError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # a file that is not there or cannot be read or written
+            name = f"{exc.filename}: " if exc.filename else ""
+            print(f"error: {name}{exc.strerror or exc}", file=sys.stderr)
             return 2
 
     return run
@@ -127,10 +136,14 @@ def _submit(args: argparse.Namespace) -> int:
         raise SystemExit("--download is for file output; --omop-table writes to the warehouse")
     with _client(args) as client:
         if args.file is not None:
-            notes = client.upload_notes(args.file, format=args.notes_format)
+            notes = client.upload_notes(
+                args.file, format=args.notes_format, encoding=args.notes_encoding
+            )
+            unread = sum(not p.get("warning") for p in notes.problems)
+            read_as = f", {notes.encoding['name']}" if notes.encoding else ""
             print(
-                f"{notes.id}: {notes.notes} notes read ({notes.format}), "
-                f"{len(notes.problems)} could not be read",
+                f"{notes.id}: {notes.notes} notes read ({notes.format}{read_as}), "
+                f"{unread} could not be read",
                 file=sys.stderr,
             )
             source: Any = notes.id

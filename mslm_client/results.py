@@ -652,6 +652,8 @@ class NoteFile:
     notes: int
     problems: list[dict[str, Any]]
     created_at: dt.datetime
+    #: how its bytes were read as text: ``{"name", "detected_by", "confidence"}`` (None: Parquet)
+    encoding: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> NoteFile:
@@ -664,6 +666,7 @@ class NoteFile:
             notes=int(d["notes"]),
             problems=list(d.get("problems") or []),
             created_at=_required_time(d["created_at"]),
+            encoding=d.get("encoding"),
         )
 
 

@@ -17,7 +17,7 @@ from .active import STRATEGIES as ACTIVE_STRATEGIES
 from .config import BASE_DEFAULTS, STRATEGY_CHOICES, TrainConfig
 from .corpus import FORMATS
 from .errors import ConfigError, MSLMError
-from .notes import NOTE_FORMATS
+from .notes import NOTE_FORMATS, Note
 from .pipeline import ANNOTATE_OPTIONS, STYLE_HELP, AnnotateOptions
 
 if TYPE_CHECKING:
@@ -151,8 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("annotate", help="extract entities from text (JSON out)")
     p.add_argument("--model", required=True, help="bundle directory")
-    p.add_argument("texts", nargs="*", help="texts; none: read stdin")
+    p.add_argument("texts", nargs="*", help="texts; none: read stdin (or --notes)")
     p.add_argument("--lines", action="store_true", help="stdin holds one text per line")
+    p.add_argument(
+        "--notes",
+        help="a notes file: JSONL {id, text} (offsets into each record's text), text one note "
+        "a line, CSV/TSV with a header, BioC, PubTator or Parquet; the results carry the ids",
+    )
+    p.add_argument("--notes-format", choices=NOTE_FORMATS, help="default: told by the file")
+    p.add_argument("--notes-encoding", help="the notes file's encoding (default: told)")
     _annotate_option_flags(p)
     p.add_argument(
         "--context-rules", help="a site's ConText rules file (JSON) added to ours (or replacing)"
@@ -188,8 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         "suggest", help="which unlabelled notes to label next (active learning; JSON out)"
     )
     p.add_argument("--model", required=True, help="bundle directory")
-    p.add_argument("notes", help="a notes file: JSONL {id, text}, text lines, BioC or PubTator")
+    p.add_argument(
+        "notes",
+        help="a notes file: JSONL {id, text}, text lines, CSV/TSV, BioC, PubTator or Parquet",
+    )
     p.add_argument("--notes-format", choices=NOTE_FORMATS, help="(default: told by the file)")
+    p.add_argument("--notes-encoding", help="the notes file's encoding (default: told)")
     p.add_argument("--limit", type=int, default=10, help="notes to suggest (default: 10)")
     p.add_argument(
         "--strategy",
@@ -540,13 +551,22 @@ def cmd_annotate(args: argparse.Namespace) -> int:
             threshold=_given(args.link_threshold, builtin.LINK_THRESHOLD),
             k=_given(args.link_candidates, builtin.LINK_CANDIDATES),
         )
+    ids: list[str] | None = None
     texts = list(args.texts)
-    if not texts:
+    if args.notes is not None:
+        if texts:
+            raise ConfigError("give texts or --notes, not both")
+        notes, _ = _notes_of(Path(args.notes), args.notes_format, args.notes_encoding)
+        ids, texts = [n.id for n in notes], [n.text for n in notes]
+    elif not texts:
         data = sys.stdin.read()
         texts = data.splitlines() if args.lines else [data]
     pipeline = AnnotationPipeline(_extractor(args), context, linker)
     options = pipeline.options(options)
-    rendered = pipeline.render(texts, pipeline(texts, options), options)
+    rendered = pipeline.render(texts, pipeline(texts, options), options, ids)
+    if options.format == "json" and ids is not None and isinstance(rendered.body, dict):
+        for result, note_id in zip(rendered.body["results"], ids, strict=True):  # its note
+            result["id"] = note_id
     if isinstance(rendered.body, str):
         sys.stdout.write(rendered.body)
     else:
@@ -554,22 +574,42 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notes_of(path: Path, format: str | None, encoding: str | None) -> tuple[list[Note], int]:
+    """The notes of a file (``mslm_core.notes``: any notes format, any encoding), and how
+    many could not be read: each is said on stderr with where, and skipped."""
+    import tempfile
+
+    from .notes import prepare_notes, read_notes
+
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    notes: list[Note] = []
+    skipped = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        ready = prepare_notes(path, Path(scratch) / "utf8", path.name, format, encoding)
+        told = ready.encoding.name if ready.encoding else ""
+        for u in ready.undecodable:
+            where = f"{path}: line {u.line}: byte {u.byte}"
+            print(f"{where}: not {told} (kept as U+FFFD)", file=sys.stderr)
+        for item in read_notes(ready.path, ready.format):
+            if isinstance(item, Note):
+                notes.append(item)
+            else:
+                skipped += 1
+                print(f"{path}: {item.where}: {item.reason} (skipped)", file=sys.stderr)
+    if not notes:
+        raise ConfigError(f"{path}: no note could be read as {ready.format}")
+    return notes, skipped
+
+
 def cmd_suggest(args: argparse.Namespace) -> int:
     from .active import rank, uncertainties
-    from .notes import Note, detect_note_format, read_notes
 
     if not 0.0 <= args.diversity <= 1.0:
         raise ConfigError(f"--diversity must be in [0, 1], got {args.diversity}")
     if args.limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
-    path = Path(args.notes)
-    notes, skipped = [], 0
-    for item in read_notes(path, args.notes_format or detect_note_format(path)):
-        if isinstance(item, Note):
-            notes.append(item)
-        else:
-            skipped += 1
-            print(f"{path}: {item.where}: {item.reason} (skipped)", file=sys.stderr)
+    notes, skipped = _notes_of(Path(args.notes), args.notes_format, args.notes_encoding)
     extractor = _extractor(args)
     texts = [n.text for n in notes]
     scores = uncertainties(extractor.predictor, texts, args.strategy)
@@ -801,6 +841,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per plugin otherwise
+    for chatty in ("httpx", "httpcore"):  # a line per request would break progress bars
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         handler = getattr(args, "handler", None) or COMMANDS[args.command]
         return int(handler(args))

@@ -5,25 +5,41 @@ Formats (``NOTE_FORMATS``), told by the file's name or content when not given:
 - ``jsonl``: one JSON object per line, ``{"id": …, "text": …}`` (``note_id`` / ``note_text``,
   the OMOP ``NOTE`` columns, are read too); a missing id is the line number.
 - ``text``: one note per line, its line number as id (empty lines are skipped).
+- ``csv`` and ``tsv``: a header naming the id column (``id`` or ``note_id``; none: the
+  record's number) and the text column (``text`` or ``note_text``), then one note per record;
+  a field in double quotes may hold the delimiter, quotes doubled and line breaks (RFC 4180).
+- ``fhir``: FHIR R4 ``DocumentReference`` resources — one, a ``Bundle`` of them, or NDJSON of
+  either (``mslm_core.fhir``): a note each, its id the resource's, its text the attachment's
+  ``data``.
+- ``parquet``: the same columns as CSV, read a batch of rows at a time.
 - ``bioc``: a BioC collection (JSON or XML): one note per document, its passages placed at
   their offsets (the gaps filled with spaces, so every offset in the file indexes the note).
 - ``pubtator``: one note per document, ``title + " " + abstract`` (how PubTator counts offsets).
 
-A line or document that cannot be read does not stop the others: it is returned as a
-:class:`NoteProblem` (where, what), and the caller records it and goes on.
+A text file is read in the encoding ``mslm_core.charsets`` tells or is given, so every format
+but Parquet comes in any encoding. A line or document that cannot be read does not stop the
+others: it is returned as a :class:`NoteProblem` (where, what), and the caller records it and
+goes on.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import charsets
+from .errors import ConfigError
 from .text import character_problem
 
-NOTE_FORMATS = ("jsonl", "text", "bioc", "pubtator")
+NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir", "parquet")
+#: Formats read from text (the others from bytes of their own).
+TEXT_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir")
+ID_COLUMNS = ("id", "note_id")
+TEXT_COLUMNS = ("text", "note_text")
 
 
 @dataclass(frozen=True)
@@ -45,30 +61,96 @@ class NoteProblem:
 _PUBTATOR_LINE = re.compile(r"([^\s|]+)\|([ta])\|(.*)")
 
 
+def _header_names(line: str, delimiter: str) -> list[str]:
+    return [c.strip().strip('"').strip().lower() for c in line.split(delimiter)]
+
+
+def is_parquet(path: Path, name: str | None = None) -> bool:
+    """Whether ``path`` is a Parquet file: by its name, else by its magic number."""
+    if Path(name or path.name).suffix.lower() == ".parquet":
+        return True
+    with open(path, "rb") as binary:
+        return binary.read(4) == b"PAR1"
+
+
+@dataclass(frozen=True)
+class NotesSource:
+    """A notes file made ready to read: ``path`` (UTF-8 text, or the Parquet file itself),
+    its ``format``, how its bytes were read (``encoding``; None: Parquet) and the bytes that
+    did not decode (the first :data:`~mslm_core.charsets.MAX_REPORTED`, and their count)."""
+
+    path: Path
+    format: str
+    encoding: charsets.Encoding | None
+    undecodable: list[charsets.Undecodable]
+    undecodable_count: int
+
+
+def prepare_notes(
+    path: Path,
+    scratch: Path,
+    filename: str | None = None,
+    format: str | None = None,
+    encoding: str | None = None,
+) -> NotesSource:
+    """``path`` ready for :func:`read_notes`: Parquet as it is; text in ``encoding`` or the one
+    ``mslm_core.charsets`` tells, written to ``scratch`` as UTF-8 unless it is UTF-8 already;
+    its format ``format``, else told by ``filename`` (or its own name) and its content."""
+    name = filename or path.name
+    parquet = format == "parquet" or (format is None and is_parquet(path, name))
+    told = None if parquet else charsets.detect(path, encoding, name)
+    source, count = path, 0
+    undecodable: list[charsets.Undecodable] = []
+    if told is not None and (told.name != "utf-8" or told.confidence is not None):
+        source = scratch
+        undecodable, count = charsets.to_utf8(path, scratch, told.name)
+    fmt = "parquet" if parquet else format or detect_note_format(source, name)
+    return NotesSource(source, fmt, told, undecodable, count)
+
+
 def detect_note_format(path: Path, name: str | None = None) -> str:
-    """The format by the file's name (``.jsonl``, ``.txt``, ``.xml``, ``.pubtator``), else by
-    its first non-blank characters."""
+    """The format by the file's name (``.jsonl``, ``.txt``, ``.csv``, ``.tsv``, ``.xml``,
+    ``.parquet``, ``.pubtator``), else by its first bytes: Parquet's magic number, a BioC
+    document, a JSON object, a header naming a text column, a PubTator title line."""
     suffix = Path(name or path.name).suffix.lower()
-    by_suffix = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".xml": "bioc"}
+    by_suffix = {
+        ".jsonl": "jsonl",
+        ".ndjson": "jsonl",
+        ".txt": "text",
+        ".xml": "bioc",
+        ".csv": "csv",
+        ".tsv": "tsv",
+        ".tab": "tsv",
+        ".parquet": "parquet",
+        ".pubtator": "pubtator",
+        ".pub": "pubtator",
+    }
     if suffix in by_suffix:
         return by_suffix[suffix]
-    if suffix in (".pubtator", ".pub"):
-        return "pubtator"
+    with open(path, "rb") as binary:
+        if binary.read(4) == b"PAR1":
+            return "parquet"
     with open(path, encoding="utf-8", errors="replace") as handle:
         head = handle.read(4096).lstrip("\ufeff \t\r\n")
     if head.startswith("<"):
         return "bioc"
+    if head.startswith("{") and '"resourceType"' in head:
+        return "fhir"
     if head.startswith("{") and '"documents"' in head and "\n{" not in head[:200]:
         return "bioc"
     if head.startswith("{"):
         return "jsonl"
-    if _PUBTATOR_LINE.match(head.split("\n", 1)[0]):
+    first = head.split("\n", 1)[0]
+    for delimiter, fmt in (("\t", "tsv"), (",", "csv")):
+        if set(_header_names(first, delimiter)) & set(TEXT_COLUMNS):
+            return fmt
+    if _PUBTATOR_LINE.match(first):
         return "pubtator"
     return "text"
 
 
 #: The longest note a BioC document may spread its passages' offsets over (its gaps are
-#: filled with spaces: a 919-byte file with offsets of 2×10⁸ became 954 MB).
+#: filled with spaces, so that a small file with huge offsets would become a huge note).
 MAX_NOTE_CHARS = 10_000_000
 
 
@@ -82,6 +164,12 @@ def read_notes(
         raise ValueError(f"unknown notes format {format!r}; valid: {', '.join(NOTE_FORMATS)}")
     if format == "bioc":
         items = _bioc(path, max_chars)
+    elif format in ("csv", "tsv"):
+        items = _delimited(path, "," if format == "csv" else "\t", max_chars)
+    elif format == "parquet":
+        items = _parquet(path)
+    elif format == "fhir":
+        items = _fhir(path)
     else:
         items = {"jsonl": _jsonl, "text": _text, "pubtator": _pubtator}[format](path)
     for k, item in enumerate(items, 1):
@@ -149,6 +237,117 @@ def _jsonl(path: Path) -> Iterator[Note | NoteProblem]:
             yield NoteProblem(where, f"field 'text': {got}, not a string", str(raw_id))
             continue
         yield Note(str(raw_id), text)
+
+
+def _columns(names: list[str], where: str) -> tuple[int | None, int]:
+    """The indexes of the id column (None: none) and of the text column among ``names``."""
+    lowered = [n.strip().lower() for n in names]
+    text = next((lowered.index(c) for c in TEXT_COLUMNS if c in lowered), None)
+    if text is None:
+        raise ConfigError(
+            f"{where}: no text column (one named {' or '.join(TEXT_COLUMNS)}); "
+            f"the columns are {', '.join(repr(n) for n in names[:20])}"
+        )
+    found = next((lowered.index(c) for c in ID_COLUMNS if c in lowered), None)
+    return found, text
+
+
+def _delimited(path: Path, delimiter: str, max_chars: int) -> Iterator[Note | NoteProblem]:
+    """CSV or TSV with a header (RFC 4180 quoting: a quoted field may span lines)."""
+    # a field may be as long as a note, and a little more, to be refused as too long
+    csv.field_size_limit(max(csv.field_size_limit(), max_chars + 1))
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter, strict=True)
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise ConfigError(f"the header line: {exc}") from None
+        if header is None:
+            return
+        id_at, text_at = _columns(header, "the header line")
+        width, number, line = len(header), 0, 1
+        while True:
+            start = line + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield NoteProblem(
+                    f"line {start}", f"not {'CSV' if delimiter == ',' else 'TSV'}: {exc}"
+                )
+                return  # the reader cannot find the next record after a broken quote
+            line = reader.line_num
+            number += 1
+            if not any(field.strip() for field in row):
+                continue
+            where = f"record {number} (line {start})"
+            if len(row) != width:
+                got = f"{len(row)} fields, the header {width}"
+                yield NoteProblem(
+                    where, got, row[id_at] if id_at is not None and id_at < len(row) else None
+                )
+                continue
+            note_id = row[id_at].strip() if id_at is not None else str(number)
+            if not note_id:
+                yield NoteProblem(where, "an empty id")
+                continue
+            yield Note(note_id, row[text_at])
+
+
+def _parquet(path: Path, batch_rows: int = 1024) -> Iterator[Note | NoteProblem]:
+    """A Parquet file's id and text columns, a batch of rows at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        yield NoteProblem("file", f"not a Parquet file: {type(exc).__name__}")
+        return
+    names = list(table.schema_arrow.names)
+    id_at, text_at = _columns(names, "the Parquet schema")
+    columns = [names[text_at]] + ([names[id_at]] if id_at is not None else [])
+    number = 0
+    for batch in table.iter_batches(batch_size=batch_rows, columns=columns):
+        texts = batch.column(0).to_pylist()
+        ids = batch.column(1).to_pylist() if id_at is not None else [None] * len(texts)
+        for raw_id, text in zip(ids, texts, strict=True):
+            number += 1
+            where = f"row {number}"
+            note_id = str(number) if id_at is None else raw_id
+            if isinstance(note_id, bool) or not isinstance(note_id, int | str) or note_id == "":
+                yield NoteProblem(
+                    where, f"column {names[id_at or 0]!r}: not a string or an integer"
+                )
+                continue
+            if not isinstance(text, str):
+                got = "null" if text is None else f"a {type(text).__name__}"
+                yield NoteProblem(
+                    where, f"column {names[text_at]!r}: {got}, not a string", str(note_id)
+                )
+                continue
+            yield Note(str(note_id), text)
+
+
+def _fhir(path: Path) -> Iterator[Note | NoteProblem]:
+    from .fhir import note_of, resources_of
+
+    for where, resource, problem in resources_of(path.read_text(encoding="utf-8")):
+        if resource is None:
+            yield NoteProblem(where, problem or "no resource")
+            continue
+        kind = resource.get("resourceType")
+        if kind != "DocumentReference":
+            yield NoteProblem(where, f"a {kind}, not a DocumentReference", resource.get("id"))
+            continue
+        note_id, text, problem = note_of(resource)
+        if text is None:
+            yield NoteProblem(where, problem or "no text", note_id)
+        elif not note_id:
+            yield NoteProblem(where, "a DocumentReference with no id")
+        else:
+            yield Note(note_id, text)
 
 
 def _pubtator(path: Path) -> Iterator[Note | NoteProblem]:

@@ -168,3 +168,41 @@ def note_nlp_row(
         "term_temporal": term_temporal(e),
         "term_modifiers": term_modifiers(e),
     }
+
+
+# -- NOTE_NLP as files (no warehouse) ----------------------------------------------------------
+def _no_concepts(vocabulary: str, code: str) -> tuple[int, int]:
+    return 0, 0
+
+
+def note_nlp_values(
+    note_id: int, text: str, entities: list[Entity], system: str, when: dt.datetime
+) -> list[list[Any]]:
+    """A note's ``NOTE_NLP`` rows as values in the CDM's column order, without
+    ``note_nlp_id`` (the file assigns it) — with no warehouse to look concepts up in: a concept
+    of an OMOP vocabulary (imported from Athena) gives its ids, another 0 (its vocabulary and
+    code stay in ``term_modifiers``), and ``section_concept_id`` is 0."""
+    rows = []
+    for e in entities:
+        row = note_nlp_row(
+            note_id, text, e, system=system, when=when, concepts=_no_concepts, section_ids={}
+        )
+        rows.append([row[c] for c in NOTE_NLP_COLUMNS[1:]])
+    return rows
+
+
+def csv_field(value: Any) -> str:
+    """One CSV field as PostgreSQL's ``COPY … CSV`` and the CDM's loaders read it: NULL
+    empty and unquoted, text always quoted (an empty text is ``""``, not NULL), quotes
+    doubled; numbers and dates as they print (dates ISO 8601)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return '"' + value.replace('"', '""') + '"'
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def csv_line(values: list[Any]) -> str:
+    return ",".join(csv_field(v) for v in values) + "\r\n"

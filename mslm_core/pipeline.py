@@ -38,12 +38,11 @@ from .active import check_strategy, raw_uncertainties
 from .bundle import check_style
 from .clinical_types import context_applies, context_attributes, linked
 from .config import Bounds
-from .corpus import PREDICTION_FORMATS
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
 from .layout import Layout, findings_with_their_site
-from .render import annotation_json, media_type, render_predictions
+from .render import PREDICTION_FORMATS, annotation_json, media_type, render_predictions
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
 
@@ -96,7 +95,8 @@ STYLE_HELP = (
 )
 FORMAT_HELP = (
     "json: this service's entities with their scores; bioc: a BioC JSON collection; pubtator: "
-    "PubTator text; labelstudio: Label Studio tasks with pre-annotations"
+    "PubTator text; labelstudio: Label Studio tasks with pre-annotations; fhir: a FHIR R4 "
+    "Bundle (Condition, MedicationStatement, Observation, Procedure, Provenance)"
 )
 
 

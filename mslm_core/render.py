@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import PREDICTION_FORMATS, formats
+from .corpus import PREDICTION_FORMATS as CORPUS_PREDICTION_FORMATS
+from .corpus import formats
 from .corpus.bioc import predictions_to_bioc
 from .corpus.pubtator import predictions_to_pubtator
 from .language import Language
@@ -26,6 +27,29 @@ __all__ = [
     "media_type",
     "render_predictions",
 ]
+
+
+def _fhir_bundle(
+    texts: Sequence[str], entities: Sequence[Sequence[Entity]], options: formats.RenderOptions
+) -> dict[str, Any]:
+    from .fhir import bundle
+
+    return bundle(texts, entities, options.model, options.ids)
+
+
+#: Prediction formats that are no corpus format: FHIR R4, a Bundle of resources
+#: (``mslm_core.fhir``).
+OWN_PREDICTIONS: dict[str, formats.Predictions] = {
+    "fhir": formats.Predictions(_fhir_bundle, "application/fhir+json"),
+}
+#: Every format predictions are rendered in: ``json`` (this service's), the corpus formats'
+#: and our own.
+PREDICTION_FORMATS = (*CORPUS_PREDICTION_FORMATS, *OWN_PREDICTIONS)
+
+
+def _predictions(format: str) -> formats.Predictions | None:
+    fmt = formats.formats().get(format)
+    return fmt.predictions if fmt is not None else OWN_PREDICTIONS.get(format)
 
 
 def annotation_json(
@@ -69,21 +93,17 @@ def render_predictions(
     object names of the project's labelling config) or ``"pubtator"`` (text); ``model`` names
     the model that made them; ``ids`` name the texts (BioC document ids, PubTator PMIDs;
     default: their indices). ``"json"``: :func:`annotation_json`."""
-    fmt = formats.formats().get(format)
-    if fmt is not None and fmt.predictions is not None:
-        return fmt.predictions.render(
-            texts, entities, formats.RenderOptions(model, ids, from_name, to_name)
-        )
+    found = _predictions(format)
+    if found is not None:
+        return found.render(texts, entities, formats.RenderOptions(model, ids, from_name, to_name))
     valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
     raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
 
 
 def media_type(format: str) -> str:
     """The media type of predictions rendered in ``format``."""
-    fmt = formats.formats().get(format)
-    return (
-        "application/json" if fmt is None or fmt.predictions is None else fmt.predictions.media_type
-    )
+    found = _predictions(format)
+    return "application/json" if found is None else found.media_type
 
 
 # -- annotation jobs' file outputs --------------------------------------------------------------
@@ -93,7 +113,11 @@ def _concatenated(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
 
 
 def _jsonl_part(
-    ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+    ids: Sequence[str],
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    job_id: str,
 ) -> str:
     return "".join(
         json.dumps({"id": i, "entities": [e.to_dict() for e in ents]}, ensure_ascii=False) + "\n"
@@ -102,7 +126,11 @@ def _jsonl_part(
 
 
 def _bioc_part(
-    ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+    ids: Sequence[str],
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    job_id: str,
 ) -> str:
     collection = predictions_to_bioc(texts, entities, model, ids)
     return "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in collection["documents"])
@@ -122,9 +150,128 @@ def _bioc_document(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
 
 
 def _pubtator_part(
-    ids: Sequence[str], texts: Sequence[str], entities: Sequence[Sequence[Entity]], model: str
+    ids: Sequence[str],
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    job_id: str,
 ) -> str:
     return predictions_to_pubtator(texts, entities, ids)
+
+
+def _fhir_part(
+    ids: Sequence[str],
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    job_id: str,
+) -> str:
+    """Each note's FHIR resources and their Provenance, one resource a line (FHIR Bulk
+    Data's NDJSON)."""
+    from .fhir import note_resources
+
+    return "".join(
+        json.dumps(resource, ensure_ascii=False) + "\n"
+        for i, ents in zip(ids, entities, strict=True)
+        for resource in note_resources(i, ents, model)
+    )
+
+
+def _note_nlp_part(
+    ids: Sequence[str],
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    job_id: str,
+) -> str:
+    """The chunk's ``NOTE_NLP`` rows, one JSON array of values a line (the CDM's columns but
+    ``note_nlp_id``, which the document numbers); the note ids are integers (checked)."""
+    import datetime as dt
+
+    from . import __version__
+    from .omop import nlp_system, note_nlp_values
+
+    when = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    system = nlp_system(__version__, model, job_id)
+    return "".join(
+        json.dumps(row, ensure_ascii=False, default=str) + "\n"
+        for i, t, ents in zip(ids, texts, entities, strict=True)
+        for row in note_nlp_values(int(i), t, list(ents), system, when)
+    )
+
+
+def _note_nlp_rows(parts: Sequence[Path]) -> Iterator[list[Any]]:
+    """The parts' rows, in order, numbered from 1 (``note_nlp_id``)."""
+    number = 0
+    for part in parts:
+        with open(part, encoding="utf-8") as handle:
+            for line in handle:
+                number += 1
+                yield [number, *json.loads(line)]
+
+
+def _note_nlp_csv(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
+    """``NOTE_NLP`` as CSV: a header of the CDM v5.4 columns in the DDL's order, then a row a
+    line (``omop.csv_field``: loads with ``COPY note_nlp FROM … CSV HEADER``)."""
+    from .omop import NOTE_NLP_COLUMNS, csv_line
+
+    yield (",".join(NOTE_NLP_COLUMNS) + "\r\n").encode()
+    batch: list[str] = []
+    for row in _note_nlp_rows(parts):
+        batch.append(csv_line(row))
+        if len(batch) == 1000:
+            yield "".join(batch).encode()
+            batch = []
+    yield "".join(batch).encode()
+
+
+def _note_nlp_parquet(model: str, parts: Sequence[Path]) -> Iterator[bytes]:
+    """``NOTE_NLP`` as Parquet (pyarrow), the CDM's columns typed as its DDL types them
+    (integers as int64, dates and datetimes as such), a row group per 10,000 rows; built in
+    a spooled temporary file, then sent."""
+    import datetime as dt
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .omop import NOTE_NLP_COLUMNS
+
+    types = {
+        "note_nlp_id": pa.int64(),
+        "note_id": pa.int64(),
+        "section_concept_id": pa.int64(),
+        "note_nlp_concept_id": pa.int64(),
+        "note_nlp_source_concept_id": pa.int64(),
+        "nlp_date": pa.date32(),
+        "nlp_datetime": pa.timestamp("s"),
+    }
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in NOTE_NLP_COLUMNS])
+    date_at = NOTE_NLP_COLUMNS.index("nlp_date")
+    time_at = NOTE_NLP_COLUMNS.index("nlp_datetime")
+
+    def table(rows: list[list[Any]]) -> pa.Table:
+        for row in rows:
+            row[date_at] = dt.date.fromisoformat(row[date_at])
+            row[time_at] = dt.datetime.fromisoformat(row[time_at])
+        columns: list[list[Any]] = [[row[k] for row in rows] for k in range(len(schema))]
+        return pa.Table.from_arrays(
+            [pa.array(v, type=f.type) for v, f in zip(columns, schema, strict=True)],
+            schema=schema,
+        )
+
+    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as out:
+        with pq.ParquetWriter(out, schema) as writer:
+            rows: list[list[Any]] = []
+            for row in _note_nlp_rows(parts):
+                rows.append(row)
+                if len(rows) == 10_000:
+                    writer.write_table(table(rows))
+                    rows = []
+            writer.write_table(table(rows))
+        out.seek(0)
+        while chunk := out.read(1 << 20):
+            yield chunk
 
 
 @dataclass(frozen=True)
@@ -137,15 +284,32 @@ class OutputFormat:
     media_type: str
     suffix: str
     part_suffix: str
-    part: Callable[[Sequence[str], Sequence[str], Sequence[Sequence[Entity]], str], str]
+    part: Callable[[Sequence[str], Sequence[str], Sequence[Sequence[Entity]], str, str], str]
     document: Callable[[str, Sequence[Path]], Iterator[bytes]] = _concatenated
+    #: whether a note's id must be an integer (an OMOP ``note_id``); a note whose id is not
+    #: is reported, not written
+    integer_ids: bool = False
 
 
 #: The file outputs of annotation jobs (``store.bulk``, the worker's file sink, the output
 #: route, the client and the web page follow this table): JSONL (one note per line: its id and
-#: its entities in this service's JSON), a BioC JSON collection, PubTator text.
+#: its entities in this service's JSON), a BioC JSON collection, PubTator text, FHIR R4
+#: resources (NDJSON, one a line) and OMOP CDM v5.4 ``NOTE_NLP`` rows as CSV or Parquet (no
+#: warehouse needed).
 OUTPUTS: dict[str, OutputFormat] = {
     "jsonl": OutputFormat("application/x-ndjson", "jsonl", "jsonl", _jsonl_part),
     "bioc": OutputFormat("application/json", "bioc.json", "json", _bioc_part, _bioc_document),
     "pubtator": OutputFormat("text/plain", "pubtator", "txt", _pubtator_part),
+    "fhir": OutputFormat("application/fhir+ndjson", "fhir.ndjson", "ndjson", _fhir_part),
+    "note_nlp_csv": OutputFormat(
+        "text/csv", "note_nlp.csv", "nlp.jsonl", _note_nlp_part, _note_nlp_csv, True
+    ),
+    "note_nlp_parquet": OutputFormat(
+        "application/vnd.apache.parquet",
+        "note_nlp.parquet",
+        "nlp.jsonl",
+        _note_nlp_part,
+        _note_nlp_parquet,
+        True,
+    ),
 }

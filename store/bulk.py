@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from mslm_core.bundle import sha256_file
 from mslm_core.errors import ConfigError
-from mslm_core.notes import Note, NoteProblem, detect_note_format, read_notes
+from mslm_core.notes import Note, NoteProblem, NotesSource, prepare_notes, read_notes
 from mslm_core.render import OUTPUTS
 from mslm_settings import Settings
 
@@ -93,20 +93,25 @@ def create_note_input(
     filename: str,
     owner: str | None,
     format: str | None = None,
+    encoding: str | None = None,
 ) -> NoteInput:
     """Read an uploaded notes file (``mslm_core.notes``) into ``notes.jsonl`` (id, text; one
     note per line, in file order) and record it; notes that cannot be read are kept as its
-    problems. A file with no readable note is refused (ConfigError)."""
+    problems. A text file is read in ``encoding``, else in the one ``mslm_core.charsets``
+    tells (recorded; a guess and each undecodable byte are warnings among the problems). A
+    file with no readable note is refused (ConfigError)."""
     filename = shown_name(filename, "notes")
-    fmt = format or detect_note_format(spooled, filename)
     parent = settings.artifacts / "bulk" / "inputs"
     input_id = new_id("notes")
     with staged(parent) as staging:
         notes = refused = 0
-        problems: list[dict[str, Any]] = []  # the first ERRORS_PER_CHUNK, the rest counted
+        ready = prepare_notes(spooled, staging / "utf8", filename, format, encoding)
+        fmt, told = ready.format, ready.encoding
+        # the first ERRORS_PER_CHUNK problems, the rest counted
+        problems = _encoding_warnings(ready)
         seen = IdSet(staging / "ids.sqlite")
         with open(staging / "notes.jsonl", "w", encoding="utf-8") as out:
-            for item in read_notes(spooled, fmt, settings.max_text_chars):
+            for item in read_notes(ready.path, fmt, settings.max_text_chars):
                 if isinstance(item, Note) and not seen.add(item.id):
                     item = NoteProblem(f"note {item.id}", "a second note with this id", item.id)
                 if isinstance(item, Note):
@@ -121,8 +126,10 @@ def create_note_input(
                     break  # not a notes file of this format: said now, not after reading it all
         seen.close()
         (staging / "ids.sqlite").unlink(missing_ok=True)
+        (staging / "utf8").unlink(missing_ok=True)
         if notes == 0:
-            first = f": {problems[0]['where']}: {problems[0]['reason']}" if problems else ""
+            real = [p for p in problems if not p.get("warning")]
+            first = f": {real[0]['where']}: {real[0]['reason']}" if real else ""
             many = f" (the first {refused:,} could not)" if refused >= UNREADABLE_FIRST else ""
             raise ConfigError(f"{filename}: no note could be read as {fmt}{many}{first}")
         target = input_dir(settings, input_id)
@@ -135,11 +142,34 @@ def create_note_input(
             sha256=sha256_file(spooled),
             notes=notes,
             problems=problems[:ERRORS_PER_CHUNK],
+            encoding=None if told is None else told.to_json(),
             created_by=owner,
         )
         staging.rename(target)
     record(session, row, target)
     return row
+
+
+def _encoding_warnings(ready: NotesSource) -> list[dict[str, Any]]:
+    """Warnings of how a file was decoded: a guessed encoding, each byte that did not decode
+    (its note is kept, the byte read as U+FFFD)."""
+    told, undecodable, count = ready.encoding, ready.undecodable, ready.undecodable_count
+    out: list[dict[str, Any]] = []
+    if told is None:
+        return out
+    if told.detected_by == "charset-normalizer":
+        reason = (
+            f"read as {told.name}, told by charset-normalizer (confidence {told.confidence}); "
+            "upload it again with its encoding if it is another"
+        )
+        out.append({"where": "file", "reason": reason, "id": None, "warning": True})
+    for u in undecodable:
+        reason = f"byte {u.byte:,}: not {told.name} (read as U+FFFD)"
+        out.append({"where": f"line {u.line}", "reason": reason, "id": None, "warning": True})
+    if count > len(undecodable):
+        more = f"{count - len(undecodable):,} more bytes that are not {told.name}"
+        out.append({"where": "file", "reason": more, "id": None, "warning": True})
+    return out
 
 
 def notes_file(settings: Settings, row: NoteInput) -> Path:
@@ -698,7 +728,7 @@ def progress(session: Session, job: AnnotationJob) -> dict[str, Any]:
         for e in listed or []:  # a warning's note was annotated: its language, say
             warnings += bool(e.get("warning"))
             errors += not e.get("warning")
-    errors += len(job.problems or [])  # what the plan could not read
+    errors += sum(not p.get("warning") for p in job.problems or [])  # what the plan could not read
     end = job.finished_at or utcnow()
     elapsed = (end - job.started_at).total_seconds() if job.started_at else 0.0
     rate = (int(committed or 0) / elapsed) if elapsed > 0 else 0.0

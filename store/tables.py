@@ -275,7 +275,9 @@ class NoteInput(Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
     notes: Mapped[int] = mapped_column(Integer)
-    problems: Mapped[list[Any]] = mapped_column(default=list)  # [{where, reason, id}]
+    problems: Mapped[list[Any]] = mapped_column(default=list)  # [{where, reason, id, warning?}]
+    # how its bytes were read as text (mslm_core.charsets.Encoding); None: Parquet
+    encoding: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 

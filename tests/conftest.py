@@ -119,6 +119,31 @@ def tiny_encoder_without_mlm_head(tmp_path_factory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bare", words, mlm_head=False)
 
 
+@pytest.fixture(scope="session")
+def toy_bundle(toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
+    """A bundle of the tiny encoder trained to find the toy corpus's Chemical and Disease
+    mentions (windows forced on longer inputs: max_length 16). Shared: copy it to change it."""
+    from mslm_core.config import TrainConfig
+    from mslm_core.train import train
+
+    out = tmp_path_factory.mktemp("bundles") / "toy"
+    cfg = TrainConfig(
+        train=str(toy_corpus),
+        dev=str(toy_corpus),
+        base_model=str(tiny_encoder),
+        epochs=30,
+        batch_size=2,
+        learning_rate=3e-3,
+        warmup_ratio=0.0,
+        patience=None,
+        max_length=16,
+        seed=3,
+        strategy="vanilla",
+    )
+    train(cfg, out)
+    return out
+
+
 def toy_config(toy_corpus, encoder, **kw):
     """A config that overfits the toy corpus (train = dev = test) in a few seconds."""
     from mslm_core.config import TrainConfig

@@ -179,6 +179,27 @@ def serve_model_of(client: Any, job_id: str) -> str:
     return str(model_id)
 
 
+def import_and_serve(client: Any, settings: Any, bundle: Path) -> str:
+    """A trained bundle exported to ONNX (a copy), imported into the store and served (an
+    admin's act) → its model id."""
+    import shutil
+    import tempfile
+
+    from mslm_core.export import export_bundle
+    from store.db import session_factory
+    from store.models import import_bundle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "bundle"
+        shutil.copytree(bundle, copy)
+        export_bundle(copy)
+        with session_factory(settings.sqlalchemy_url)() as session:
+            model_id = import_bundle(settings, session, copy).id
+    response = client.post(f"/v1/models/{model_id}/activate", headers=auth(ADMIN))
+    assert response.status_code == 200, response.text
+    return str(model_id)
+
+
 @contextmanager
 def cdm_warehouse() -> Iterator[str]:
     """A fresh PostgreSQL database whose ``cdm`` schema is the official CDM 5.4 DDL (its

@@ -975,3 +975,67 @@ def test_a_note_in_another_language_is_annotated_with_a_warning_or_refused(serve
             else:  # annotated, with a warning
                 assert (p["failed_notes"], p["other_language_notes"]) == (0, 1)
                 assert listed["warning"]
+
+
+def test_note_nlp_as_csv_loads_into_the_official_ddl_and_as_parquet(served, warehouse, tmp_path):
+    """Issue 61: NOTE_NLP rows without a warehouse — a CSV that PostgreSQL's COPY … CSV HEADER
+    loads unchanged into the CDM v5.4 DDL's table, and the same rows as Parquet; a note whose
+    id is not an integer is reported, not written."""
+    import psycopg
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mslm_core.omop import NOTE_NLP_COLUMNS, parse_modifiers
+
+    settings = served
+    texts = [t for t in NOTES if t and len(t) <= 300]
+    lines = [json.dumps({"id": 7 + i, "text": t}) for i, t in enumerate(texts)]
+    lines.append(json.dumps({"id": "n-x", "text": "Cisplatin ."}))
+    with TestClient(create_app(settings)) as c:
+        notes = upload_notes(c, "notes.jsonl", ("\n".join(lines) + "\n").encode())
+        outputs = {}
+        for fmt in ("note_nlp_csv", "note_nlp_parquet"):
+            job, published = _file_job(c, notes, settings, output={"kind": "file", "format": fmt})
+            for _, seq in published:
+                assert runner.run_chunk(job["id"], seq, settings) == "done"
+            done = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
+            assert done["state"] == "succeeded" and done["progress"]["failed_notes"] == 1
+            errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE))
+            (error,) = errors.json()["data"]
+            assert error["note_id"] == "n-x" and "integer" in error["reason"]
+            out = c.get(f"/v1/annotation-jobs/{job['id']}/output", headers=auth(ANNOTATE))
+            assert out.status_code == 200
+            suffix = "note_nlp.csv" if fmt == "note_nlp_csv" else "note_nlp.parquet"
+            assert out.headers["content-disposition"].endswith(f'.{suffix}"')
+            outputs[fmt] = (out.content, done["progress"]["entities"])
+        direct = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": texts}).json()
+    body, entities = outputs["note_nlp_csv"]
+    assert entities == sum(len(r["entities"]) for r in direct["results"]) > 0
+    assert body.decode().split("\r\n", 1)[0] == ",".join(NOTE_NLP_COLUMNS)
+    with psycopg.connect(warehouse.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        with conn.cursor().copy("COPY cdm.note_nlp FROM STDIN WITH (FORMAT csv, HEADER)") as copy:
+            copy.write(body)
+        rows = conn.execute(
+            'SELECT note_nlp_id, note_id, lexical_variant, "offset", term_exists, term_temporal, '
+            "term_modifiers, nlp_date, note_nlp_concept_id FROM cdm.note_nlp ORDER BY note_nlp_id"
+        ).fetchall()
+    assert [r[0] for r in rows] == list(range(1, entities + 1))
+    expected = [
+        (7 + k, e["text"], str(e["start"]), e["type"])
+        for k, result in enumerate(direct["results"])
+        for e in result["entities"]
+    ]
+    got = [(r[1], r[2], r[3], parse_modifiers(r[6])["type"]) for r in rows]
+    assert got == expected
+    assert {r[4] for r in rows} <= {"Y", "N"} and {r[5] for r in rows} <= {"past", "present"}
+    # Parquet: the same rows, typed
+    body, _ = outputs["note_nlp_parquet"]
+    (tmp_path / "nlp.parquet").write_bytes(body)
+    table = pq.read_table(tmp_path / "nlp.parquet")
+    assert table.column_names == list(NOTE_NLP_COLUMNS) and table.num_rows == entities
+    assert table.schema.field("note_id").type == pa.int64()
+    assert table.schema.field("nlp_date").type == pa.date32()
+    parquet_rows = table.to_pylist()
+    assert [(r["note_id"], r["lexical_variant"], r["offset"]) for r in parquet_rows] == [
+        g[:3] for g in got
+    ]

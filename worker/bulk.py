@@ -73,6 +73,7 @@ class FileSource:
         self.path = path
         self.problems = [
             {"note_id": p.get("id"), "where": p["where"], "reason": p["reason"]}
+            | ({"warning": True} if p.get("warning") else {})
             for p in problems or []
         ]
 
@@ -219,7 +220,7 @@ class FileSink:
         ids = [n for n, _, _ in notes]
         texts = [t for _, t, _ in notes]
         entities = [e for _, _, e in notes]
-        body = OUTPUTS[self.format].part(ids, texts, entities, self.job.model_id)
+        body = OUTPUTS[self.format].part(ids, texts, entities, self.job.model_id, self.job.id)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(body, encoding="utf-8")
         os.replace(tmp, path)
@@ -600,7 +601,7 @@ def _run_chunk(job_id: str, seq: int, settings: Settings) -> str:
             if not bulk.chunk_beat(session, job_id, seq, worker, len(annotated)):
                 log.warning("annotation job %s chunk %d: claim lost; stopping", job_id, seq)
                 return "lost"
-        if job.output["kind"] == "omop":
+        if job.output["kind"] == "omop" or _integer_ids_wanted(job.output):
             annotated, bad = _integer_ids(annotated)
             errors += bad
         annotate_s = time.perf_counter() - started - read_s
@@ -668,6 +669,12 @@ def _check(
         if row.problem is not None:
             errors.append({"note_id": row.note_id, "reason": row.problem})
     return errors, warnings
+
+
+def _integer_ids_wanted(output: dict[str, Any]) -> bool:
+    from mslm_core.render import OUTPUTS
+
+    return output["kind"] == "file" and OUTPUTS[output.get("format", "jsonl")].integer_ids
 
 
 def _integer_ids(

@@ -59,13 +59,34 @@ def upload_notes(
     session: SessionDep,
     key: AnnotateKey,
     file: Annotated[
-        UploadFile, File(description="notes: JSONL, text (one per line), BioC, PubTator")
+        UploadFile,
+        File(
+            description="notes: JSONL, text (one per line), CSV or TSV with a header naming "
+            "the id and text columns, BioC, PubTator, Parquet"
+        ),
     ],
-    format: Annotated[str | None, Form(pattern="^(" + "|".join(NOTE_FORMATS) + ")$")] = None,
+    format: Annotated[
+        str | None,
+        Form(
+            pattern="^(" + "|".join(NOTE_FORMATS) + ")$",
+            description="told by the file's name or content when not given",
+        ),
+    ] = None,
+    encoding: Annotated[
+        str | None,
+        Form(
+            max_length=40,
+            pattern="^[A-Za-z0-9_.:-]+$",
+            description="the text's encoding (utf-8, latin-1, cp1252, utf-16, …); else told "
+            "by its byte-order mark, as UTF-8, or guessed (charset-normalizer)",
+        ),
+    ] = None,
 ) -> NoteInputOut:
     """Upload a file of notes for annotation jobs. Each note is read once; one that cannot be
-    read is listed in ``problems`` (where, why) and the others are kept. A file with no
-    readable note is refused (422)."""
+    read is listed in ``problems`` (where, why) and the others are kept; ``encoding`` says how
+    the file's bytes were read as text (a guessed encoding and each byte that did not decode
+    are warnings among the problems: their notes are kept). A file with no readable note is
+    refused (422)."""
     check_upload_quota(state.settings, session, key.key_id)
     folder = state.settings.artifacts / "uploads"
     folder.mkdir(parents=True, exist_ok=True)
@@ -75,7 +96,13 @@ def upload_notes(
             shutil.copyfileobj(file.file, out, 1 << 20)
         with counting_refusals(state.factory, key.key_id, "notes"):
             row = bulk.create_note_input(
-                state.settings, session, path, file.filename or "notes", key.key_id, format
+                state.settings,
+                session,
+                path,
+                file.filename or "notes",
+                key.key_id,
+                format,
+                encoding,
             )
     return NoteInputOut.model_validate(row)
 

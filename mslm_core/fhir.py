@@ -1,0 +1,246 @@
+"""FHIR R4 in and out, through fhir.resources' pydantic models (its ``R4B`` package: R4B is
+R4 with a handful of changes that none of the resources used here has in the fields used).
+
+In: a ``DocumentReference`` (or a ``Bundle`` of them, or NDJSON of either) is a note — its
+``id``, and the text of its first attachment that carries ``data`` (base64, decoded in the
+``charset`` its ``contentType`` names, UTF-8 without one); an attachment given by ``url`` only
+is not fetched (a problem says so).
+
+Out (docs/fhir.md has the table): per note, one resource per entity of a clinical type —
+``Condition`` (Problem), ``MedicationStatement`` (Drug), ``Observation`` (Test), ``Procedure``
+(Procedure); other types (Dosage, Result, Anatomy) describe their finding and make none —
+each with:
+
+- the note: ``Condition.evidence.detail``, ``MedicationStatement.derivedFrom``,
+  ``Observation.derivedFrom``, ``Procedure.report`` → the ``DocumentReference``;
+- its subject: the ``DocumentReference``'s, else a reference that names no one;
+- the span: the extension :data:`SPAN_EXTENSION` (``start``, ``end``, ``text``,
+  ``confidence``: offsets in characters into the note);
+- the context: ``Condition.verificationStatus`` ``refuted`` (negated), ``provisional``
+  (possible, hypothetical), else ``confirmed``; ``MedicationStatement.status`` ``not-taken``
+  (negated), ``completed`` (historical), else ``unknown``; ``Procedure.status`` ``not-done``
+  (negated), ``completed`` (historical), else ``unknown``; ``Observation.status`` ``unknown``
+  (``cancelled`` when negated); a family member's finding is left out (it is not the
+  subject's);
+- the code: the linked concept as a ``coding`` (its vocabulary's FHIR system), with the text
+  as found as ``code.text``;
+
+and one ``Provenance`` naming the model (an agent ``Device`` by display) and the note as its
+source entity, with every resource of the note as its target.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .types import Entity
+
+FHIR_VERSION = "4.0.1"
+SPAN_EXTENSION = "urn:mslm:fhir:extension:text-span"
+#: Our vocabularies' names → FHIR code systems.
+SYSTEMS = {
+    "mesh": "http://id.nlm.nih.gov/mesh",
+    "snomed": "http://snomed.info/sct",
+    "rxnorm": "http://www.nlm.nih.gov/research/umls/rxnorm",
+    "loinc": "http://loinc.org",
+    "icd10cm": "http://hl7.org/fhir/sid/icd-10-cm",
+    "icd10": "http://hl7.org/fhir/sid/icd-10",
+    "omop": "https://fhir.ohdsi.org/CodeSystem/concepts",
+}
+#: Entity types (a clinical model's, and the biomedical corpora's) → the resource they make.
+RESOURCES = {
+    "problem": "Condition",
+    "disease": "Condition",
+    "condition": "Condition",
+    "drug": "MedicationStatement",
+    "chemical": "MedicationStatement",
+    "medication": "MedicationStatement",
+    "test": "Observation",
+    "procedure": "Procedure",
+}
+_VERIFICATION = "http://terminology.hl7.org/CodeSystem/condition-ver-status"
+
+
+# -- in ----------------------------------------------------------------------------------------
+def _charset(content_type: str | None) -> str:
+    for part in (content_type or "").split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset" and value:
+            return value.strip().strip('"')
+    return "utf-8"
+
+
+def note_of(resource: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """A ``DocumentReference``'s (id, text, problem): its text, or why there is none."""
+    from fhir.resources.R4B.documentreference import DocumentReference
+    from pydantic import ValidationError
+
+    try:
+        doc = DocumentReference.model_validate(resource)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        problem = f"not a valid DocumentReference: {where}: {first['msg']}"
+        return resource.get("id"), None, problem
+    for content in doc.content or []:
+        attachment = content.attachment
+        if attachment is None or attachment.data is None:
+            continue
+        data = attachment.data
+        raw = data if isinstance(data, bytes) else base64.b64decode(data)
+        charset = _charset(attachment.contentType)
+        try:
+            return doc.id, raw.decode(charset), None
+        except (LookupError, UnicodeDecodeError) as exc:
+            return doc.id, None, f"its attachment is not {charset} text: {exc}"
+    if any(c.attachment is not None and c.attachment.url for c in doc.content or []):
+        return doc.id, None, "its attachment is given by url only (not fetched): inline it as data"
+    return doc.id, None, "no attachment with data (the note's text, base64)"
+
+
+def resources_of(text: str) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+    """The resources of a FHIR JSON file — a resource, a Bundle's entries, or NDJSON of
+    either — as (where, resource, problem)."""
+    stripped = text.lstrip("\ufeff \t\r\n")
+    items: list[tuple[str, Any, str | None]] = []
+    try:
+        items.append(("file", json.loads(stripped), None))
+    except json.JSONDecodeError:
+        for number, line in enumerate(stripped.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                items.append((f"line {number}", json.loads(line), None))
+            except json.JSONDecodeError as exc:
+                bad = f"not JSON: {exc.msg} (column {exc.colno})"
+                items.append((f"line {number}", None, bad))
+    for where, item, said in items:
+        if said is not None:
+            yield where, None, said
+        elif not isinstance(item, dict):
+            yield where, None, "not a FHIR resource (a JSON object with a resourceType)"
+        elif item.get("resourceType") == "Bundle":
+            for k, entry in enumerate(item.get("entry") or [], 1):
+                resource = entry.get("resource") if isinstance(entry, dict) else None
+                missing = None if resource else "an entry with no resource"
+                yield f"{where}, entry {k}", resource, missing
+        else:
+            yield where, item, None
+
+
+# -- out ---------------------------------------------------------------------------------------
+def _coding(e: Entity) -> list[dict[str, Any]]:
+    c = e.concept
+    if c is None:
+        return []
+    code = c.code or c.id
+    key = c.vocabulary.lower().replace("-", "").replace(" ", "")
+    system = SYSTEMS.get(key, f"urn:mslm:vocabulary:{c.vocabulary}")
+    return [{"system": system, "code": code, "display": c.name}]
+
+
+def _span(e: Entity) -> dict[str, Any]:
+    return {
+        "url": SPAN_EXTENSION,
+        "extension": [
+            {"url": "start", "valueInteger": e.start},
+            {"url": "end", "valueInteger": e.end},
+            {"url": "text", "valueString": e.text},
+            {"url": "confidence", "valueDecimal": round(e.confidence, 4)},
+        ],
+    }
+
+
+def resource_for(e: Entity, note: dict[str, Any], subject: dict[str, Any]) -> dict[str, Any] | None:
+    """The FHIR resource an entity makes (None: its type makes none, or it is a family
+    member's)."""
+    kind = RESOURCES.get(e.type.lower())
+    a = e.assertion
+    if kind is None or (a is not None and a.family):
+        return None
+    negated = a is not None and a.negated
+    past = a is not None and a.historical
+    concept = {"text": e.text, **({"coding": _coding(e)} if e.concept else {})}
+    base: dict[str, Any] = {"resourceType": kind, "extension": [_span(e)]}
+    if kind == "Condition":
+        status = "refuted" if negated else "confirmed"
+        if not negated and a is not None and (a.possible or a.hypothetical):
+            status = "provisional"
+        return base | {
+            "verificationStatus": {"coding": [{"system": _VERIFICATION, "code": status}]},
+            "code": concept,
+            "subject": subject,
+            "evidence": [{"detail": [note]}],
+        }
+    if kind == "MedicationStatement":
+        status = "not-taken" if negated else "completed" if past else "unknown"
+        return base | {
+            "status": status,
+            "medicationCodeableConcept": concept,
+            "subject": subject,
+            "derivedFrom": [note],
+        }
+    if kind == "Procedure":
+        status = "not-done" if negated else "completed" if past else "unknown"
+        return base | {"status": status, "code": concept, "subject": subject, "report": [note]}
+    status = "cancelled" if negated else "unknown"
+    return base | {"status": status, "code": concept, "subject": subject, "derivedFrom": [note]}
+
+
+def note_resources(
+    note_id: str | None,
+    entities: Sequence[Entity],
+    model: str,
+    subject: dict[str, Any] | None = None,
+    when: dt.datetime | None = None,
+) -> list[dict[str, Any]]:
+    """A note's resources and their Provenance, each with an ``id`` (a UUID)."""
+    note = (
+        {"reference": f"DocumentReference/{note_id}"}
+        if note_id is not None
+        else {"display": "the text annotated"}
+    )
+    who = subject or {"display": f"the subject of {note.get('reference', 'the text')}"}
+    out = []
+    for e in entities:
+        resource = resource_for(e, note, who)
+        if resource is not None:
+            out.append({"id": str(uuid.uuid4()), **resource})
+    when = when or dt.datetime.now(dt.UTC)
+    provenance = {
+        "resourceType": "Provenance",
+        "id": str(uuid.uuid4()),
+        "target": [{"reference": f"{r['resourceType']}/{r['id']}"} for r in out] or [note],
+        "recorded": when.replace(microsecond=0).isoformat(),
+        "activity": {"text": "natural language processing (mslm)"},
+        "agent": [{"who": {"display": f"mslm model {model}"}}],
+        "entity": [{"role": "source", "what": note}],
+    }
+    return [*out, provenance]
+
+
+def bundle(
+    texts: Sequence[str],
+    entities: Sequence[Sequence[Entity]],
+    model: str,
+    ids: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """A ``collection`` Bundle of every text's resources (``ids``: the notes'
+    ``DocumentReference`` ids; none: the texts are referred to by display)."""
+    when = dt.datetime.now(dt.UTC)
+    entries = []
+    for k, ents in enumerate(entities):
+        note_id = ids[k] if ids is not None else None
+        for resource in note_resources(note_id, ents, model, when=when):
+            entries.append({"fullUrl": f"urn:uuid:{resource['id']}", "resource": resource})
+    return {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "timestamp": when.replace(microsecond=0).isoformat(),
+        "entry": entries,
+    }

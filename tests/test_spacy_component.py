@@ -1,0 +1,111 @@
+"""The spaCy component (issue 61): ``nlp.add_pipe("mslm")`` with the real spaCy, found by its
+entry point, setting ``doc.ents`` and medspaCy's attribute names beside other components."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+spacy = pytest.importorskip("spacy")
+
+TEXT = "No sign of diabetes or cancer today . History of cisplatin ."
+
+
+@pytest.fixture(scope="module")
+def model(toy_bundle, tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("spacy") / "toy"
+    shutil.copytree(toy_bundle, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def service(model):
+    """What the service's pipeline finds in TEXT, with its clinical context."""
+    from mslm_core.context import ContextEngine, rules_for
+    from mslm_core.pipeline import AnnotateOptions, AnnotationPipeline
+
+    pipeline = AnnotationPipeline.from_bundle(
+        model, context=ContextEngine(rules_for(None)), backend="torch"
+    )
+    (entities,) = pipeline([TEXT], pipeline.options(AnnotateOptions(linking=False)))
+    assert entities, "the toy model finds nothing: the tests below would prove nothing"
+    return entities
+
+
+def test_the_factory_is_found_by_its_entry_point_alone(model):
+    """A fresh interpreter that never imports mslm_core: spaCy finds "mslm" itself."""
+    code = (
+        "import json, spacy, sys\n"
+        "nlp = spacy.blank('en')\n"
+        "nlp.add_pipe('mslm', config={'model': sys.argv[1], 'backend': 'torch'})\n"
+        "doc = nlp(sys.argv[2])\n"
+        "print(json.dumps([[e.text, e.label_] for e in doc.ents]))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(model), TEXT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1])
+
+
+def test_doc_ents_and_medspacy_attributes_are_the_service_s(model, service):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mslm", config={"model": str(model), "backend": "torch"})
+    doc = nlp(TEXT)
+    got = [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+    assert got == [(e.start, e.end, e.type) for e in service]
+    for span, e in zip(doc.ents, service, strict=True):
+        assert e.assertion is not None
+        assert span._.is_negated == e.assertion.negated
+        assert span._.is_historical == e.assertion.historical
+        assert span._.is_uncertain == e.assertion.possible
+        assert span._.is_family == e.assertion.family
+        assert span._.confidence == e.confidence
+        assert span._.mslm == e.to_dict()
+        assert span._.concept is None  # linking off by default
+    negated = {e.text for e in doc.ents if e._.is_negated}
+    assert negated == {e.text for e in service if e.assertion and e.assertion.negated}
+    assert negated  # "No sign of diabetes or cancer"
+
+
+def test_it_runs_beside_other_components_and_keeps_their_entities(model):
+    nlp = spacy.blank("en")
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([{"label": "WHEN", "pattern": "today"}])
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("mslm", config={"model": str(model), "backend": "torch", "batch_size": 2})
+    docs = list(nlp.pipe([TEXT, "cancer .", "Nothing here .", TEXT]))
+    assert [e.label_ for e in docs[0].ents if e.text == "today"] == ["WHEN"]
+    assert [(e.text, e.label_) for e in docs[0].ents] == [(e.text, e.label_) for e in docs[3].ents]
+    assert any(e.label_ != "WHEN" for e in docs[0].ents)
+
+
+def test_an_attribute_another_library_registered_keeps_its_registration(model):
+    """medspaCy's ConText registers ``is_negated`` on Span itself: ours does not fight it."""
+    from spacy.tokens import Span
+
+    if not Span.has_extension("is_negated"):
+        Span.set_extension("is_negated", default=False)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mslm", config={"model": str(model), "backend": "torch"})
+    doc = nlp(TEXT)
+    assert any(e._.is_negated for e in doc.ents)
+
+
+def test_a_missing_model_says_how_to_give_one():
+    from mslm_core.errors import ConfigError
+
+    nlp = spacy.blank("en")
+    with pytest.raises(ConfigError, match='config=\\{"model": "<bundle folder>"\\}'):
+        nlp.add_pipe("mslm")
