@@ -47,7 +47,8 @@ _FORMATS_DOC = (
     "document per text (`id`: its index), annotations with `infons: {type, confidence}` and "
     "`locations: [{offset, length}]`; `labelstudio` a JSON array of Label Studio tasks with "
     "`predictions` (pre-annotations: `value: {start, end, text, labels}` and `score`); "
-    "`pubtator` PubTator text (`text/plain`), one document per text, the text as its title."
+    "`pubtator` PubTator text (`text/plain`), one document per text, the text as its title; "
+    "`fhir` a FHIR R4 Bundle (`application/fhir+json`; docs/fhir.md)."
 )
 _PUBTATOR_EXAMPLE = (
     "0|t|Cisplatin caused renal failure .\n0|a|\n0\t17\t30\trenal failure\tDisease\t-\n\n"
@@ -63,7 +64,12 @@ _PUBTATOR_EXAMPLE = (
         **problem_responses(404, 413, 503),
         200: {
             "description": _FORMATS_DOC,
-            "content": {"text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE}},
+            "content": {
+                "text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE},
+                "application/fhir+json": {
+                    "schema": {"type": "object", "description": "a FHIR R4 Bundle"}
+                },
+            },
         },
     },
 )
