@@ -142,6 +142,16 @@ def annotate(
     )
 
 
+def annotate_as_answered(
+    texts: Sequence[str], options: Mapping[str, Any], format: str
+) -> Call[Any]:
+    """``POST /v1/annotate`` answered as the service wrote it: decoded JSON, or text."""
+    body = {"texts": list(texts), **options, "format": format}
+    return Call(
+        "POST", "/v1/annotate", _decoded, json=body, headers={"Accept": "*/*"}, idempotent=True
+    )
+
+
 # -- datasets ---------------------------------------------------------------------------------
 def upload_dataset(
     name: str | None, train: FileInput, dev: FileInput | None, test: FileInput | None

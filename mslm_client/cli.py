@@ -213,3 +213,36 @@ def _download(args: argparse.Namespace) -> int:
     with _client(args) as client:
         args.output.write_bytes(client.annotation_job_output(args.job_id))
     return 0
+
+
+#: Texts per request of ``mslm annotate --url`` in JSON (the service's MSLM_MAX_TEXTS is 64 by
+#: default); another format is one request.
+REMOTE_BATCH = 32
+
+
+def annotate_remote(
+    url: str, api_key: str | None, texts: list[str], options: dict[str, Any], format: str
+) -> tuple[Any, str | None]:
+    """``mslm annotate --url`` (the ``mslm.remote`` entry point): the texts annotated by a
+    running service, as it answers in ``format``; JSON a batch of texts at a time, the
+    results joined in order. Returns (answer, None), or (None, the error in one line)."""
+    from mslm_client import Client
+    from mslm_client import _endpoints as ep
+    from mslm_client.errors import MSLMError
+
+    try:
+        with Client(url, api_key=api_key) as client:
+            if format != "json":
+                return client._request(ep.annotate_as_answered(texts, options, format)), None
+            answer: dict[str, Any] | None = None
+            for start in range(0, len(texts), REMOTE_BATCH):
+                part = texts[start : start + REMOTE_BATCH]
+                got = client._request(ep.annotate_as_answered(part, options, "json"))
+                if answer is None:
+                    answer = got
+                    options = {**options, "model": got["model"]["id"]}  # one model throughout
+                else:
+                    answer["results"] += got["results"]
+            return answer, None
+    except MSLMError as exc:
+        return None, f"{url}: {exc}"

@@ -150,7 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", choices=["int8"], help="also write a dynamic int8 model")
 
     p = sub.add_parser("annotate", help="extract entities from text (JSON out)")
-    p.add_argument("--model", required=True, help="bundle directory")
+    p.add_argument(
+        "--model",
+        help="a bundle directory; with --url, a model id of the service (default: its served)",
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("MSLM_ANNOTATE_URL"),
+        help="annotate through a running service (its served model, linking and context) "
+        "instead of a local bundle; the key from MSLM_API_KEY or --api-key",
+    )
+    p.add_argument("--api-key", default=os.environ.get("MSLM_API_KEY"), help=argparse.SUPPRESS)
     p.add_argument("texts", nargs="*", help="texts; none: read stdin (or --notes)")
     p.add_argument("--lines", action="store_true", help="stdin holds one text per line")
     p.add_argument(
@@ -537,6 +547,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from .pipeline import AnnotationPipeline
 
     options = _annotate_options(args)  # everything is checked before the model loads
+    if args.url:
+        return _annotate_remotely(args, options)
+    if not args.model:
+        raise ConfigError("give --model DIR (a bundle) or --url URL (a running service)")
     context = None
     if options.context:
         context = ContextEngine(rules_for(args.context_rules, args.context_rules_mode))
@@ -551,16 +565,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
             threshold=_given(args.link_threshold, builtin.LINK_THRESHOLD),
             k=_given(args.link_candidates, builtin.LINK_CANDIDATES),
         )
-    ids: list[str] | None = None
-    texts = list(args.texts)
-    if args.notes is not None:
-        if texts:
-            raise ConfigError("give texts or --notes, not both")
-        notes, _ = _notes_of(Path(args.notes), args.notes_format, args.notes_encoding)
-        ids, texts = [n.id for n in notes], [n.text for n in notes]
-    elif not texts:
-        data = sys.stdin.read()
-        texts = data.splitlines() if args.lines else [data]
+    ids, texts = _texts_of(args)
     pipeline = AnnotationPipeline(_extractor(args), context, linker)
     options = pipeline.options(options)
     rendered = pipeline.render(texts, pipeline(texts, options), options, ids)
@@ -571,6 +576,52 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         sys.stdout.write(rendered.body)
     else:
         print(json.dumps(rendered.body, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _texts_of(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
+    """The ids (None: the texts have none) and texts ``mslm annotate`` was given: its
+    arguments, a notes file (``--notes``) or stdin (``--lines``: a text a line)."""
+    texts = list(args.texts)
+    if args.notes is not None:
+        if texts:
+            raise ConfigError("give texts or --notes, not both")
+        notes, _ = _notes_of(Path(args.notes), args.notes_format, args.notes_encoding)
+        return [n.id for n in notes], [n.text for n in notes]
+    if not texts:
+        data = sys.stdin.read()
+        texts = data.splitlines() if args.lines else [data]
+    return None, texts
+
+
+def _annotate_remotely(args: argparse.Namespace, options: AnnotateOptions) -> int:
+    """``mslm annotate --url``: the service's answer in the same formats, through the client
+    (found by its entry point: the library does not import it)."""
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group="mslm.remote") if ep.name == "annotate"]
+    if not found:
+        raise ConfigError("--url needs the Python client: pip install 'mslm[client]'")
+    ids, texts = _texts_of(args)
+    defaults = AnnotateOptions()
+    given = {
+        f.name: getattr(options, f.name)
+        for f in dataclasses.fields(AnnotateOptions)
+        if f.name not in ("format", "from_name", "to_name")
+        and getattr(options, f.name) != getattr(defaults, f.name)
+    }
+    if args.model:
+        given["model"] = args.model
+    answer, error = found[0].load()(args.url, args.api_key, texts, given, options.format)
+    if error is not None:
+        raise ConfigError(error)
+    if options.format == "json" and ids is not None:  # each result names its note
+        for result, note_id in zip(answer["results"], ids, strict=True):
+            result["id"] = note_id
+    if isinstance(answer, str):
+        sys.stdout.write(answer)
+    else:
+        print(json.dumps(answer, ensure_ascii=False, indent=2))
     return 0
 
 

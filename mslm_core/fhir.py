@@ -86,7 +86,8 @@ def note_of(resource: dict[str, Any]) -> tuple[str | None, str | None, str | Non
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         problem = f"not a valid DocumentReference: {where}: {first['msg']}"
-        return resource.get("id"), None, problem
+        given = resource.get("id")
+        return (given if isinstance(given, str) else None), None, problem
     for content in doc.content or []:
         attachment = content.attachment
         if attachment is None or attachment.data is None:
@@ -125,7 +126,11 @@ def resources_of(text: str) -> Iterator[tuple[str, dict[str, Any] | None, str | 
         elif not isinstance(item, dict):
             yield where, None, "not a FHIR resource (a JSON object with a resourceType)"
         elif item.get("resourceType") == "Bundle":
-            for k, entry in enumerate(item.get("entry") or [], 1):
+            entries = item.get("entry") or []
+            if not isinstance(entries, list):
+                yield where, None, "a Bundle whose entry is not a list"
+                continue
+            for k, entry in enumerate(entries, 1):
                 resource = entry.get("resource") if isinstance(entry, dict) else None
                 missing = None if resource else "an entry with no resource"
                 yield f"{where}, entry {k}", resource, missing
@@ -224,19 +229,28 @@ def note_resources(
     return [*out, provenance]
 
 
+def subject_of(resource: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``DocumentReference``'s ``subject`` reference, when it has one."""
+    subject = resource.get("subject")
+    return subject if isinstance(subject, dict) and subject else None
+
+
 def bundle(
     texts: Sequence[str],
     entities: Sequence[Sequence[Entity]],
     model: str,
     ids: Sequence[str] | None = None,
+    subjects: Sequence[dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """A ``collection`` Bundle of every text's resources (``ids``: the notes'
-    ``DocumentReference`` ids; none: the texts are referred to by display)."""
+    ``DocumentReference`` ids, ``subjects`` their subjects; none: the texts are referred to
+    by display)."""
     when = dt.datetime.now(dt.UTC)
     entries = []
     for k, ents in enumerate(entities):
         note_id = ids[k] if ids is not None else None
-        for resource in note_resources(note_id, ents, model, when=when):
+        subject = subjects[k] if subjects is not None else None
+        for resource in note_resources(note_id, ents, model, subject, when):
             entries.append({"fullUrl": f"urn:uuid:{resource['id']}", "resource": resource})
     return {
         "resourceType": "Bundle",

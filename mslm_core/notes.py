@@ -339,7 +339,12 @@ def _fhir(path: Path) -> Iterator[Note | NoteProblem]:
             continue
         kind = resource.get("resourceType")
         if kind != "DocumentReference":
-            yield NoteProblem(where, f"a {kind}, not a DocumentReference", resource.get("id"))
+            given = resource.get("id")
+            yield NoteProblem(
+                where,
+                f"a {kind}, not a DocumentReference",
+                given if isinstance(given, str) else None,
+            )
             continue
         note_id, text, problem = note_of(resource)
         if text is None:

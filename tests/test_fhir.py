@@ -175,3 +175,42 @@ def test_annotate_answers_a_fhir_bundle(served):
     body = r.json()
     _validate(body)
     assert body["entry"] and body["entry"][-1]["resource"]["resourceType"] == "Provenance"
+
+
+def test_fhir_in_fhir_out(served):
+    c, _ = served
+    docs = [
+        _document("d1", "The patient has breast cancer .", "latin-1"),
+        _document("d2", "No cancer ."),
+    ]
+    collection = {"resourceType": "Bundle", "type": "collection"}
+    collection["entry"] = [{"resource": d} for d in docs]
+    headers = {**auth(ANNOTATE), "content-type": "application/fhir+json"}
+    r = c.post("/v1/annotate/fhir", headers=headers, content=json.dumps(collection))
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/fhir+json")
+    out = r.json()
+    _validate(out)
+    resources = [e["resource"] for e in out["entry"]]
+    for resource in resources:
+        _validate(resource)
+    provenances = [x for x in resources if x["resourceType"] == "Provenance"]
+    assert [p["entity"][0]["what"]["reference"] for p in provenances] == [
+        "DocumentReference/d1",
+        "DocumentReference/d2",
+    ]
+    found = [x for x in resources if x["resourceType"] != "Provenance"]
+    assert found and all(x["subject"] == {"reference": "Patient/p1"} for x in found)
+    # one DocumentReference alone is a note too; a Patient is a 422 that says where
+    r = c.post("/v1/annotate/fhir", headers=headers, content=json.dumps(docs[1]))
+    assert r.status_code == 200, r.text
+    collection["entry"].append({"resource": {"resourceType": "Patient", "id": "p1"}})
+    r = c.post("/v1/annotate/fhir", headers=headers, content=json.dumps(collection))
+    assert r.status_code == 422
+    assert r.json()["errors"] == [
+        {"field": "body (file, entry 3)", "message": "a Patient, not a DocumentReference"}
+    ]
+    r = c.post(
+        "/v1/annotate/fhir", headers=headers, content='{"resourceType": "Bundle", "entry": 7}'
+    )
+    assert r.status_code == 422 and "not a list" in r.text

@@ -126,6 +126,10 @@ XML_CONFIGS = {("POST", "/labelstudio/setup"), ("POST", "/labelstudio/predict")}
 #: text and not overlap another's, which JSON Schema cannot express (docs/active-learning.md).
 DOCUMENTS = {("POST", "/v1/datasets/{dataset_id}/documents")}
 
+#: Operations whose body is a FHIR resource: any JSON object is "schema-valid"; whether it is a
+#: readable DocumentReference is checked against FHIR's own models (docs/fhir.md).
+FHIR = {("POST", "/v1/annotate/fhir")}
+
 
 def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
     import schemathesis
@@ -177,11 +181,11 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
             body = response.json()
             assert {"type", "title", "status", "detail"} <= set(body)
         checks = every_check
-        if (case.method, case.operation.path) in UPLOADS | XML_CONFIGS | DOCUMENTS:
+        if (case.method, case.operation.path) in UPLOADS | XML_CONFIGS | DOCUMENTS | FHIR:
             # a file is "schema-valid" whatever it holds; its content is checked against the
             # corpus formats, which JSON Schema cannot express: 422 (documented) for noise;
             # so is a labelling config, checked as XML for a <Labels> on a <Text>, and so are
-            # documents whose entities must lie inside their texts
+            # documents whose entities must lie inside their texts, and FHIR resources
             checks = [c for c in every_check if c.__name__ != "positive_data_acceptance"]
         try:
             case.validate_response(response, checks=checks, headers=headers)

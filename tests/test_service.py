@@ -429,6 +429,7 @@ def test_every_operation_with_a_body_has_its_scope_checked_before_it(client):
     assert texts == {
         "POST /v1/annotate",
         "POST /v1/annotate/pubtator",
+        "POST /v1/annotate/fhir",
         "POST /labelstudio/predict",
         "POST /labelstudio/webhook",
     }

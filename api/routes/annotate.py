@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import ValidationError
 
-from mslm_core.pipeline import AnnotateOptions
+from mslm_core.pipeline import AnnotateOptions, Rendered
 from mslm_core.types import Entity
 
 from ..admission import body
@@ -44,7 +47,8 @@ _FORMATS_DOC = (
     "document per text (`id`: its index), annotations with `infons: {type, confidence}` and "
     "`locations: [{offset, length}]`; `labelstudio` a JSON array of Label Studio tasks with "
     "`predictions` (pre-annotations: `value: {start, end, text, labels}` and `score`); "
-    "`pubtator` PubTator text (`text/plain`), one document per text, the text as its title."
+    "`pubtator` PubTator text (`text/plain`), one document per text, the text as its title; "
+    "`fhir` a FHIR R4 Bundle (`application/fhir+json`; docs/fhir.md)."
 )
 _PUBTATOR_EXAMPLE = (
     "0|t|Cisplatin caused renal failure .\n0|a|\n0\t17\t30\trenal failure\tDisease\t-\n\n"
@@ -60,7 +64,12 @@ _PUBTATOR_EXAMPLE = (
         **problem_responses(404, 413, 503),
         200: {
             "description": _FORMATS_DOC,
-            "content": {"text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE}},
+            "content": {
+                "text/plain": {"schema": {"type": "string"}, "example": _PUBTATOR_EXAMPLE},
+                "application/fhir+json": {
+                    "schema": {"type": "object", "description": "a FHIR R4 Bundle"}
+                },
+            },
         },
     },
 )
@@ -146,11 +155,17 @@ async def _annotate(
 
 
 async def _respond(
-    body: AnnotateRequest, options: AnnotateOptions, loaded: LoadedModel, kept: list[list[Entity]]
+    body: AnnotateRequest,
+    options: AnnotateOptions,
+    loaded: LoadedModel,
+    kept: list[list[Entity]],
+    render: Callable[[], Rendered] | None = None,
 ) -> Response:
     def respond() -> Response:
         # built once, in the documented shape (AnnotateResponse for json); not validated again
-        rendered = loaded.pipeline.render(body.texts, kept, options)
+        rendered = (
+            render() if render is not None else loaded.pipeline.render(body.texts, kept, options)
+        )
         if isinstance(rendered.body, str):
             return PlainTextResponse(rendered.body, media_type=rendered.media_type)
         return JSONResponse(rendered.body, media_type=rendered.media_type)
@@ -159,3 +174,104 @@ async def _respond(
         return respond()
     # 100,000 entities take seconds to render: off the event loop, which keeps answering
     return await asyncio.to_thread(respond)
+
+
+_FHIR_BODY = {
+    "required": True,
+    "content": {
+        "application/fhir+json": {
+            "schema": {
+                "type": "object",
+                "description": "a FHIR R4 DocumentReference (the note's text as its "
+                "attachment's base64 data), or a Bundle of them",
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/annotate/fhir",
+    openapi_extra={**body("texts"), "requestBody": _FHIR_BODY},
+    response_class=JSONResponse,
+    responses={
+        **problem_responses(404, 413, 422, 503),
+        200: {
+            "description": "a FHIR R4 Bundle (collection): per note, a Condition, "
+            "MedicationStatement, Observation or Procedure per entity and a Provenance "
+            "(docs/fhir.md)",
+            "content": {"application/fhir+json": {"schema": {"type": "object"}}},
+        },
+    },
+)
+async def annotate_fhir(
+    request: Request,
+    state: StateDep,
+    key: AnnotateKey,
+    model: Annotated[str | None, Query(max_length=200, description="default: the active")] = None,
+    min_confidence: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    context: bool = True,
+    linking: bool = True,
+) -> Response:
+    """FHIR in, FHIR out: the notes of a ``DocumentReference`` (or a ``Bundle`` of them)
+    annotated by the served model, answered as a FHIR ``Bundle`` whose resources refer to
+    each ``DocumentReference`` and its subject. A resource that is no readable
+    ``DocumentReference`` is a 422 that says where (``entry 3``) and why."""
+    from mslm_core.fhir import bundle as fhir_bundle
+    from mslm_core.fhir import note_of, resources_of, subject_of
+
+    raw = (await request.body()).decode("utf-8", errors="replace")  # UTF-8: checked before
+    ids: list[str] = []
+    texts: list[str] = []
+    subjects: list[dict[str, Any] | None] = []
+    errors: list[dict[str, str]] = []
+    try:
+        found = list(resources_of(raw))
+    except RecursionError:  # nested deeper than JSON's shape check allows: not reached
+        found = [("body", None, "nested too deep")]
+    for where, resource, problem in found:
+        if resource is None:
+            errors.append({"field": f"body ({where})", "message": problem or "no resource"})
+            continue
+        if resource.get("resourceType") != "DocumentReference":
+            kind = resource.get("resourceType")
+            errors.append(
+                {"field": f"body ({where})", "message": f"a {kind}, not a DocumentReference"}
+            )
+            continue
+        note_id, text, problem = note_of(resource)
+        if text is None or not note_id:
+            reason = problem or "a DocumentReference with no id"
+            errors.append({"field": f"body ({where})", "message": reason})
+            continue
+        ids.append(note_id)
+        texts.append(text)
+        subjects.append(subject_of(resource))
+    if errors or not texts:
+        first = errors[0]["message"] if errors else "no DocumentReference in the body"
+        detail = f"the body holds no readable FHIR DocumentReference: {first}"
+        if errors and texts:
+            detail = f"{len(errors)} resources could not be read: {first}"
+        raise Problem(422, detail, slug="validation", errors=errors[:20] or None)
+    given: dict[str, Any] = {"texts": texts, "model": model, "context": context}
+    given |= {"linking": linking, "format": "json"}
+    if min_confidence is not None:
+        given["min_confidence"] = min_confidence
+    try:
+        request_body = AnnotateRequest(**given)
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()
+        ]
+        raise Problem(422, "the notes are invalid", slug="validation", errors=errors[:20]) from None
+    options = request_body.options()
+    annotated = await _annotate(request_body, options, request, state)
+    if isinstance(annotated, Response):
+        return annotated
+    loaded, kept = annotated
+
+    def render() -> Rendered:
+        out = fhir_bundle(texts, kept, loaded.id, ids, subjects)
+        return Rendered(out, "application/fhir+json")
+
+    return await _respond(request_body, options, loaded, kept, render)
