@@ -123,8 +123,8 @@ def json_shape_problem(
 def utf8_problem(body: bytes) -> str | None:
     """Where a JSON body meant as UTF-8 (no UTF-16 or UTF-32 pattern of zero bytes: JSON's
     own detection) stops being UTF-8, else None."""
-    if not body or json.detect_encoding(body) not in ("utf-8", "utf-8-sig"):
-        return None
+    if body.isascii() or json.detect_encoding(body) not in ("utf-8", "utf-8-sig"):
+        return None  # ASCII (most JSON: escapes) is UTF-8, and is told at C speed
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from mslm_core.active import STRATEGIES as ACTIVE_STRATEGIES
+from mslm_core.charsets import DetectedBy
 from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGY_CHOICES, TrainConfig
 from mslm_core.pipeline import ANNOTATE_OPTIONS, AnnotateOptions
 from mslm_core.pipeline import JOB_OPTIONS as ANNOTATION_JOB_OPTIONS
@@ -718,7 +719,7 @@ class EvaluationOut(BaseModel):
 # -- annotation jobs (bulk) -------------------------------------------------------------------
 class NotesEncoding(BaseModel):
     name: str = Field(description="the encoding, as Python names it (utf-8, cp1252, utf-16…)")
-    detected_by: Literal["given", "bom", "utf-8", "charset-normalizer"] = Field(
+    detected_by: DetectedBy = Field(
         description="given with the upload, its byte-order mark, every byte UTF-8 (or nearly: "
         "confidence), or charset-normalizer's guess"
     )

@@ -36,6 +36,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .types import Entity
@@ -111,12 +112,16 @@ def resources_of(text: str) -> Iterator[tuple[str, dict[str, Any] | None, str | 
     items: list[tuple[str, Any, str | None]] = []
     try:
         items.append(("file", json.loads(stripped), None))
+    except RecursionError:
+        items.append(("file", None, "JSON nested too deep"))
     except json.JSONDecodeError:
         for number, line in enumerate(stripped.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 items.append((f"line {number}", json.loads(line), None))
+            except RecursionError:
+                items.append((f"line {number}", None, "JSON nested too deep"))
             except json.JSONDecodeError as exc:
                 bad = f"not JSON: {exc.msg} (column {exc.colno})"
                 items.append((f"line {number}", None, bad))
@@ -136,6 +141,40 @@ def resources_of(text: str) -> Iterator[tuple[str, dict[str, Any] | None, str | 
                 yield f"{where}, entry {k}", resource, missing
         else:
             yield where, item, None
+
+
+@dataclass(frozen=True)
+class FhirNote:
+    """A ``DocumentReference`` read as a note (``text``, its ``subject``), or why it could not
+    be (``problem``; ``id`` when it has one): ``where`` it stands in the file or body."""
+
+    where: str
+    id: str | None
+    text: str | None
+    subject: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+def notes_of(text: str) -> Iterator[FhirNote]:
+    """The notes of a FHIR JSON document (:func:`resources_of`), each resource that is no
+    readable ``DocumentReference`` a problem that says where and why."""
+    for where, resource, problem in resources_of(text):
+        if resource is None:
+            yield FhirNote(where, None, None, problem=problem or "no resource")
+            continue
+        kind = resource.get("resourceType")
+        if kind != "DocumentReference":
+            given = resource.get("id")
+            known = given if isinstance(given, str) else None
+            yield FhirNote(where, known, None, problem=f"a {kind}, not a DocumentReference")
+            continue
+        note_id, note_text, problem = note_of(resource)
+        if note_text is None:
+            yield FhirNote(where, note_id, None, problem=problem or "no text")
+        elif not note_id:
+            yield FhirNote(where, None, None, problem="a DocumentReference with no id")
+        else:
+            yield FhirNote(where, note_id, note_text, subject_of(resource))
 
 
 # -- out ---------------------------------------------------------------------------------------

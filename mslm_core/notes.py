@@ -331,28 +331,13 @@ def _parquet(path: Path, batch_rows: int = 1024) -> Iterator[Note | NoteProblem]
 
 
 def _fhir(path: Path) -> Iterator[Note | NoteProblem]:
-    from .fhir import note_of, resources_of
+    from .fhir import notes_of
 
-    for where, resource, problem in resources_of(path.read_text(encoding="utf-8")):
-        if resource is None:
-            yield NoteProblem(where, problem or "no resource")
-            continue
-        kind = resource.get("resourceType")
-        if kind != "DocumentReference":
-            given = resource.get("id")
-            yield NoteProblem(
-                where,
-                f"a {kind}, not a DocumentReference",
-                given if isinstance(given, str) else None,
-            )
-            continue
-        note_id, text, problem = note_of(resource)
-        if text is None:
-            yield NoteProblem(where, problem or "no text", note_id)
-        elif not note_id:
-            yield NoteProblem(where, "a DocumentReference with no id")
+    for n in notes_of(path.read_text(encoding="utf-8")):
+        if n.text is None or n.id is None:
+            yield NoteProblem(n.where, n.problem or "no text", n.id)
         else:
-            yield Note(note_id, text)
+            yield Note(n.id, n.text)
 
 
 def _pubtator(path: Path) -> Iterator[Note | NoteProblem]:

@@ -151,6 +151,9 @@ def test_document_references_and_bundles_of_them_are_notes(tmp_path):
     read = list(read_notes(ndjson, "fhir"))
     assert [n.id for n in read if isinstance(n, Note)] == ["d1", "d2"]
     assert read[-1].where == "line 3" and read[-1].reason.startswith("not JSON")
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"resourceType": "Bundle", "entry": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert list(read_notes(deep, "fhir")) == [NoteProblem("file", "JSON nested too deep")]
 
 
 @pytest.fixture(scope="module")

@@ -218,35 +218,20 @@ async def annotate_fhir(
     each ``DocumentReference`` and its subject. A resource that is no readable
     ``DocumentReference`` is a 422 that says where (``entry 3``) and why."""
     from mslm_core.fhir import bundle as fhir_bundle
-    from mslm_core.fhir import note_of, resources_of, subject_of
+    from mslm_core.fhir import notes_of
 
     raw = (await request.body()).decode("utf-8", errors="replace")  # UTF-8: checked before
     ids: list[str] = []
     texts: list[str] = []
     subjects: list[dict[str, Any] | None] = []
     errors: list[dict[str, str]] = []
-    try:
-        found = list(resources_of(raw))
-    except RecursionError:  # nested deeper than JSON's shape check allows: not reached
-        found = [("body", None, "nested too deep")]
-    for where, resource, problem in found:
-        if resource is None:
-            errors.append({"field": f"body ({where})", "message": problem or "no resource"})
-            continue
-        if resource.get("resourceType") != "DocumentReference":
-            kind = resource.get("resourceType")
-            errors.append(
-                {"field": f"body ({where})", "message": f"a {kind}, not a DocumentReference"}
-            )
-            continue
-        note_id, text, problem = note_of(resource)
-        if text is None or not note_id:
-            reason = problem or "a DocumentReference with no id"
-            errors.append({"field": f"body ({where})", "message": reason})
-            continue
-        ids.append(note_id)
-        texts.append(text)
-        subjects.append(subject_of(resource))
+    for n in notes_of(raw):
+        if n.text is None or n.id is None:
+            errors.append({"field": f"body ({n.where})", "message": n.problem or "no text"})
+        else:
+            ids.append(n.id)
+            texts.append(n.text)
+            subjects.append(n.subject)
     if errors or not texts:
         first = errors[0]["message"] if errors else "no DocumentReference in the body"
         detail = f"the body holds no readable FHIR DocumentReference: {first}"
