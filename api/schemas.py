@@ -225,8 +225,86 @@ class TextLanguage(BaseModel):
     probability: float
 
 
+class RelationOut(BaseModel):
+    type: str = Field(
+        description="the modifier's role for its head: dose, route, frequency, duration (of a "
+        "Drug, or a Problem's duration), value (of a Test or a Problem), site (an Anatomy of "
+        "a Problem, Test or Procedure), severity (of a Problem)"
+    )
+    head: int = Field(description="index into this result's entities: the drug, test, finding")
+    modifier: int = Field(description="index into this result's entities: the modifier")
+    confidence: float = Field(description="the probability that this is the modifier's head")
+
+
+class FactPart(BaseModel):
+    entity: int = Field(description="index into this result's entities")
+    text: str
+    start: int
+    end: int
+    confidence: float = Field(description="the entity's confidence, times its tie's for a modifier")
+    quantity: dict[str, Any] | None = Field(
+        None,
+        description="a dose's or a value's number (or low/high, or numbers of a ratio such as "
+        "a blood pressure), comparator (<, <=, >, >=, ~), unit as written and its UCUM code "
+        "(ucum), or qualitative (positive, normal …)",
+    )
+    timing: dict[str, Any] | None = Field(
+        None,
+        description="a frequency as FHIR Timing.repeat counts it: frequency per period "
+        "period_unit (h, d, wk, mo), period_max, when (HS, MORN, EVE, C), as_needed, count",
+    )
+    iso8601: str | None = Field(None, description="a duration, ISO 8601 (P3D, PT48H)")
+    code: dict[str, str] | None = Field(
+        None, description="a route as a SNOMED CT code: system, code, display"
+    )
+
+
+class MedicationOut(BaseModel):
+    drug: FactPart
+    dose: FactPart | None = None
+    route: FactPart | None = None
+    frequency: FactPart | None = None
+    duration: FactPart | None = None
+    assertion: dict[str, bool] | None = Field(
+        None, description="the drug's clinical context (absent when no context step ran)"
+    )
+
+
+class MeasurementOut(BaseModel):
+    test: FactPart
+    value: FactPart
+    unit: str | None = Field(None, description="the value's unit: UCUM, else as written")
+    number: float | None = None
+    comparator: str | None = None
+    low: float | None = None
+    high: float | None = None
+    numbers: list[float] | None = Field(None, description="a ratio's numbers: 120/80")
+    qualitative: str | None = Field(None, description="a value in words: positive, normal")
+    assertion: dict[str, bool] | None = Field(
+        None, description="the test's clinical context (absent when no context step ran)"
+    )
+
+
+class FactsOut(BaseModel):
+    medications: list[MedicationOut] = Field(
+        default_factory=list, description="each Drug with the regimen tied to it"
+    )
+    measurements: list[MeasurementOut] = Field(
+        default_factory=list, description="each Test with the value tied to it"
+    )
+
+
 class TextResult(BaseModel):
     entities: list[EntityOut]
+    relations: list[RelationOut] = Field(
+        default_factory=list,
+        description="each modifier tied to its head (a model whose bundle has a relation "
+        "scorer; empty otherwise)",
+    )
+    facts: FactsOut = Field(
+        default_factory=FactsOut,
+        description="the medications and measurements the relations make of the entities",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="what to know about this text's answer: written in another language than "

@@ -193,8 +193,120 @@ class TextLanguage:
 
 
 @dataclass(frozen=True)
+class Relation:
+    """A modifier tied to its head: indexes into the result's entities; ``type`` the
+    modifier's role (dose, route, frequency, duration, value, site, severity)."""
+
+    type: str
+    head: int
+    modifier: int
+    confidence: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Relation:
+        return cls(d["type"], int(d["head"]), int(d["modifier"]), float(d["confidence"]))
+
+
+@dataclass(frozen=True)
+class FactPart:
+    """One part of a fact: its entity (index), span, confidence and normalised value
+    (``quantity`` of a dose or a value, ``timing`` of a frequency, ``iso8601`` of a duration,
+    ``code`` of a route)."""
+
+    entity: int
+    text: str
+    start: int
+    end: int
+    confidence: float
+    quantity: dict[str, Any] | None = None
+    timing: dict[str, Any] | None = None
+    iso8601: str | None = None
+    code: dict[str, str] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> FactPart | None:
+        if d is None:
+            return None
+        return cls(
+            entity=int(d["entity"]),
+            text=d["text"],
+            start=int(d["start"]),
+            end=int(d["end"]),
+            confidence=float(d["confidence"]),
+            quantity=d.get("quantity"),
+            timing=d.get("timing"),
+            iso8601=d.get("iso8601"),
+            code=d.get("code"),
+        )
+
+
+@dataclass(frozen=True)
+class Medication:
+    drug: FactPart
+    dose: FactPart | None = None
+    route: FactPart | None = None
+    frequency: FactPart | None = None
+    duration: FactPart | None = None
+    assertion: dict[str, bool] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Medication:
+        parts = {k: FactPart.from_dict(d.get(k)) for k in ("dose", "route", "frequency")}
+        drug = FactPart.from_dict(d["drug"])
+        assert drug is not None
+        return cls(
+            drug=drug,
+            duration=FactPart.from_dict(d.get("duration")),
+            assertion=d.get("assertion"),
+            **parts,
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    test: FactPart
+    value: FactPart
+    unit: str | None = None
+    number: float | None = None
+    comparator: str | None = None
+    low: float | None = None
+    high: float | None = None
+    numbers: list[float] | None = None
+    qualitative: str | None = None
+    assertion: dict[str, bool] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        test, value = FactPart.from_dict(d["test"]), FactPart.from_dict(d["value"])
+        assert test is not None and value is not None
+        keys = ("unit", "number", "comparator", "low", "high", "numbers", "qualitative")
+        return cls(
+            test=test, value=value, assertion=d.get("assertion"), **{k: d.get(k) for k in keys}
+        )
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A text's medications (each drug with its regimen) and measurements (each test with
+    its value)."""
+
+    medications: list[Medication] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Facts:
+        d = d or {}
+        return cls(
+            [Medication.from_dict(m) for m in d.get("medications", [])],
+            [Measurement.from_dict(m) for m in d.get("measurements", [])],
+        )
+
+
+@dataclass(frozen=True)
 class TextResult:
     entities: list[Entity]
+    relations: list[Relation] = field(default_factory=list)
+    facts: Facts = field(default_factory=Facts)
     warnings: list[str] = field(default_factory=list)
     language: TextLanguage | None = None
 
@@ -203,6 +315,8 @@ class TextResult:
         language = d.get("language")
         return cls(
             entities=[Entity.from_dict(e) for e in d.get("entities", [])],
+            relations=[Relation.from_dict(r) for r in d.get("relations") or []],
+            facts=Facts.from_dict(d.get("facts")),
             warnings=list(d.get("warnings") or []),
             language=None if language is None else TextLanguage.from_dict(language),
         )

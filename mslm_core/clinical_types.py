@@ -1,22 +1,24 @@
 """The clinical schema's entity types, and what the steps after prediction do with each.
 
 The types (docs/clinical-schema.md says what each holds and where its mentions come from):
-Problem, Drug, Dosage, Test, Result, Procedure, Anatomy. A model's types are matched by name:
-a model trained on other types (BC5CDR's Chemical and Disease, a site's own) gets every step
-for every type, as before.
+Problem, Drug, Dosage, Test, Result, Procedure, Anatomy, and the modifiers a relation ties to
+a drug or a finding (``mslm_core.relations``): Route, Frequency, Duration, Severity. A model's
+types are matched by name: a model trained on other types (BC5CDR's Chemical and Disease, a
+site's own) gets every step for every type, as before.
 
 - ``context``: the assertion attributes the ConText step sets on the type's entities. All of
   them (negated, possible, hypothetical, historical, family, allergy) are about findings and
   the tests and procedures done or not done — Problem, Test, Procedure. A drug gets ``allergy``
   alone ("allergic to penicillin", the Allergies section): its other attributes ("no
   aspirin") are what the medication list says, which the rules were not written or checked
-  for. A dose, a value or a body site is not negated or hypothetical by itself (its finding
-  is): none. Every entity gets its ``section`` all the same.
+  for. A dose, a value, a body site, a route, a frequency, a duration or a severity is not
+  negated or hypothetical by itself (its head is): none. Every entity gets its ``section``
+  all the same.
 - ``linked``: whether the type is linked to the concept vocabulary (MeSH by default): the
   types with a MeSH branch — Problem (C Diseases, F03 Mental Disorders; signs and symptoms are
   C23), Drug (D Chemicals and Drugs), Test (E01 Diagnosis, E05 Investigative Techniques),
-  Procedure (E02–E04, E06 Therapeutics, Surgical Procedures, Dentistry…), Anatomy (A). Dosage
-  and Result have none: their entities carry no concept.
+  Procedure (E02–E04, E06 Therapeutics, Surgical Procedures, Dentistry…), Anatomy (A). Dosage,
+  Result and the regimen's and finding's modifiers have none: they carry no concept.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ CLINICAL: dict[str, TypeSpec] = {
         "E02–E04, E06",
     ),
     "Anatomy": TypeSpec("body sites, organs and structures", (), True, "A"),
+    "Route": TypeSpec("how a drug is given: PO, IV, inhaled, topical", (), False),
+    "Frequency": TypeSpec("how often a drug is given: BID, q4h, daily, as needed", (), False),
+    "Duration": TypeSpec("how long a drug is given or a finding lasts: for 3 days", (), False),
+    "Severity": TypeSpec("how severe a finding is: mild, severe, grade 3", (), False),
 }
 CLINICAL_TYPES = tuple(CLINICAL)
 

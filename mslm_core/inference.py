@@ -30,6 +30,7 @@ from .errors import InferenceError
 from .features import WindowBuilder
 from .predict.predictor import Predictor
 from .predict.schedule import AnnotationPlan
+from .relations import RelationScorer
 from .tokenizer import RustWordTokenizer
 from .types import Entity, ScoredMention
 
@@ -142,10 +143,17 @@ class EntityExtractor:
     or concept (:class:`~mslm_core.pipeline.AnnotationPipeline` adds those). Build it with
     :meth:`from_bundle`."""
 
-    def __init__(self, predictor: Predictor, manifest: dict[str, Any], info: EngineInfo):
+    def __init__(
+        self,
+        predictor: Predictor,
+        manifest: dict[str, Any],
+        info: EngineInfo,
+        relations: RelationScorer | None = None,
+    ):
         self.predictor = predictor
         self.manifest = manifest
         self.info = info
+        self.relations = relations  # the bundle's relation scorer (None: it has none)
 
     @property
     def id(self) -> str:
@@ -233,7 +241,8 @@ class EntityExtractor:
             predictor.temperatures,
         )
         log.info("serving %s with %s %s (%s)", info.model_id, backend, precision, provider)
-        return cls(predictor, manifest, info)
+        scorer = RelationScorer.load(path) if RelationScorer.present(path) else None
+        return cls(predictor, manifest, info, scorer)
 
     # -- prediction -------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str], style: str | None = None) -> list[list[Entity]]:

@@ -14,6 +14,12 @@ column holds what it holds).
   assertion attribute, ``section``, ``concept`` (``vocabulary:id``) and ``cues``
   (``attribute@start-end``, offsets into the note, joined by ``,``): no value holds ``;`` or
   ``=``, so ``dict(p.split("=", 1) for p in s.split(";"))`` reads it back.
+  A modifier tied to its head (``mslm_core.relations``: a dose to its drug, a value to its
+  test) adds ``relation`` (its role: dose, route, frequency, duration, value, site,
+  severity), ``head`` (the head's ``start-end`` in the note: its row is the one whose
+  ``offset`` is that start), ``relation_confidence`` and its normalised value
+  (``mslm_core.facts.flat_values``: ``number``, ``comparator``, ``ucum``; ``frequency``,
+  ``period``, ``period_unit``, ``as_needed``; ``iso8601``; ``snomed``).
 - ``note_nlp_concept_id``: the standard concept of the linked concept, and
   ``note_nlp_source_concept_id`` the concept whose name matched: for a vocabulary imported
   from Athena, the linked OMOP concept id itself (and the non-standard concept it was reached
@@ -29,6 +35,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .facts import flat_values
 from .types import ASSERTION_ATTRIBUTES, Entity
 
 #: (vocabulary_id, concept_code) → (source concept id, standard concept id), 0 when unknown.
@@ -110,6 +117,13 @@ def term_modifiers(e: Entity) -> str:
         code = e.concept.code or e.concept.id
         concept = f"{e.concept.vocabulary}:{code}".translate(_UNSAFE)
         parts.append(f"concept={concept}")
+    if e.head is not None:
+        parts += [
+            f"relation={e.head.role}",
+            f"head={e.head.start}-{e.head.end}",
+            f"relation_confidence={e.head.confidence:.4f}",
+        ]
+        parts += [f"{k}={v.translate(_UNSAFE)}" for k, v in flat_values(e).items()]
     if e.assertion is not None and e.assertion.cues:
         cues = ",".join(f"{c.attribute}@{c.start}-{c.end}" for c in e.assertion.cues)
         parts.append(f"cues={cues}")

@@ -222,6 +222,9 @@ class AnnotationPipeline:
         types = set(extractor.info.types) if extractor is not None else set()
         self.measures = {"Test", "Result"} <= types
         self.doses = "Dosage" in types
+        self.regimen_parts = tuple(t for t in regimen.PARTS if t in types)
+        # each modifier tied to its head, when the bundle has a relation scorer
+        self.relations = extractor.relations if extractor is not None else None
         # clinical shorthand of the model's types ("SOB", "HTN", "CBC", "RUQ")
         shorthand = ShorthandFinder(types) if types else None
         self.shorthand = shorthand if shorthand is not None and shorthand.kind else None
@@ -314,14 +317,16 @@ class AnnotationPipeline:
         span across a line break, no list marker in one, no header as an entity) → a Dosage
         cut to its dose (``mslm_core.regimen``) → clinical shorthand
         (``mslm_core.shorthand.ShorthandFinder``) → vitals and lab values → thresholds →
-        clinical context → concepts, each text under its options (one for all, or one per
+        relations (each modifier's head, ``mslm_core.relations``, when the bundle has a
+        scorer) → clinical context → concepts, each text under its options (one for all, or one per
         text), each step for the entity types it applies to (``mslm_core.clinical_types``:
         the clinical schema's Dosage gets neither)."""
         per = _per_text(options, len(texts))
         heads = [self.layout.headers(t) for t in texts]
         tidy = [self.layout.tidy(*x) for x in zip(texts, entities, heads, strict=True)]
         if self.doses:  # a Dosage is its dose: "25 mg PO BID" → "25 mg"
-            tidy = [regimen.doses(t, es) for t, es in zip(texts, tidy, strict=True)]
+            parts = self.regimen_parts
+            tidy = [regimen.doses(t, es, parts) for t, es in zip(texts, tidy, strict=True)]
         if self.shorthand is not None:
             tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
         if self.linker is not None and self.measures:  # "chest" + "pain": one finding
@@ -341,6 +346,8 @@ class AnnotationPipeline:
                     measured[i] = {m.label for m in found}
                 tidy[i] = measurements.without_lone_numbers(tidy[i])
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
+        if self.relations is not None:  # after the thresholds: a head is a returned entity
+            out = [self.relations.attach(t, es) for t, es in zip(texts, out, strict=True)]
         context = self.context
         if context is not None:
 

@@ -12,7 +12,7 @@ names a dose in words ("high-dose", "reduced dose") is kept as it is.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .types import Entity, with_fields
@@ -82,19 +82,33 @@ _REGIMEN_WORDS = re.compile(
 )
 
 
-def doses(text: str, entities: Sequence[Entity]) -> list[Entity]:
+#: the regimen's parts a model may be trained to find, and the pattern of each
+PARTS: dict[str, re.Pattern[str]] = {"Route": ROUTE, "Frequency": FREQUENCY, "Duration": DURATION}
+
+
+def doses(text: str, entities: Sequence[Entity], parts: Collection[str] = ()) -> list[Entity]:
     """``entities`` with each Dosage cut to its doses (one entity per dose it holds, each with
     the span's scores), and a Dosage that holds no dose dropped unless it names one in words;
     an entity of any other type that is nothing but a route or a frequency ("PO daily", "SC
     qHS") dropped, and a Result that is a dose right after a Drug ("Calcitriol 0.25 mcg") a
-    Dosage."""
+    Dosage.
+
+    ``parts``: the regimen types the model has (Route, Frequency, Duration; :data:`PARTS`).
+    What a Dosage or a regimen-only entity held besides its doses becomes entities of those
+    types ("25 mg PO BID" → Dosage "25 mg", Route "PO", Frequency "BID"), with the span's
+    scores, and the entities of those types the model found stay as they are."""
+    kept_parts = {k: PARTS[k] for k in parts if k in PARTS}
     out: list[Entity] = []
     last_drug_end = -10
     for e in entities:
         if e.type == "Drug":
             last_drug_end = e.end
+        if e.type in kept_parts:
+            out.append(e)
+            continue
         if e.type != "Dosage":
             if _REGIMEN_WORDS.fullmatch(e.text):
+                out.extend(_parts_of(text, e, kept_parts, ()))
                 continue
             if e.type == "Result" and e.start - last_drug_end <= 3 and DOSE.fullmatch(e.text):
                 out.append(with_fields(e, type="Dosage"))
@@ -105,9 +119,33 @@ def doses(text: str, entities: Sequence[Entity]) -> list[Entity]:
         if not found:
             if _WORDED.search(e.text):
                 out.append(e)
+            else:
+                out.extend(_parts_of(text, e, kept_parts, ()))
             continue
-        for a, b in found:
-            out.append(
-                e if (a, b) == (e.start, e.end) else with_fields(e, start=a, end=b, text=text[a:b])
-            )
+        pieces = [
+            e if (a, b) == (e.start, e.end) else with_fields(e, start=a, end=b, text=text[a:b])
+            for a, b in found
+        ]
+        out.extend(sorted([*pieces, *_parts_of(text, e, kept_parts, found)], key=_at))
+    return out
+
+
+def _at(e: Entity) -> tuple[int, int]:
+    return (e.start, e.end)
+
+
+def _parts_of(
+    text: str, e: Entity, parts: dict[str, re.Pattern[str]], taken: Sequence[tuple[int, int]]
+) -> list[Entity]:
+    """The route, frequency and duration written inside ``e`` outside the spans ``taken``,
+    as entities of those types with ``e``'s scores (the first match of each)."""
+    out: list[Entity] = []
+    busy = list(taken)
+    for kind, pattern in parts.items():
+        for m in pattern.finditer(text, e.start, e.end):
+            a, b = m.span()
+            if all(b <= x or y <= a for x, y in busy):
+                out.append(with_fields(e, start=a, end=b, text=text[a:b], type=kind))
+                busy.append((a, b))
+                break
     return out

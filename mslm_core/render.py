@@ -16,6 +16,7 @@ from .corpus import PREDICTION_FORMATS as CORPUS_PREDICTION_FORMATS
 from .corpus import formats
 from .corpus.bioc import predictions_to_bioc
 from .corpus.pubtator import predictions_to_pubtator
+from .facts import facts_of, relations_of
 from .language import Language
 from .types import Entity
 
@@ -59,7 +60,8 @@ def annotation_json(
     languages: Sequence[Language | None] | None = None,
 ) -> dict[str, Any]:
     """``{"model": …, "linking": …, "results": [{"entities": [{start, end, text, type,
-    confidence, detection_score, type_score, …}, …], "warnings": […], "language": …}, …]}``:
+    confidence, detection_score, type_score, …}, …], "relations": […], "facts": {…},
+    "warnings": […], "language": …}, …]}`` (relations and facts: ``mslm_core.facts``):
     one result per text, in order; ``linking`` what the concepts come from (None: no
     linking); ``languages``: per text, the other language it is written in (None: the
     model's, or too short to tell), said as a warning."""
@@ -70,6 +72,8 @@ def annotation_json(
         "results": [
             {
                 "entities": [e.to_dict() for e in ents],
+                "relations": relations_of(ents),
+                "facts": facts_of(ents),
                 "warnings": [] if other is None else [other.warning(model.get("language", ""))],
                 "language": None if other is None else other.to_dict(),
             }

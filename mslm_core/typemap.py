@@ -136,9 +136,12 @@ class TypeMap:
         out = []
         for s in sentences:
             kept = []
-            for m in s.mentions:
+            index: dict[int, int] = {}  # a kept mention's index before → after
+            for i, m in enumerate(s.mentions):
                 label = self.label(m.label)
                 if label is not None:
+                    index[i] = len(kept)
                     kept.append(replace(m, label=label))
-            out.append(replace(s, mentions=kept))
+            relations = [(index[a], index[b]) for a, b in s.relations if a in index and b in index]
+            out.append(replace(s, mentions=kept, relations=relations))
         return out

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-_Frozen = TypeVar("_Frozen", "Entity", "LinkedConcept")
+_Frozen = TypeVar("_Frozen", "Entity", "LinkedConcept", "Attachment")
 
 
 @dataclass(frozen=True, order=True)
@@ -121,6 +121,18 @@ class LinkedConcept:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A modifier's head (``mslm_core.relations``): the head entity's span in the same text,
+    the modifier's ``role`` for it (dose, route, frequency, duration, value, site, severity)
+    and the probability that this is its head."""
+
+    start: int
+    end: int
+    role: str
+    confidence: float
+
+
+@dataclass(frozen=True)
 class Entity:
     """A predicted entity in raw text: ``text == input[start:end]`` (code points)."""
 
@@ -137,6 +149,7 @@ class Entity:
     # the candidates, best first; candidates None: no linking step ran
     concept: LinkedConcept | None = None
     candidates: tuple[LinkedConcept, ...] | None = None
+    head: Attachment | None = None  # set by the relation step on a modifier tied to a head
 
     def to_dict(self) -> dict[str, Any]:
         """The entity as JSON values: what ``dataclasses.asdict`` gives, without the

@@ -1040,6 +1040,7 @@ class _FakeExtractor:
         model_id="fake-model", backend="torch", precision="fp32", provider="cpu", types=("X",)
     )
     predictor = SimpleNamespace(annotate=lambda texts, styles=None: _entities()[: len(texts)])
+    relations = None  # no relation scorer
 
 
 @pytest.mark.parametrize("fmt", ["json", "bioc", "pubtator", "labelstudio"])

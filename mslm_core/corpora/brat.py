@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..relations import Sentence
 from ..text import sentence_spans
 
 
@@ -117,17 +118,20 @@ def resolve_overlaps(entities: list[BratEntity]) -> tuple[list[BratEntity], int]
 
 
 def document_records(
-    doc: BratDocument, keep: Collection[str]
+    doc: BratDocument, keep: Collection[str], relation: str = "MODIFY"
 ) -> tuple[list[dict[str, Any]], Counter[str]]:
     """The document as JSONL records (one per sentence: ``text``, ``entities`` with the
-    entities' own types, ``document``), keeping the entities of the types ``keep`` and
-    resolving overlaps among them (:func:`resolve_overlaps`). Returns the records and what was
-    counted: ``kept`` and, per reason, what was left out (``overlap``, ``crosses_sentence``)."""
+    entities' own types, ``document``, and ``relations`` between them when it has any of the
+    kind ``relation``), keeping the entities of the types ``keep`` and resolving overlaps among
+    them (:func:`resolve_overlaps`). Returns the records and what was counted: ``kept`` and,
+    per reason, what was left out (``overlap``, ``crosses_sentence``), and the relations kept
+    (``relations``) and left out (see :func:`relation_sentences`)."""
     counts: Counter[str] = Counter()
     chosen = [e for e in doc.entities.values() if e.type in keep]
     kept, overlapping = resolve_overlaps(chosen)
     counts["overlap"] += overlapping
-    records = []
+    records: list[dict[str, Any]] = []
+    where: dict[str, tuple[int, int]] = {}
     spans = sentences(doc.text)
     i = 0
     for a, b in spans:
@@ -135,6 +139,7 @@ def document_records(
         while i < len(kept) and kept[i].start < b:
             e = kept[i]
             if e.start >= a and e.end <= b:
+                where[e.id] = (len(records), len(inside))
                 inside.append({"start": e.start - a, "end": e.end - a, "label": e.type})
                 counts["kept"] += 1
             else:
@@ -142,4 +147,48 @@ def document_records(
             i += 1
         records.append({"text": doc.text[a:b], "entities": inside, "document": doc.name})
     counts["crosses_sentence"] += len(kept) - i  # after the last sentence (whitespace only)
+    for (r, m), h, counted in _relations(doc, where, relation):
+        counts[counted] += 1
+        if h is not None:
+            records[r].setdefault("relations", []).append({"modifier": m, "head": h})
     return records, counts
+
+
+def _relations(
+    doc: BratDocument, where: Mapping[str, tuple[int, int]], kind: str
+) -> Iterator[tuple[tuple[int, int], int | None, str]]:
+    """The document's ``kind`` relations between the entities ``where`` places (id →
+    (sentence, index in it)), Arg1 the modifier, Arg2 its head (an event stands for its
+    trigger): ``((sentence, modifier), head, "relations")``, or with the head None and why it
+    was left out: an end not kept (``unkept_end``), ends in two sentences
+    (``relation_crosses_sentence``)."""
+    for relation, arg1, arg2 in doc.relations:
+        if relation != kind:
+            continue
+        mod, head = where.get(doc.events.get(arg1, arg1)), where.get(doc.events.get(arg2, arg2))
+        if mod is None or head is None:
+            yield (0, 0), None, "unkept_end"
+        elif mod[0] != head[0]:
+            yield (0, 0), None, "relation_crosses_sentence"
+        else:
+            yield mod, head[1], "relations"
+
+
+def relation_sentences(
+    doc: BratDocument, type_map: Mapping[str, str], kind: str = "MODIFY"
+) -> tuple[list[Sentence], Counter[str]]:
+    """The document's sentences that hold an entity of the types ``type_map`` maps, typed as
+    it maps them (overlaps resolved as :func:`document_records` does), with the ``kind``
+    relations between them: what :mod:`mslm_core.relations` learns from and is measured on."""
+    records, counts = document_records(doc, type_map, kind)
+    out = [
+        Sentence(
+            r["text"],
+            [(e["start"], e["end"], type_map[e["label"]]) for e in r["entities"]],
+            [(x["modifier"], x["head"]) for x in r.get("relations", ())],
+            doc.name,
+        )
+        for r in records
+        if r["entities"]
+    ]
+    return out, counts

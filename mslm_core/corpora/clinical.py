@@ -50,6 +50,16 @@ class ClinicalSource:
         return sorted(t for t, target in self.type_map.items() if target is not None)
 
 
+# MACCROBAT2020's modifiers of a drug's regimen and of a finding, which its MODIFY relations
+# tie to their heads (mslm_core.relations): Administration is the route ("orally",
+# "intravenous"), the others are named as they are
+MACCROBAT_MODIFIERS = {
+    "Administration": "Route",
+    "Frequency": "Frequency",
+    "Duration": "Duration",
+    "Severity": "Severity",
+}
+
 RECIPE: tuple[ClinicalSource, ...] = (
     ClinicalSource(
         "MACCROBAT2020",
@@ -62,6 +72,7 @@ RECIPE: tuple[ClinicalSource, ...] = (
             "Lab_value": "Result",
             "Therapeutic_procedure": "Procedure",
             "Biological_structure": "Anatomy",
+            **MACCROBAT_MODIFIERS,
         },
         weight=2.0,  # the only corpus of case reports, and of Dosage, Result and Anatomy
         brat="MACCROBAT2020",
@@ -130,7 +141,7 @@ def _fingerprint(source: ClinicalSource) -> str:
         "corpus": get_corpus(source.corpus).commit,
         "kept": source.kept_types,
         "splits": splits().get(source.corpus),
-        "version": 1,  # the conversion (brat.document_records)
+        "version": 2,  # the conversion (brat.document_records; 2: with relations)
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 

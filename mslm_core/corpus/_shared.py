@@ -35,6 +35,7 @@ class CharSpan:
     label: str
     where: Any = None
     concept: str | None = None
+    region: Any = None  # the reader's id of the region it was read from (Label Studio)
 
 
 #: ``report(where, message)``: record a problem found at ``where``.
@@ -337,3 +338,57 @@ def json_array_lines(head: str, items: Sequence[Any], tail: str) -> Iterator[str
     for i, item in enumerate(items):
         yield ("" if i == 0 else ",\n") + json.dumps(item, ensure_ascii=False)
     yield tail
+
+
+#: a relation as a reader finds it: each end's (where it is written, the region id it names),
+#: the modifier's first unless the types say otherwise, and its direction ("left": reversed)
+Link = tuple[tuple[tuple[Any, Any], tuple[Any, Any]], Any]
+
+
+def region_pairs(
+    spans: list[CharSpan], links: list[Link]
+) -> tuple[list[tuple[CharSpan, CharSpan]], int]:
+    """The (modifier, head) regions of relations between regions' ids (``CharSpan.region``):
+    the end of a modifier type (Dosage, Result…: ``mslm_core.relations``) is the modifier
+    and the other its head; between two others, the first end modifies the second (the
+    reverse for the direction ``"left"``). Returns them and how many relations name an id
+    that is no region's (not kept: the reader counts them in its warning)."""
+    from ..relations import ROLES
+
+    by_id = {span.region: span for span in spans if span.region is not None}
+    out = []
+    unresolved = 0
+    for ends, direction in links:
+        found = [
+            by_id[value]
+            for _, value in ends
+            if not isinstance(value, (dict, list)) and value in by_id
+        ]
+        if len(found) < 2:
+            unresolved += 1
+            continue
+        a, b = found if direction != "left" else found[::-1]
+        if b.label in ROLES and a.label not in ROLES:
+            a, b = b, a
+        out.append((a, b))
+    return out, unresolved
+
+
+def mention_pairs(
+    mentions: list[tuple[int, int, str]], links: list[tuple[CharSpan, CharSpan]]
+) -> list[tuple[int, int]]:
+    """Region pairs as (modifier, head) indexes of the sentence's mentions (a region is the
+    mention inside it: regions are trimmed of their spaces)."""
+
+    def index(span: CharSpan) -> int | None:
+        for i, (a, b, label) in enumerate(mentions):
+            if span.start <= a and b <= span.end and label == span.label:
+                return i
+        return None
+
+    out = []
+    for m, h in links:
+        i, j = index(m), index(h)
+        if i is not None and j is not None and i != j and (i, j) not in out:
+            out.append((i, j))
+    return out

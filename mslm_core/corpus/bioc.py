@@ -4,8 +4,11 @@ offsets.
 A passage (or, when it has no ``text``, each of its ``sentences``) becomes one sentence. An
 annotation is ``{"infons": {"type": T}, "locations": [{"offset", "length"}], "text"}``; its
 offset counts from the start of the *document*, so the passage's own ``offset`` is subtracted.
-A concept identifier in the infons (:data:`IDENTIFIER_INFONS`) is kept on the mention;
-relations have no place in a corpus and are counted in a warning. The file is read as a
+A concept identifier in the infons (:data:`IDENTIFIER_INFONS`) is kept on the mention. A
+passage's (or sentence's) relation of two ``nodes`` naming its annotations' ids is a tie of a
+modifier to its head (``mslm_core.relations``: the node of role ``modifier``, or of a
+modifier type, the modifier); other relations (a document's, of more nodes) are counted in a
+warning. The file is read as a
 stream, one document at a time.
 
 BioC XML is read and written through ``bioc`` (PyPI, the BioC project's own library): a file
@@ -36,11 +39,14 @@ from ._shared import (
     CharSpan,
     JsonPath,
     JsonStream,
+    Link,
     Report,
     json_array_lines,
     json_field,
     json_reporter,
     label_problem,
+    mention_pairs,
+    region_pairs,
     sentence_from_spans,
     skip_json_space,
 )
@@ -50,10 +56,13 @@ log = logging.getLogger(__name__)
 # ------------------------------------------------------------------------------------ BioC
 
 
-def _read_unit(
-    unit: Any, where: JsonPath, report: Report, spans_out: list[tuple[str, list[CharSpan]]]
-) -> None:
-    """A passage or a sentence: its text and its annotations as spans into that text."""
+Unit = tuple[str, list[CharSpan], list[Link]]
+
+
+def _read_unit(unit: Any, where: JsonPath, report: Report, spans_out: list[Unit]) -> None:
+    """A passage or a sentence: its text, its annotations as spans into that text and its
+    relations between them (two ``nodes`` whose ``refid`` name annotations; the node whose
+    ``role`` is ``modifier``, or whose annotation is a modifier type, the modifier)."""
     offset, text, annotations = unit.get("offset"), unit.get("text"), unit.get("annotations", [])
     ok = True
     if not _is_int(offset) or offset < 0:
@@ -122,8 +131,27 @@ def _read_unit(
                 f"{text[start:end]!r}",
             )
             continue
-        spans.append(CharSpan(start, end, infons["type"], aw, _identifier(infons)))
-    spans_out.append((text, spans))
+        region = ann.get("id") if isinstance(ann.get("id"), str) else None
+        spans.append(CharSpan(start, end, infons["type"], aw, _identifier(infons), region))
+    spans_out.append((text, spans, _links(unit.get("relations"), where)))
+
+
+def _links(relations: Any, where: JsonPath) -> list[Link]:
+    out: list[Link] = []
+    for r, relation in enumerate(relations if isinstance(relations, list) else []):
+        nodes = relation.get("nodes") if isinstance(relation, dict) else None
+        if not isinstance(nodes, list) or len(nodes) != 2:
+            continue  # not a tie of two mentions: counted as a relation not kept
+        ends = [
+            ((*where, "relations", r, "nodes", n, "refid"), node.get("refid"), node.get("role"))
+            if isinstance(node, dict)
+            else ((*where, "relations", r, "nodes", n), None, None)
+            for n, node in enumerate(nodes)
+        ]
+        if ends[1][2] == "modifier" or ends[0][2] == "head":
+            ends.reverse()
+        out.append((((ends[0][0], ends[0][1]), (ends[1][0], ends[1][1])), "right"))
+    return out
 
 
 #: Infons that hold a mention's concept identifier: ``identifier`` (PubTator Central, ours),
@@ -143,9 +171,20 @@ def _count(relations: Any) -> int:
     return len(relations) if isinstance(relations, list) else 0
 
 
-def _read_document(doc: Any, report: Report) -> tuple[list[tuple[str, list[CharSpan]]], int]:
-    """The units (text, spans) of one document, and its number of relations."""
-    units: list[tuple[str, list[CharSpan]]] = []
+def _unkept(relations: Any) -> int:
+    """A unit's relations that are no tie of two mentions (:func:`_links` reads the others)."""
+    if not isinstance(relations, list):
+        return 0
+    return sum(
+        not (isinstance(r, dict) and isinstance(r.get("nodes"), list) and len(r["nodes"]) == 2)
+        for r in relations
+    )
+
+
+def _read_document(doc: Any, report: Report) -> tuple[list[Unit], int]:
+    """The units (text, spans, relations) of one document, and its number of relations not
+    kept (the document's own, between passages; those of its units with no two nodes)."""
+    units: list[Unit] = []
     if not isinstance(doc, dict):
         report((), f"document must be an object, found {_type_name(doc)}")
         return units, 0
@@ -165,7 +204,7 @@ def _read_document(doc: Any, report: Report) -> tuple[list[tuple[str, list[CharS
         if not isinstance(passage, dict):
             report(pw, f"passage must be an object, found {_type_name(passage)}")
             continue
-        relations += _count(passage.get("relations"))
+        relations += _unkept(passage.get("relations"))
         sentences = passage.get("sentences") or []
         # bioc-py writes "text": "" on a passage whose sentences hold the text: absent
         has_text = "text" in passage and not (passage["text"] == "" and sentences)
@@ -189,7 +228,7 @@ def _read_document(doc: Any, report: Report) -> tuple[list[tuple[str, list[CharS
             if not isinstance(sentence, dict):
                 report(sw, f"sentence must be an object, found {_type_name(sentence)}")
                 continue
-            relations += _count(sentence.get("relations"))
+            relations += _unkept(sentence.get("relations"))
             _read_unit(sentence, sw, report, units)
     return units, relations
 
@@ -231,7 +270,7 @@ def fill_bioc(path: StrPath, sink: Sink) -> None:
                 report = json_reporter(issues, element, f"documents[{d}]")
                 units, n_relations = _read_document(doc, report)
                 relations += n_relations
-                _add_units(units, report, sink)
+                relations += _add_units(units, report, sink)
         stream.end()
     if not found_documents:
         issues.add(1, "not a BioC collection: no 'documents'", "documents")
@@ -239,18 +278,31 @@ def fill_bioc(path: StrPath, sink: Sink) -> None:
     if not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
     if relations:
-        log.warning("%s: %d relations not kept (a corpus holds mentions only)", name, relations)
+        log.warning(
+            "%s: %d relations not kept (a corpus keeps ties of two mentions of a passage "
+            "or sentence)",
+            name,
+            relations,
+        )
 
 
 _XML_HEAD = 4096
 
 
-def _add_units(units: list[tuple[str, list[CharSpan]]], report: Report, sink: Sink) -> None:
-    for text, spans in units:
+def _add_units(units: list[Unit], report: Report, sink: Sink) -> int:
+    """The units as sentences into ``sink``; returns how many relations name no annotation of
+    their unit (not kept)."""
+    unresolved = 0
+    for text, spans, links in units:
         sentence, n_stripped = sentence_from_spans(text, spans, report)
         sink.stripped += n_stripped
         if sentence is not None:
+            if links:
+                pairs, unnamed = region_pairs(spans, links)
+                sentence.relations = mention_pairs(sentence.char_mentions(), pairs)
+                unresolved += unnamed
             sink.add(sentence)
+    return unresolved
 
 
 def _fill_bioc_xml(name: str, handle: IO[bytes], sink: Sink, issues: IssueCollector) -> None:
@@ -276,15 +328,19 @@ def _fill_bioc_xml(name: str, handle: IO[bytes], sink: Sink, issues: IssueCollec
                 issues.add(None, message, json_field(where, f"documents[{d}]"))
 
             units, n_relations = _read_document(biocjson.toJSON(document), report)
-            relations += n_relations
-            _add_units(units, report, sink)
+            relations += n_relations + _add_units(units, report, sink)
     except etree.XMLSyntaxError as exc:
         issues.add(exc.lineno or None, f"invalid XML: {exc.msg}")
     issues.raise_if_any()
     if not documents or not sink.count:
         raise CorpusError.single(name, None, "no sentence found (empty corpus)")
     if relations:
-        log.warning("%s: %d relations not kept (a corpus holds mentions only)", name, relations)
+        log.warning(
+            "%s: %d relations not kept (a corpus keeps ties of two mentions of a passage "
+            "or sentence)",
+            name,
+            relations,
+        )
 
 
 def _collection(infons: dict[str, Any]) -> dict[str, Any]:
@@ -297,16 +353,34 @@ def _collection(infons: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _document(doc_id: str, text: str, annotations: list[dict[str, Any]]) -> dict[str, Any]:
+def _document(
+    doc_id: str,
+    text: str,
+    annotations: list[dict[str, Any]],
+    relations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     passage = {
         "infons": {},
         "offset": 0,
         "text": text,
         "sentences": [],
         "annotations": annotations,
-        "relations": [],
+        "relations": relations or [],
     }
     return {"id": doc_id, "infons": {}, "passages": [passage], "relations": []}
+
+
+def _relation(k: int, modifier: int, head: int, infons: dict[str, str]) -> dict[str, Any]:
+    """A tie from the annotation ``modifier`` to its ``head`` (ids as :func:`_annotation`
+    gives them)."""
+    return {
+        "id": f"R{k}",
+        "infons": infons,
+        "nodes": [
+            {"refid": str(modifier), "role": "modifier"},
+            {"refid": str(head), "role": "head"},
+        ],
+    }
 
 
 def _annotation(k: int, text: str, start: int, end: int, infons: dict[str, Any]) -> dict[str, Any]:
@@ -331,6 +405,7 @@ def write_bioc(corpus: Corpus, path: StrPath) -> None:
                 _annotation(k, s.text, a, b, {"type": label} | ({"identifier": c} if c else {}))
                 for k, (a, b, label, c) in enumerate(s.linked_char_mentions())
             ],
+            [_relation(k, m, h, {"type": "modifies"}) for k, (m, h) in enumerate(s.relations)],
         )
         for i, s in enumerate(corpus.sentences)
     ]
@@ -371,6 +446,18 @@ def _prediction_infons(e: Entity) -> dict[str, str]:
     return infons
 
 
+def _predicted_relations(ents: Sequence[Entity]) -> list[dict[str, Any]]:
+    """Each modifier's tie to its head: ``infons.type`` its role (dose, value, site …) and
+    ``infons.confidence``."""
+    index = {(e.start, e.end): k for k, e in enumerate(ents)}
+    out = []
+    for k, e in enumerate(ents):
+        if e.head is not None and (e.head.start, e.head.end) in index:
+            infons = {"type": e.head.role, "confidence": f"{e.head.confidence:.4g}"}
+            out.append(_relation(len(out), k, index[(e.head.start, e.head.end)], infons))
+    return out
+
+
 def predictions_to_bioc(
     texts: Sequence[str],
     entities: Sequence[Sequence[Entity]],
@@ -384,7 +471,9 @@ def predictions_to_bioc(
     ``possible``, ``hypothetical``, ``historical``, ``family``, ``allergy`` (each of
     ``types.ASSERTION_ATTRIBUTES``: ``"true"``/``"false"``) and ``cues``
     (``attribute@start-end`` joined by ``;``, offsets into the text), and its ``section`` when
-    it lies in one; the collection's ``infons.model`` names the model."""
+    it lies in one; each modifier's tie to its head is a passage relation (``nodes``: the
+    modifier's and the head's annotation ids, roles ``modifier`` and ``head``; ``infons``:
+    its role and confidence); the collection's ``infons.model`` names the model."""
     documents = [
         _document(
             ids[i] if ids is not None else str(i),
@@ -393,6 +482,7 @@ def predictions_to_bioc(
                 _annotation(k, text, e.start, e.end, _prediction_infons(e))
                 for k, e in enumerate(ents)
             ],
+            _predicted_relations(ents),
         )
         for i, (text, ents) in enumerate(zip(texts, entities, strict=True))
     ]

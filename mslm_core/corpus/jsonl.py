@@ -1,4 +1,6 @@
-"""JSONL: ``{"text", "entities": [{"start", "end", "label"}]}`` per line, character offsets."""
+"""JSONL: ``{"text", "entities": [{"start", "end", "label"}]}`` per line, character offsets,
+and optionally ``"relations": [{"modifier": i, "head": j}]``, indexes into that line's
+``entities`` (a dose and its drug, a value and its test: ``mslm_core.relations``)."""
 
 from __future__ import annotations
 
@@ -51,9 +53,10 @@ def _entity_problem(text: str, entity: object, where: str) -> tuple[str, str] | 
 
 def _read_entities(
     text: str, entities: list[Any], number: int, issues: IssueCollector
-) -> tuple[list[tuple[int, int, str, str | None]], int] | None:
-    """The validated, trimmed ``(start, end, label, concept)`` spans of one line's entities and how
-    many were trimmed; ``None`` when the line has problems (already added to ``issues``)."""
+) -> tuple[list[tuple[int, int, str, str | None, int]], int] | None:
+    """The validated, trimmed ``(start, end, label, concept, index in the line)`` spans of one
+    line's entities, in order, and how many were trimmed; ``None`` when the line has problems
+    (already added to ``issues``)."""
     spans: list[tuple[int, int, str, int]] = []  # start, end, label, index in the line
     stripped = 0
     ok = True
@@ -94,7 +97,51 @@ def _read_entities(
             reach, reach_i = end, i
     if not ok:
         return None
-    return [(s, e, label, entities[i].get("concept")) for s, e, label, i in spans], stripped
+    return [(s, e, label, entities[i].get("concept"), i) for s, e, label, i in spans], stripped
+
+
+def _read_relations(
+    raw: Any,
+    spans: list[tuple[int, int, str, str | None, int]],
+    number: int,
+    issues: IssueCollector,
+) -> list[tuple[int, int]] | None:
+    """A line's ``relations`` as (modifier, head) indexes into its ordered mentions; None when
+    they have problems (added to ``issues``)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        issues.add(number, f"'relations' must be a list, found {_type_name(raw)}", "relations")
+        return None
+    place = {line_index: k for k, (*_, line_index) in enumerate(spans)}
+    out: list[tuple[int, int]] = []
+    ok = True
+    for r, relation in enumerate(raw):
+        where = f"relations[{r}]"
+        if not isinstance(relation, dict):
+            issues.add(number, f"relation must be an object, found {_type_name(relation)}", where)
+            ok = False
+            continue
+        ends = []
+        for key in ("modifier", "head"):
+            value = relation.get(key)
+            if not _is_int(value) or value not in place:
+                issues.add(
+                    number,
+                    f"{key!r} must be the index of one of the {len(spans)} entities, "
+                    f"found {value!r}",
+                    f"{where}.{key}",
+                )
+                ok = False
+            else:
+                ends.append(place[value])
+        if len(ends) == 2:
+            if ends[0] == ends[1]:
+                issues.add(number, "an entity cannot modify itself", where)
+                ok = False
+            else:
+                out.append((ends[0], ends[1]))
+    return out if ok else None
 
 
 def read_jsonl(path: StrPath) -> Corpus:
@@ -155,14 +202,17 @@ def fill_jsonl(path: StrPath, sink: Sink) -> None:
             continue
         spans, n_stripped = result
         sink.stripped += n_stripped
-        cuts = [b for start, end, _, _ in spans for b in (start, end)]
+        relations = _read_relations(record.get("relations"), spans, number, issues)
+        if relations is None:
+            continue
+        cuts = [b for start, end, _, _, _ in spans for b in (start, end)]
         words = word_spans(text, boundaries=cuts)
         if not words:
             continue  # no entity either: an entity on a text without words is whitespace
         starts = {a: i for i, (a, _) in enumerate(words)}
         ends = {b: i + 1 for i, (_, b) in enumerate(words)}
-        mentions = [Mention(starts[s], ends[e], label, c) for s, e, label, c in spans]
-        sink.add(Sentence(text, words, mentions))
+        mentions = [Mention(starts[s], ends[e], label, c) for s, e, label, c, _ in spans]
+        sink.add(Sentence(text, words, mentions, relations=relations))
 
     issues.raise_if_any()
     if not sink.count:
@@ -175,7 +225,9 @@ def _jsonl_lines(corpus: Corpus) -> Iterator[str]:
             {"start": start, "end": end, "label": label} | ({"concept": c} if c else {})
             for start, end, label, c in sentence.linked_char_mentions()
         ]
-        record = {"text": sentence.text, "entities": entities}
+        record: dict[str, Any] = {"text": sentence.text, "entities": entities}
+        if sentence.relations:
+            record["relations"] = [{"modifier": m, "head": h} for m, h in sentence.relations]
         yield json.dumps(record, ensure_ascii=False) + "\n"
 
 

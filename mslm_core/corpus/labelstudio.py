@@ -4,8 +4,13 @@ An export is a JSON array of tasks. In the full JSON export a task is
 ``{"data": {"text": ...}, "annotations": [{"result": [...], "was_cancelled": false}, ...]}``;
 the latest annotation that was not cancelled is read (by ``updated_at``, then
 ``created_at``), and its ``labels`` results ``{"value": {"start", "end", "text", "labels"}}``
-become the mentions. Other result types (choices, relations, …) are not kept and are
-counted in a warning; so are tasks without a completed annotation (pre-annotations alone are
+become the mentions; its ``relation`` results (``{"from_id", "to_id", "direction"}`` between
+two regions' ``id``) become the sentence's relations, the end of a modifier type (Dosage,
+Result, Anatomy…: ``mslm_core.relations``) the modifier and the other its head (between two
+others, ``from_id`` modifies ``to_id``, or the reverse for ``direction: "left"``); a relation
+naming no region's id is counted in the warning with the results not kept. Other
+result types (choices, …) are not kept and are counted in a warning;
+so are tasks without a completed annotation (pre-annotations alone are
 not gold). In the JSON-MIN export a task is flat: ``{"text": ..., "label": [{"start", "end",
 "text", "labels"}], "annotator": ...}``. Offsets count code points, as Label Studio stores
 them; a ``text`` that does not match its offsets is refused.
@@ -17,6 +22,7 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorpusError
@@ -25,10 +31,13 @@ from ._shared import (
     CharSpan,
     JsonPath,
     JsonStream,
+    Link,
     Report,
     json_array_lines,
     json_reporter,
     label_problem,
+    mention_pairs,
+    region_pairs,
     sentence_from_spans,
 )
 from .formats import Format, Predictions, RenderOptions, register
@@ -129,10 +138,16 @@ def _latest_annotation(task: dict[str, Any], report: Report) -> tuple[int, dict[
 
 
 def _task_spans(
-    task: dict[str, Any], text_key: str, label_key: str, report: Report, ignored: Counter[str]
+    task: dict[str, Any],
+    text_key: str,
+    label_key: str,
+    report: Report,
+    ignored: Counter[str],
+    relations: list[tuple[CharSpan, CharSpan]],
 ) -> tuple[str, list[CharSpan]] | None:
-    """The text and regions of one task; ``None`` when it has no completed annotation (or a
-    problem, already reported)."""
+    """The text and regions of one task, and its (modifier, head) regions into
+    ``relations``; ``None`` when it has no completed annotation (or a problem, already
+    reported)."""
     flat = "data" not in task
     data = task if flat else task["data"]
     if not isinstance(data, dict):
@@ -167,18 +182,26 @@ def _task_spans(
             ("annotations", k, "result"), f"'result' must be a list, found {_type_name(results)}"
         )
         return None
+    links: list[Link] = []
     for j, item in enumerate(results):
         where: JsonPath = ("annotations", k, "result", j)
         if not isinstance(item, dict):
             report(where, f"result must be an object, found {_type_name(item)}")
             continue
         kind = item.get("type")
+        if kind == "relation":
+            ends = tuple(((*where, k), item.get(k)) for k in ("from_id", "to_id"))
+            links.append((ends, item.get("direction")))  # type: ignore[arg-type]
+            continue
         if kind != "labels":
             ignored[kind if isinstance(kind, str) and kind in RESULT_TYPES else "other"] += 1
             continue
         span = _region(text, item.get("value"), (*where, "value"), report)
         if span is not None:
-            spans.append(span)
+            spans.append(replace(span, region=item.get("id")))
+    if links:
+        relations[:], unresolved = region_pairs(spans, links)
+        ignored["relation"] += unresolved
     return text, spans
 
 
@@ -216,7 +239,8 @@ def fill_labelstudio(
             if not isinstance(task, dict):
                 report((), f"task must be an object, found {_type_name(task)}")
                 continue
-            found = _task_spans(task, text_key, label_key, report, ignored)
+            links: list[tuple[CharSpan, CharSpan]] = []
+            found = _task_spans(task, text_key, label_key, report, ignored, links)
             if found is None:
                 unannotated += 1
                 continue
@@ -224,6 +248,8 @@ def fill_labelstudio(
             sink.stripped += n_stripped
             if sentence is None:
                 continue
+            if links:
+                sentence.relations = mention_pairs(sentence.char_mentions(), links)
             task_id = task.get("id") if "data" not in task else None
             if task_id is None or isinstance(task_id, (dict, list)):
                 sink.add(sentence)
@@ -263,6 +289,16 @@ def _result(
     }
 
 
+def _relation(modifier: int, head: int) -> dict[str, Any]:
+    """A relation result from the region ``e<modifier>`` to its head's."""
+    return {
+        "type": "relation",
+        "from_id": f"e{modifier}",
+        "to_id": f"e{head}",
+        "direction": "right",
+    }
+
+
 def write_labelstudio(
     corpus: Corpus,
     path: StrPath,
@@ -278,8 +314,11 @@ def write_labelstudio(
             "annotations": [
                 {
                     "result": [
-                        _result(k, s.text, a, b, label, from_name, to_name)
-                        for k, (a, b, label) in enumerate(s.char_mentions())
+                        *(
+                            _result(k, s.text, a, b, label, from_name, to_name)
+                            for k, (a, b, label) in enumerate(s.char_mentions())
+                        ),
+                        *(_relation(m, h) for m, h in s.relations),
                     ],
                     "was_cancelled": False,
                 }
@@ -303,7 +342,8 @@ def predictions_to_labelstudio(
     Each region carries its ``score`` (the entity's confidence) and, when its clinical context
     is not "present", ``meta.text`` naming it with its cues (e.g. ``negated: "denies"``) and
     its note's section (``section: family_history``), which Label Studio shows as the region's
-    meta; the prediction's ``score`` is the lowest of them
+    meta; a modifier tied to its head (``mslm_core.relations``) adds a relation result from
+    its region to the head's; the prediction's ``score`` is the lowest of them
     (the entity a reviewer should look at first), absent when the text has no entity.
     """
     tasks = []
@@ -325,6 +365,10 @@ def predictions_to_labelstudio(
             if meta:
                 region["meta"] = {"text": meta}
             result.append(region)
+        index = {(e.start, e.end): k for k, e in enumerate(ents)}
+        for k, e in enumerate(ents):
+            if e.head is not None and (e.head.start, e.head.end) in index:
+                result.append(_relation(k, index[(e.head.start, e.head.end)]))
         prediction: dict[str, Any] = {"model_version": model_version, "result": result}
         if ents:
             prediction["score"] = min(e.confidence for e in ents)

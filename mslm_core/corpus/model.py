@@ -26,6 +26,9 @@ class Sentence:
     word_spans: list[tuple[int, int]]
     mentions: list[Mention] = field(default_factory=list)
     annotated: frozenset[str] | None = None
+    # (modifier, head): indexes into ``mentions`` of the relations its corpus annotates
+    # (a dose and its drug, a value and its test: mslm_core.relations)
+    relations: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def words(self) -> list[str]:

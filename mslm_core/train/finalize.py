@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import shutil
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from .. import __version__
+from .. import __version__, relations
 from ..bundle import save_bundle
 from ..calibration import CALIBRATION_PNG, calibrate, diagram_for, gold_type_spans
 from ..evaluate import as_mentions, masked_nll
@@ -36,6 +37,43 @@ def _sources_manifest(run: FinishingRun) -> dict[str, Any]:
         ],
         "partial_labels": run.config.partial_labels,
     }
+
+
+def _relation_scorer(run: FinishingRun) -> tuple[dict[str, Path], dict[str, Any]]:
+    """The relation scorer (``mslm_core.relations``) learnt from the training sentences of
+    the corpora that annotate relations, scored on their dev sentences: its files and what
+    the manifest says of it (nothing when no corpus annotates a relation)."""
+    with_relations = [
+        d for d in run.data.sources if any(s.relations for s in d.splits["train"].sentences)
+    ]
+    if not with_relations:
+        return {}, {}
+    train = [
+        e
+        for d in with_relations
+        for e in relations.corpus_examples(relations.from_corpus(d.splits["train"].sentences))
+    ]
+    scorer = relations.train(train, seed=run.config.seed)
+    dev = [
+        e
+        for d in with_relations
+        if "dev" in d.splits
+        for e in relations.corpus_examples(relations.from_corpus(d.splits["dev"].sentences))
+    ]
+    folder = run.work_dir / "relations"
+    scorer.save(folder)
+    info = {
+        "corpora": [d.source.name for d in with_relations],
+        "examples": len(train),
+        "dev_accuracy": relations.accuracy(scorer, dev),
+    }
+    log.info(
+        "relations: %d modifiers from %s; dev attachment %s",
+        len(train),
+        ", ".join(info["corpora"]),
+        ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in info["dev_accuracy"].items()),
+    )
+    return {name: folder / name for name in relations.FILES}, info
 
 
 def finalize(run: FinishingRun) -> dict[str, Any]:
@@ -79,6 +117,7 @@ def finalize(run: FinishingRun) -> dict[str, Any]:
             if split in calibration
         ),
     )
+    relation_files, relation_info = _relation_scorer(run)
     manifest = {
         "base_model": cfg.base_model,
         "strategy": cfg.strategy,
@@ -97,6 +136,7 @@ def finalize(run: FinishingRun) -> dict[str, Any]:
         "train_cpu_seconds": round(state.train_cpu_seconds, 2),
         "corpora": {k: c.stats() for k, c in run.corpora.items()},
         **_sources_manifest(run),
+        **({"relations": relation_info} if relation_info else {}),
         "max_length": cfg.max_length,
         "mslm_version": __version__,
         "torch_version": torch.__version__,
@@ -107,7 +147,7 @@ def finalize(run: FinishingRun) -> dict[str, Any]:
         run.output,
         manifest,
         overwrite=run.overwrite,
-        extra_files={CALIBRATION_PNG: diagram},
+        extra_files={CALIBRATION_PNG: diagram, **relation_files},
     )
     shutil.rmtree(run.work_dir, ignore_errors=True)
     return {"output": str(run.output), "metrics": metrics, "history": state.history}

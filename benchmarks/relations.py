@@ -1,0 +1,245 @@
+"""Relations (issue 53): each modifier tied to its head, on MACCROBAT2020's MODIFY links.
+
+    python benchmarks/relations.py [--cache DIR] [--maccrobat-git CLONE] [--seeds 1 2 3]
+        [--model BUNDLE]   # end to end: the bundle's entities (and its relation scorer,
+                           # else the one trained here with the first seed)
+        [--out DIR]        # default benchmarks/results/relations
+
+Writes ``summary.json`` under ``--out`` (and prints it on the last line):
+
+- ``gold_entities``: on the test documents (the recipe's fixed split), for every pair type
+  (modifier → head) — the scorer's attachment accuracy per seed and its mean, and two
+  baselines: the nearest mention (in words, in the sentence) **of the gold head's type** (an
+  oracle on the type: the issue's "nearest head of the right type") and the nearest of any
+  type the modifier may modify (what a baseline without the answer can do);
+- ``end_to_end`` (``--model``): the bundle's own entities, relation P/R/F1 per pair type
+  against the gold (a relation is right when both its ends' spans and types are), for the
+  scorer and the nearest-head baseline; and for the regimen's and findings' modifier types
+  (Route, Frequency, Duration, Severity) entity P/R/F1 as the model finds them and after the
+  pipeline's regimen patterns (``mslm_core.regimen``), to say whether the patterns help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from common import RESULTS, machine
+
+from mslm_core import relations as R
+from mslm_core.corpora.brat import brat_documents, document_records
+from mslm_core.corpora.clinical import recipe_source, splits
+from mslm_core.corpora.pinned import default_cache, fetch_corpus
+
+MODIFIER_TYPES = ("Route", "Frequency", "Duration", "Severity")
+
+
+def corpus(cache: Path, clone: str | None) -> tuple[dict[str, list[R.Sentence]], Counter[str]]:
+    """MACCROBAT2020's sentences per split, every sentence kept (the end-to-end run reads the
+    ones without entities too), typed as the clinical recipe maps them."""
+    type_map = recipe_source("MACCROBAT2020").type_map
+    root = fetch_corpus("MACCROBAT2020", cache, git_dir=clone)
+    where = {d: s for s in ("train", "dev", "test") for d in splits()["MACCROBAT2020"][s]}
+    out: dict[str, list[R.Sentence]] = {"train": [], "dev": [], "test": []}
+    counts: Counter[str] = Counter()
+    for doc in brat_documents(root / "MACCROBAT2020"):
+        records, counted = document_records(doc, type_map)
+        counts.update({k: v for k, v in counted.items() if "relation" in k or k == "unkept_end"})
+        for r in records:
+            out[where[doc.name]].append(
+                R.Sentence(
+                    r["text"],
+                    [(e["start"], e["end"], type_map[e["label"]]) for e in r["entities"]],
+                    [(x["modifier"], x["head"]) for x in r.get("relations", ())],
+                    doc.name,
+                )
+            )
+    return out, counts
+
+
+def any_type_baseline(sentences: list[R.Sentence]) -> dict[str, list[int]]:
+    """Per pair type, [right, n] of the nearest mention of any type the modifier may
+    modify."""
+    from mslm_core.types import Entity
+
+    out: dict[str, list[int]] = {}
+    for s in sentences:
+        ents = [Entity(a, b, s.text[a:b], t, 1.0, 1.0, 1.0) for a, b, t in s.entities]
+        chosen = dict(R.nearest_head(s.text, ents))
+        heads: dict[int, set[int]] = {}
+        for m, h in s.relations:
+            heads.setdefault(m, set()).add(h)
+        for m, hs in heads.items():
+            mt = s.entities[m][2]
+            if mt not in R.ROLES:
+                continue
+            allowed = [h for h in hs if s.entities[h][2] in R.ROLES[mt][1]]
+            if not allowed:
+                continue
+            first = min(allowed, key=lambda h: abs(h - m))
+            key = f"{mt}→{s.entities[first][2]}"
+            row = out.setdefault(key, [0, 0])
+            row[0] += chosen.get(m) in hs
+            row[1] += 1
+    return out
+
+
+def gold_entities(data: dict[str, list[R.Sentence]], seeds: list[int]) -> tuple[dict, Any]:
+    train = R.corpus_examples(data["train"])
+    test = R.corpus_examples(data["test"])
+    dev = R.corpus_examples(data["dev"])
+    per_seed, scorers, seconds = [], [], []
+    for seed in seeds:
+        started = time.process_time()
+        scorer = R.train(train, seed=seed)
+        seconds.append(round(time.process_time() - started, 1))
+        scorers.append(scorer)
+        per_seed.append((R.accuracy(scorer, test), R.accuracy(scorer, dev)))
+    baseline_any = any_type_baseline(data["test"])
+    out: dict[str, Any] = {}
+    for key, first in per_seed[0][0].items():
+        accs = [run[0][key]["accuracy"] for run in per_seed]
+        any_right, any_n = baseline_any.get(key, [0, 0])
+        out[key] = {
+            "test_instances": first["n"],
+            "accuracy": round(statistics.mean(accs), 4),
+            "accuracy_per_seed": accs,
+            "dev_accuracy": (
+                round(statistics.mean(run[1][key]["accuracy"] for run in per_seed), 4)
+                if key in per_seed[0][1]
+                else None
+            ),
+            "abstained_per_seed": [run[0][key]["abstained"] for run in per_seed],
+            "nearest_of_gold_type": first["baseline_accuracy"],
+            "nearest_of_any_type": round(any_right / any_n, 4) if any_n else None,
+        }
+    meta = {
+        "train_modifiers": len(train),
+        "dev_modifiers": len(dev),
+        "test_modifiers": len(test),
+        "train_cpu_seconds_per_seed": seconds,
+    }
+    return {"pairs": out, **meta}, scorers[0]
+
+
+def _prf(right: int, predicted: int, gold: int) -> dict[str, Any]:
+    p = right / predicted if predicted else 0.0
+    r = right / gold if gold else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4), "gold": gold}
+
+
+def end_to_end(model: str, sentences: list[R.Sentence], scorer: R.RelationScorer) -> dict:
+    from mslm_core.pipeline import AnnotationPipeline
+
+    pipe = AnnotationPipeline.from_bundle(model)
+    own = pipe.relations is not None
+    if not own:
+        pipe.relations = scorer
+    texts = [s.text for s in sentences]
+    started = time.perf_counter()
+    found = pipe(texts)
+    seconds = time.perf_counter() - started
+    raw = pipe.extractor.annotate(texts)
+
+    def pairs_of(ents, links) -> set:
+        return {
+            (ents[m].start, ents[m].end, ents[m].type, ents[h].start, ents[h].end, ents[h].type)
+            for m, h in links
+        }
+
+    gold: set = set()
+    scored: set = set()
+    nearest: set = set()
+    for i, s in enumerate(sentences):
+        e = s.entities
+        gold |= {
+            (i, *e[m], *e[h])
+            for m, h in s.relations
+            if e[m][2] in R.ROLES and e[h][2] in R.ROLES[e[m][2]][1]
+        }
+        ents = found[i]
+        index = {(x.start, x.end): k for k, x in enumerate(ents)}
+        links = [
+            (k, index[(x.head.start, x.head.end)])
+            for k, x in enumerate(ents)
+            if x.head is not None and (x.head.start, x.head.end) in index
+        ]
+        scored |= {(i, *p) for p in pairs_of(ents, links)}
+        nearest |= {(i, *p) for p in pairs_of(ents, R.nearest_head(s.text, ents))}
+
+    def by_pair(predicted: set) -> dict[str, Any]:
+        keys = sorted({f"{g[3]}→{g[6]}" for g in gold})
+        out = {}
+        for key in keys:
+            g = {x for x in gold if f"{x[3]}→{x[6]}" == key}
+            p = {x for x in predicted if f"{x[3]}→{x[6]}" == key}
+            out[key] = _prf(len(g & p), len(p), len(g))
+        out["all"] = _prf(len(gold & predicted), len(predicted), len(gold))
+        return out
+
+    def entity_prf(per_text) -> dict[str, Any]:
+        out = {}
+        for kind in MODIFIER_TYPES:
+            g = {(i, a, b) for i, s in enumerate(sentences) for a, b, t in s.entities if t == kind}
+            p = {(i, x.start, x.end) for i, es in enumerate(per_text) for x in es if x.type == kind}
+            out[kind] = _prf(len(g & p), len(p), len(g))
+        return out
+
+    return {
+        "model": model,
+        "scorer": "the bundle's" if own else "trained here (first seed)",
+        "sentences": len(sentences),
+        "annotate_seconds": round(seconds, 2),
+        "relations": {"scorer": by_pair(scored), "nearest_head": by_pair(nearest)},
+        "modifier_entities": {"model": entity_prf(raw), "with_patterns": entity_prf(found)},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cache", help="the corpus cache (default: MSLM_CORPUS_CACHE)")
+    ap.add_argument("--maccrobat-git", help="a clone of Saieiei/NLP (no GitHub access)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--model", help="a bundle: end-to-end figures with its entities")
+    ap.add_argument("--out", default=str(RESULTS / "relations"))
+    args = ap.parse_args()
+    cache = Path(args.cache) if args.cache else default_cache()
+    data, counts = corpus(cache, args.maccrobat_git)
+    figures, scorer = gold_entities(data, args.seeds)
+    summary: dict[str, Any] = {
+        "corpus": "MACCROBAT2020 (the clinical recipe's split: documents, 40 test)",
+        "relations_in_corpus": dict(counts),
+        "seeds": args.seeds,
+        "gold_entities": figures,
+    }
+    if args.model:
+        summary["end_to_end"] = end_to_end(args.model, data["test"], scorer)
+    summary["machine"] = machine()
+    summary["command"] = " ".join(["python", *sys.argv])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    headline = {
+        k: {
+            "accuracy": v["accuracy"],
+            "baseline": v["nearest_of_gold_type"],
+            "n": v["test_instances"],
+        }
+        for k, v in figures["pairs"].items()
+        if v["test_instances"] >= 30
+    }
+    if args.model:
+        headline["end_to_end_f1"] = summary["end_to_end"]["relations"]["scorer"]["all"]["f1"]
+    print(json.dumps(headline, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
