@@ -368,25 +368,46 @@ def corpus_examples(sentences: Iterable[Sentence]) -> list[Example]:
 
 # -- the scorer --------------------------------------------------------------------------------
 class RelationScorer:
-    """A trained scorer: two dense layers over :func:`features`, served by ONNX Runtime."""
+    """A trained scorer: two dense layers over :func:`features`, served by ONNX Runtime from
+    its graph (``weights``: the trained tensors, which saving keeps beside the graph; a
+    scorer loaded from a bundle needs the graph alone, so a service image needs neither
+    torch nor safetensors)."""
 
-    def __init__(self, weights: dict[str, np.ndarray], meta: dict[str, Any] | None = None):
-        self.weights = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
+    def __init__(
+        self,
+        graph: bytes,
+        meta: dict[str, Any] | None = None,
+        weights: dict[str, np.ndarray] | None = None,
+    ):
+        self.graph = graph
         self.meta = dict(meta or {})
-        if self.weights["l1.weight"].shape[1] != DIM:
+        self.weights = weights
+        features = self.meta.get("features", DIM)
+        if features != DIM:
             raise ConfigError(
-                f"the relation scorer reads {self.weights['l1.weight'].shape[1]} features; "
-                f"this version makes {DIM}"
+                f"the relation scorer reads {features} features; this version makes {DIM}"
             )
         self._session: Any = None
+
+    @classmethod
+    def from_weights(
+        cls, weights: dict[str, np.ndarray], meta: dict[str, Any] | None = None
+    ) -> RelationScorer:
+        tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
+        features = tensors["l1.weight"].shape[1]
+        if features != DIM:
+            raise ConfigError(
+                f"the relation scorer reads {features} features; this version makes {DIM}"
+            )
+        return cls(_onnx(tensors), {**(meta or {}), "features": features}, tensors)
 
     # the forward pass --------------------------------------------------------------------
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """One score per row of :func:`features` (higher: likelier the head)."""
-        if self._session is None:
-            self._session = _session(self.onnx_bytes())
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
+        if self._session is None:
+            self._session = _session(self.graph)
         out = self._session.run(None, {"features": rows.astype(np.float32, copy=False)})[0]
         return np.asarray(out).reshape(-1)
 
@@ -397,9 +418,6 @@ class RelationScorer:
         p /= p.sum()
         best = int(p.argmax())
         return best, float(p[best])
-
-    def onnx_bytes(self) -> bytes:
-        return _onnx(self.weights)
 
     # the step ----------------------------------------------------------------------------
     def attach(self, text: str, entities: Sequence[Entity]) -> list[Entity]:
@@ -438,30 +456,34 @@ class RelationScorer:
 
     # files ---------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
-        """``relations.safetensors`` (the weights), ``relations.onnx`` (the graph that serves
-        them) and ``relations.json`` (what they read, and how they were trained)."""
+        """``relations.onnx`` (the graph that serves the scorer), ``relations.json`` (what it
+        reads, and how it was trained) and ``relations.safetensors`` (its weights)."""
         from safetensors.numpy import save_file
 
+        if self.weights is None:
+            raise ConfigError("a scorer loaded from a bundle has no weights to save")
         where = Path(folder)
         where.mkdir(parents=True, exist_ok=True)
         save_file(self.weights, str(where / "relations.safetensors"))
-        (where / "relations.onnx").write_bytes(self.onnx_bytes())
-        meta = {"format": FORMAT, "features": DIM, "roles": ROLES, **self.meta}
+        (where / "relations.onnx").write_bytes(self.graph)
+        meta = {"format": FORMAT, "roles": ROLES, **self.meta, "features": DIM}
         (where / "relations.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, folder: str | Path) -> RelationScorer:
-        from safetensors.numpy import load_file
-
+        """The scorer of a bundle (its graph; the bundle's checksums are verified by its
+        loader)."""
         where = Path(folder)
         meta_file = where / "relations.json"
         try:
             meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                found = meta.get("format") if isinstance(meta, dict) else meta
+                raise ConfigError(f"{meta_file}: format {found!r}, not {FORMAT}")
+            graph = (where / "relations.onnx").read_bytes()
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{meta_file}: not a relation scorer ({exc})") from exc
-        if meta.get("format") != FORMAT:
-            raise ConfigError(f"{meta_file}: format {meta.get('format')!r}, not {FORMAT}")
-        return cls(load_file(str(where / "relations.safetensors")), meta)
+        return cls(graph, meta)
 
     @staticmethod
     def present(folder: str | Path) -> bool:
@@ -547,7 +569,7 @@ def train(
             loss.backward()
             opt.step()
     weights = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
-    return RelationScorer(
+    return RelationScorer.from_weights(
         weights,
         {"seed": seed, "epochs": epochs, "hidden": hidden, "examples": len(usable)},
     )

@@ -335,7 +335,9 @@ def test_a_scorer_of_another_feature_set_is_refused(tmp_path, scorer):
     weights = dict(scorer.weights)
     weights["l1.weight"] = weights["l1.weight"][:, :10]
     with pytest.raises(ConfigError, match="reads 10 features"):
-        R.RelationScorer(weights)
+        R.RelationScorer.from_weights(weights)
+    with pytest.raises(ConfigError, match="reads 10 features"):
+        R.RelationScorer(scorer.graph, {"features": 10})
     (tmp_path / "relations.json").write_text('{"format": "other"}')
     with pytest.raises(ConfigError, match="format 'other'"):
         R.RelationScorer.load(tmp_path)

@@ -172,6 +172,36 @@ def test_annotate_highlights_entities_with_their_confidence(page):
     assert page.text_content("#result") == text and requests == []
 
 
+def test_a_modifier_shows_the_head_it_belongs_to(page):
+    """Each modifier's row and tip say which head the relation step tied it to (the answer
+    is the service's, as a bundle with a relation scorer gives it)."""
+    text = "Aspirin 81 mg and heparin 5000 units"
+
+    def entity(piece: str, kind: str) -> dict:
+        start = text.index(piece)
+        scores = {"confidence": 0.9, "detection_score": 0.95, "type_score": 0.95}
+        return {"start": start, "end": start + len(piece), "text": piece, "type": kind, **scores}
+
+    entities = [
+        entity("Aspirin", "Drug"),
+        entity("81 mg", "Dosage"),
+        entity("heparin", "Drug"),
+        entity("5000 units", "Dosage"),
+    ]
+    relations = [
+        {"type": "dose", "head": 0, "modifier": 1, "confidence": 0.97},
+        {"type": "dose", "head": 2, "modifier": 3, "confidence": 0.91},
+    ]
+    model = {"id": "m", "backend": "onnx", "precision": "int8", "provider": "cpu", "types": []}
+    answer = {"model": model, "linking": None, "results": [{"entities": entities}]}
+    answer["results"][0] |= {"relations": relations, "facts": {}, "warnings": []}
+    page.route("**/v1/annotate", lambda route: route.fulfill(json=answer))
+    titles = highlighted(page, text, "m.title")
+    heads = page.eval_on_selector_all("#entities td.head", "tds => tds.map(t => t.textContent)")
+    assert heads == ["", "dose of “Aspirin” (0.97)", "", "dose of “heparin” (0.91)"]
+    assert titles[1].endswith("· dose of “Aspirin” (0.97)") and "dose of" not in titles[0]
+
+
 def test_clinical_context_badges_and_the_present_only_filter(page):
     text = "The patient has breast cancer . No sign of diabetes or cancer today ."
     marks = highlighted(page, text, "[m.textContent, m.dataset.badge || '', m.className, m.title]")

@@ -227,7 +227,8 @@
       if ($("model").value) body.model = $("model").value;
       if ($("style").value) body.style = JSON.parse($("style").value);
       const out = await api("POST", "/v1/annotate", body);
-      state.lastResult = { text, entities: out.results[0].entities };
+      const first = out.results[0];
+      state.lastResult = { text, entities: first.entities, relations: first.relations || [] };
       const ms = Math.round(performance.now() - started);
       $("annotate-info").textContent =
         `${out.results[0].entities.length} entities from ${out.model.id} (${out.model.backend} ${out.model.precision}) in ${ms} ms`;
@@ -253,6 +254,15 @@
     rows.replaceChildren();
     if (!state.lastResult) return;
     const chars = Array.from(state.lastResult.text);
+    // each modifier's head (the relation step): "dose of “metoprolol” (0.98)"
+    const all = state.lastResult.entities;
+    const headOf = new Map(
+      state.lastResult.relations.map((r) => [all[r.modifier], { ...r, head: all[r.head] }]),
+    );
+    const headText = (e) => {
+      const r = headOf.get(e);
+      return r ? `${r.type} of “${r.head.text}” (${r.confidence.toFixed(2)})` : "";
+    };
     const shown = state.lastResult.entities
       .filter((e) => e.confidence >= threshold())
       .filter((e) => !$("present-only").checked || contextOf(e).length === 0)
@@ -263,7 +273,8 @@
       result.append(chars.slice(at, e.start).join(""));
       const context = contextText(e);
       const badge = contextOf(e).map(([, b]) => b).join(" ");
-      const tip = `${e.type} · confidence ${e.confidence.toFixed(2)} (detection ${e.detection_score.toFixed(2)}, type ${e.type_score.toFixed(2)})${badge ? ` · ${context}` : ""}`;
+      const belongs = headText(e);
+      const tip = `${e.type} · confidence ${e.confidence.toFixed(2)} (detection ${e.detection_score.toFixed(2)}, type ${e.type_score.toFixed(2)})${badge ? ` · ${context}` : ""}${belongs ? ` · ${belongs}` : ""}`;
       const data = { type: e.type, confidence: String(e.confidence), tip };
       if (badge) data.badge = badge; // drawn by CSS: the highlighted text stays the text
       result.append(
@@ -287,6 +298,7 @@
           el("td", {}, e.confidence.toFixed(3)),
           el("td", { class: badge ? "context flagged" : "context" }, context),
           el("td", { class: "section" }, sectionText(e)),
+          el("td", { class: "head" }, headText(e)),
           el("td", { class: "concept" }, conceptCell(e)),
           el("td", {}, `${e.start}–${e.end}`)),
       );
