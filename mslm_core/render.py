@@ -124,7 +124,16 @@ def _jsonl_part(
     job_id: str,
 ) -> str:
     return "".join(
-        json.dumps({"id": i, "entities": [e.to_dict() for e in ents]}, ensure_ascii=False) + "\n"
+        json.dumps(
+            {
+                "id": i,
+                "entities": [e.to_dict() for e in ents],
+                "relations": relations_of(ents),
+                "facts": facts_of(ents),
+            },
+            ensure_ascii=False,
+        )
+        + "\n"
         for i, ents in zip(ids, entities, strict=True)
     )
 

@@ -128,6 +128,8 @@ MACCROBAT_ANN = _brat(
         f"E5\tDisease_disorder:{t['cancer']} ",
         "A1\tPOLARITY E4 NEG",
         "A2\tPOLARITY E5 UNCERTAIN",
+        f"R1\tMODIFY Arg1:{t['81 mg']} Arg2:{t['Aspirin']}",
+        f"R2\tMODIFY Arg1:{t['liver']} Arg2:{t['biopsy']}",
     ],
 )
 CHIA_TEXT = {
@@ -414,6 +416,22 @@ RUNS: dict[str, Run] = {
         cost=8,
     ),
     "bench": _protocol("cpu-small", 8, "bench.py"),
+    "relations": Run(
+        "relations.py",
+        lambda t: [
+            "--cache",
+            str(t.corpus_cache),
+            "--seeds",
+            "1",
+            "--model",
+            str(t.bundle),
+            "--out",
+            str(t.results / "relations"),
+        ],
+        "relations/summary.json",
+        needs=("corpus_cache", "bundle"),
+        cost=4,
+    ),
     "bulk": Run(
         "bulk.py",
         lambda t: [
