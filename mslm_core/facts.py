@@ -93,7 +93,7 @@ def facts_of(entities: Sequence[Entity]) -> dict[str, list[dict[str, Any]]]:
         elif e.type == "Test" and mine.get("value"):
             value = _modifier(entities, mine["value"], "value", _VITAL_UNITS.get(e.text.lower()))
             measurement: dict[str, Any] = {"test": _part(i, e), "value": value}
-            q = value.pop("quantity", None) if value else None
+            q = value.get("quantity") if value else None
             measurement["unit"] = (q or {}).get("ucum") or (q or {}).get("unit")
             for key in ("number", "comparator", "low", "high", "numbers", "qualitative"):
                 measurement[key] = (q or {}).get(key)

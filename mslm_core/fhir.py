@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .facts import facts_of
 from .types import Entity
 
 FHIR_VERSION = "4.0.1"
@@ -200,9 +201,75 @@ def _span(e: Entity) -> dict[str, Any]:
     }
 
 
-def resource_for(e: Entity, note: dict[str, Any], subject: dict[str, Any]) -> dict[str, Any] | None:
+_UCUM = "http://unitsofmeasure.org"
+_ISO_UNITS = {"D": "d", "W": "wk", "M": "mo", "Y": "a", "TH": "h", "TM": "min"}
+
+
+def _quantity(q: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A normalised quantity (``mslm_core.normalize``) as a FHIR ``Quantity`` (a number
+    with its UCUM code; None for a range, a ratio or a word)."""
+    if not q or q.get("number") is None:
+        return None
+    out: dict[str, Any] = {"value": q["number"]}
+    if q.get("comparator") in ("<", "<=", ">", ">="):
+        out["comparator"] = q["comparator"]
+    if q.get("unit"):
+        out["unit"] = q["unit"]
+    if q.get("ucum"):
+        out |= {"system": _UCUM, "code": q["ucum"]}
+    return out
+
+
+def _dosage(med: dict[str, Any]) -> dict[str, Any] | None:
+    """A medication's regimen (``mslm_core.facts``) as a FHIR ``Dosage``."""
+    parts = [med.get(k) for k in ("dose", "route", "frequency", "duration")]
+    if not any(parts):
+        return None
+    dose, route, frequency, duration = parts
+    out: dict[str, Any] = {"text": " ".join(p["text"] for p in parts if p)}
+    repeat: dict[str, Any] = {}
+    timing = (frequency or {}).get("timing") or {}
+    for ours, theirs in (
+        ("frequency", "frequency"),
+        ("period", "period"),
+        ("period_max", "periodMax"),
+        ("period_unit", "periodUnit"),
+        ("count", "count"),
+    ):
+        if ours in timing:
+            repeat[theirs] = timing[ours]
+    if "when" in timing:
+        repeat["when"] = [timing["when"]]
+    iso = (duration or {}).get("iso8601")
+    if iso:
+        body = iso[1:]
+        key = "T" + body[-1] if body.startswith("T") else body[-1]
+        value = float(body.lstrip("T")[:-1])
+        code = _ISO_UNITS[key]
+        repeat["boundsDuration"] = {"value": value, "unit": code, "system": _UCUM, "code": code}
+    if repeat:
+        out["timing"] = {"repeat": repeat}
+    if timing.get("as_needed"):
+        out["asNeededBoolean"] = True
+    code = (route or {}).get("code")
+    if route is not None:
+        out["route"] = {"text": route["text"], **({"coding": [code]} if code else {})}
+    quantity = _quantity((dose or {}).get("quantity"))
+    if quantity is not None:
+        out["doseAndRate"] = [{"doseQuantity": quantity}]
+    return out
+
+
+def resource_for(
+    e: Entity,
+    note: dict[str, Any],
+    subject: dict[str, Any],
+    fact: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """The FHIR resource an entity makes (None: its type makes none, or it is a family
-    member's)."""
+    member's); ``fact``: the drug's medication or the test's measurement
+    (``mslm_core.facts``), which gives ``MedicationStatement.dosage`` and
+    ``Observation.value[x]``."""
     kind = RESOURCES.get(e.type.lower())
     a = e.assertion
     if kind is None or (a is not None and a.family):
@@ -223,17 +290,33 @@ def resource_for(e: Entity, note: dict[str, Any], subject: dict[str, Any]) -> di
         }
     if kind == "MedicationStatement":
         status = "not-taken" if negated else "completed" if past else "unknown"
+        dosage = _dosage(fact) if fact else None
         return base | {
             "status": status,
             "medicationCodeableConcept": concept,
             "subject": subject,
             "derivedFrom": [note],
+            **({"dosage": [dosage]} if dosage else {}),
         }
     if kind == "Procedure":
         status = "not-done" if negated else "completed" if past else "unknown"
         return base | {"status": status, "code": concept, "subject": subject, "report": [note]}
     status = "cancelled" if negated else "unknown"
-    return base | {"status": status, "code": concept, "subject": subject, "derivedFrom": [note]}
+    value: dict[str, Any] = {}
+    if fact:
+        quantity = _quantity(fact["value"].get("quantity"))
+        value = (
+            {"valueQuantity": quantity}
+            if quantity is not None
+            else {"valueString": fact["value"]["text"]}
+        )
+    return base | {
+        "status": status,
+        "code": concept,
+        "subject": subject,
+        "derivedFrom": [note],
+        **value,
+    }
 
 
 def note_resources(
@@ -250,9 +333,12 @@ def note_resources(
         else {"display": "the text annotated"}
     )
     who = subject or {"display": f"the subject of {note.get('reference', 'the text')}"}
+    facts = facts_of(entities)
+    fact_of = {m["drug"]["entity"]: m for m in facts["medications"]}
+    fact_of |= {m["test"]["entity"]: m for m in facts["measurements"]}
     out = []
-    for e in entities:
-        resource = resource_for(e, note, who)
+    for i, e in enumerate(entities):
+        resource = resource_for(e, note, who, fact_of.get(i))
         if resource is not None:
             out.append({"id": str(uuid.uuid4()), **resource})
     when = when or dt.datetime.now(dt.UTC)

@@ -217,3 +217,62 @@ def test_fhir_in_fhir_out(served):
         "/v1/annotate/fhir", headers=headers, content='{"resourceType": "Bundle", "entry": 7}'
     )
     assert r.status_code == 422 and "not a list" in r.text
+
+
+def test_a_regimen_and_a_value_become_a_dosage_and_a_value_quantity():
+    """The relation step's ties (mslm_core.relations) give MedicationStatement.dosage (dose
+    as a UCUM quantity, route as SNOMED CT, timing, as-needed, duration) and
+    Observation.valueQuantity, all valid R4."""
+    from mslm_core.types import Attachment
+
+    text = "metoprolol 25 mg PO BID for 3 days PRN; troponin < 0.04 ng/mL"
+
+    def at(piece: str, kind: str, head: Entity | None = None, role: str = "") -> Entity:
+        start = text.index(piece)
+        tie = Attachment(head.start, head.end, role, 0.95) if head is not None else None
+        return Entity(start, start + len(piece), piece, kind, 0.9, 0.9, 1.0, head=tie)
+
+    drug, test = at("metoprolol", "Drug"), at("troponin", "Test")
+    entities = [
+        drug,
+        at("25 mg", "Dosage", drug, "dose"),
+        at("PO", "Route", drug, "route"),
+        at("BID", "Frequency", drug, "frequency"),
+        at("for 3 days", "Duration", drug, "duration"),
+        test,
+        at("< 0.04 ng/mL", "Result", test, "value"),
+    ]
+    med, obs, _ = note_resources("n1", entities, "m")
+    for resource in (med, obs):
+        _validate(resource)
+    (dosage,) = med["dosage"]
+    assert dosage["text"] == "25 mg PO BID for 3 days"
+    assert dosage["doseAndRate"] == [
+        {
+            "doseQuantity": {
+                "value": 25.0,
+                "unit": "mg",
+                "system": "http://unitsofmeasure.org",
+                "code": "mg",
+            }
+        }
+    ]
+    assert dosage["route"]["coding"][0]["code"] == "26643006"
+    assert dosage["timing"]["repeat"] == {
+        "frequency": 2,
+        "period": 1,
+        "periodUnit": "d",
+        "boundsDuration": {
+            "value": 3.0,
+            "unit": "d",
+            "system": "http://unitsofmeasure.org",
+            "code": "d",
+        },
+    }
+    assert obs["valueQuantity"] == {
+        "value": 0.04,
+        "comparator": "<",
+        "unit": "ng/mL",
+        "system": "http://unitsofmeasure.org",
+        "code": "ng/mL",
+    }

@@ -199,7 +199,7 @@ def test_the_facts_of_a_hand_made_sentence_are_exact():
         "measurements": [
             {
                 "test": part(5),
-                "value": part(6, 0.99),
+                "value": part(6, 0.99, quantity={"number": 0.4, "unit": "ng/mL", "ucum": "ng/mL"}),
                 "unit": "ng/mL",
                 "number": 0.4,
                 "comparator": None,
