@@ -108,7 +108,11 @@ def _modifier(
     """The likeliest of the modifiers tied in ``role``, with its normalised value."""
     if not found:
         return None
-    best = max(found, key=lambda k: entities[k].head.confidence if entities[k].head else 0)
+    def tie(k: int) -> float:
+        head = entities[k].head
+        return head.confidence if head is not None else 0.0
+
+    best = max(found, key=tie)
     e = entities[best]
     part = _part(best, e, e.head.confidence if e.head else 1.0)
     if role in ("dose", "value"):

@@ -251,9 +251,9 @@ def _dosage(med: dict[str, Any]) -> dict[str, Any] | None:
         out["timing"] = {"repeat": repeat}
     if timing.get("as_needed"):
         out["asNeededBoolean"] = True
-    code = (route or {}).get("code")
+    route_code = (route or {}).get("code")
     if route is not None:
-        out["route"] = {"text": route["text"], **({"coding": [code]} if code else {})}
+        out["route"] = {"text": route["text"], **({"coding": [route_code]} if route_code else {})}
     quantity = _quantity((dose or {}).get("quantity"))
     if quantity is not None:
         out["doseAndRate"] = [{"doseQuantity": quantity}]

@@ -313,33 +313,33 @@ def timing(text: str) -> dict[str, Any] | None:
     flat = re.sub(r"(?<=\w)\.(?=\w)|\.$", "", core)  # "b.i.d." → "bid"
     out: dict[str, Any] = {}
     if flat in _LATIN:
-        n, period, unit, when = _LATIN[flat]
-        out = {"frequency": n, "period": period, "period_unit": unit}
+        times, period, per, when = _LATIN[flat]
+        out = {"frequency": times, "period": period, "period_unit": per}
         if when:
             out["when"] = when
     elif flat in ("x1", "x 1", "once", "stat", "one time"):
         out = {"count": 1}
     elif m := _EVERY.match(flat):
-        unit = _PERIODS.get(m["unit"]) or {"hs": None}.get(m["unit"])
-        if unit is None:
+        every = _PERIODS.get(m["unit"])
+        if every is None:
             return {"as_needed": True} if as_needed else None
-        n = m["n"] or "1"
+        said_n = m["n"] or "1"
         out = {
             "frequency": 1,
-            "period": int(n) if n.isdigit() else _WORD_NUMBERS.get(n, 1),
-            "period_unit": unit,
+            "period": int(said_n) if said_n.isdigit() else _WORD_NUMBERS.get(said_n, 1),
+            "period_unit": every,
         }
         if m["m"]:
             out["period_max"] = int(m["m"])
     elif m := _TIMES.match(flat):
-        n = m["n"]
-        unit = {"daily": "d", "day": "d", "week": "wk", "month": "mo", "hour": "h"}.get(
+        count = m["n"]
+        per_unit = {"daily": "d", "day": "d", "week": "wk", "month": "mo", "hour": "h"}.get(
             m["unit"], m["unit"]
         )
         out = {
-            "frequency": int(n) if n.isdigit() else _WORD_NUMBERS[n],
+            "frequency": int(count) if count.isdigit() else _WORD_NUMBERS[count],
             "period": 1,
-            "period_unit": unit,
+            "period_unit": per_unit,
         }
     elif not core:
         out = {}

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .errors import ConfigError
 from .text import sentence_spans
@@ -185,7 +186,7 @@ def candidates(seg: Segment, m: int) -> list[int]:
     return [i for i, t in enumerate(seg.types) if i != m and t in kinds]
 
 
-def features(seg: Segment, m: int, cands: Sequence[int]) -> np.ndarray:
+def features(seg: Segment, m: int, cands: Sequence[int]) -> NDArray[Any]:
     """One row per candidate head of the modifier ``m``, then the "no head" row."""
     rows = np.zeros((len(cands) + 1, DIM), dtype=np.float32)
     mtype = seg.types[m]
@@ -269,8 +270,8 @@ class Example:
     """A modifier in its sentence: its candidate heads' features (the last row: no head) and
     which of them are its gold heads (none: the last)."""
 
-    rows: np.ndarray
-    gold: np.ndarray  # bool, one per row
+    rows: NDArray[Any]
+    gold: NDArray[Any]  # bool, one per row
     pair: tuple[str, str] | None  # (modifier type, gold head type); None: no gold head
     nearest: bool | None = None  # the baseline's head is a gold head (None: no gold head)
     key: tuple[Any, ...] = ()  # (sentence id, modifier index) for end-to-end matching
@@ -377,7 +378,7 @@ class RelationScorer:
         self,
         graph: bytes,
         meta: dict[str, Any] | None = None,
-        weights: dict[str, np.ndarray] | None = None,
+        weights: dict[str, NDArray[Any]] | None = None,
     ):
         self.graph = graph
         self.meta = dict(meta or {})
@@ -391,7 +392,7 @@ class RelationScorer:
 
     @classmethod
     def from_weights(
-        cls, weights: dict[str, np.ndarray], meta: dict[str, Any] | None = None
+        cls, weights: dict[str, NDArray[Any]], meta: dict[str, Any] | None = None
     ) -> RelationScorer:
         tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
         features = tensors["l1.weight"].shape[1]
@@ -402,7 +403,7 @@ class RelationScorer:
         return cls(_onnx(tensors), {**(meta or {}), "features": features}, tensors)
 
     # the forward pass --------------------------------------------------------------------
-    def scores(self, rows: np.ndarray) -> np.ndarray:
+    def scores(self, rows: NDArray[Any]) -> NDArray[Any]:
         """One score per row of :func:`features` (higher: likelier the head)."""
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
@@ -411,7 +412,7 @@ class RelationScorer:
         out = self._session.run(None, {"features": rows.astype(np.float32, copy=False)})[0]
         return np.asarray(out).reshape(-1)
 
-    def choose(self, rows: np.ndarray) -> tuple[int, float]:
+    def choose(self, rows: NDArray[Any]) -> tuple[int, float]:
         """The chosen row (the last: no head) and its probability."""
         s = self.scores(rows).astype(np.float64)
         p = np.exp(s - s.max())
@@ -490,7 +491,7 @@ class RelationScorer:
         return (Path(folder) / "relations.json").is_file()
 
 
-def _onnx(weights: dict[str, np.ndarray]) -> bytes:
+def _onnx(weights: dict[str, NDArray[Any]]) -> bytes:
     """The scorer as an ONNX graph: features [n, DIM] → scores [n]."""
     from onnx import TensorProto, helper, numpy_helper
 

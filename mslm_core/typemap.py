@@ -135,7 +135,7 @@ class TypeMap:
             return list(sentences)
         out = []
         for s in sentences:
-            kept = []
+            kept: list[Any] = []
             index: dict[int, int] = {}  # a kept mention's index before → after
             for i, m in enumerate(s.mentions):
                 label = self.label(m.label)

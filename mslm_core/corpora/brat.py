@@ -135,7 +135,7 @@ def document_records(
     spans = sentences(doc.text)
     i = 0
     for a, b in spans:
-        inside = []
+        inside: list[dict[str, Any]] = []
         while i < len(kept) and kept[i].start < b:
             e = kept[i]
             if e.start >= a and e.end <= b:

@@ -450,7 +450,7 @@ def _predicted_relations(ents: Sequence[Entity]) -> list[dict[str, Any]]:
     """Each modifier's tie to its head: ``infons.type`` its role (dose, value, site …) and
     ``infons.confidence``."""
     index = {(e.start, e.end): k for k, e in enumerate(ents)}
-    out = []
+    out: list[dict[str, Any]] = []
     for k, e in enumerate(ents):
         if e.head is not None and (e.head.start, e.head.end) in index:
             infons = {"type": e.head.role, "confidence": f"{e.head.confidence:.4g}"}

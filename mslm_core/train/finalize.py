@@ -62,16 +62,14 @@ def _relation_scorer(run: FinishingRun) -> tuple[dict[str, Path], dict[str, Any]
     ]
     folder = run.work_dir / "relations"
     scorer.save(folder)
-    info = {
-        "corpora": [d.source.name for d in with_relations],
-        "examples": len(train),
-        "dev_accuracy": relations.accuracy(scorer, dev),
-    }
+    corpora = [d.source.name for d in with_relations]
+    dev_accuracy = relations.accuracy(scorer, dev)
+    info = {"corpora": corpora, "examples": len(train), "dev_accuracy": dev_accuracy}
     log.info(
         "relations: %d modifiers from %s; dev attachment %s",
         len(train),
-        ", ".join(info["corpora"]),
-        ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in info["dev_accuracy"].items()),
+        ", ".join(corpora),
+        ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in dev_accuracy.items()),
     )
     return {name: folder / name for name in relations.FILES}, info
 
