@@ -108,6 +108,7 @@ def _modifier(
     """The likeliest of the modifiers tied in ``role``, with its normalised value."""
     if not found:
         return None
+
     def tie(k: int) -> float:
         head = entities[k].head
         return head.confidence if head is not None else 0.0
