@@ -3,6 +3,8 @@
     python benchmarks/relations.py [--cache DIR] [--maccrobat-git CLONE] [--seeds 1 2 3]
         [--model BUNDLE]   # end to end: the bundle's entities (and its relation scorer,
                            # else the one trained here with the first seed)
+        [--check-set FILE] # with --model: also our own regimen and measurement sentences
+                           # (default benchmarks/data/regimens-measurements.txt)
         [--out DIR]        # default benchmarks/results/relations
 
 Writes ``summary.json`` under ``--out`` (and prints it on the last line):
@@ -16,13 +18,18 @@ Writes ``summary.json`` under ``--out`` (and prints it on the last line):
   against the gold (a relation is right when both its ends' spans and types are), for the
   scorer and the nearest-head baseline; and for the regimen's and findings' modifier types
   (Route, Frequency, Duration, Severity) entity P/R/F1 as the model finds them and after the
-  pipeline's regimen patterns (``mslm_core.regimen``), to say whether the patterns help.
+  pipeline's regimen patterns (``mslm_core.regimen``), to say whether the patterns help;
+- ``check_set`` (``--model``): the same end to end on regimen and measurement sentences
+  written for this check (clinicians' style: medication lists, lab lines), the open proxy of
+  the held-out regimen sentences — pair P/R/F1 strict (both ends' spans and types exact) and
+  lenient (the spans overlap), and attachment accuracy with the gold entities.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -214,12 +221,102 @@ def end_to_end(model: str, sentences: list[R.Sentence], scorer: R.RelationScorer
     }
 
 
+CHECK_SET = Path(__file__).resolve().parent / "data" / "regimens-measurements.txt"
+_MARKED = re.compile(r"\[([^\]|]+)\|(\w+)(?:>(\d+))?\]")
+
+
+def read_check_set(path: Path) -> list[R.Sentence]:
+    """Sentences in the check set's notation: ``[words|Type]``, ``[words|Type>k]`` (tied to
+    the k-th entity of the line)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        text, entities, relations, at = "", [], [], 0
+        for m in _MARKED.finditer(line):
+            text += line[at : m.start()]
+            start = len(text)
+            text += m[1]
+            if m[3] is not None:
+                relations.append((len(entities), int(m[3])))
+            entities.append((start, len(text), m[2]))
+            at = m.end()
+        text += line[at:]
+        out.append(R.Sentence(text, entities, relations, path.name))
+    return out
+
+
+def check_set(model: str, sentences: list[R.Sentence]) -> dict[str, Any]:
+    """End to end on our own sentences (strict and lenient pairs), and with gold entities."""
+    from mslm_core.pipeline import AnnotationPipeline
+    from mslm_core.types import Entity
+
+    pipe = AnnotationPipeline.from_bundle(model)
+    if pipe.relations is None:
+        raise SystemExit(f"{model}: the bundle has no relation scorer")
+    found = pipe([s.text for s in sentences])
+    gold, pred = [], []
+    for i, s in enumerate(sentences):
+        e = s.entities
+        gold += [(i, e[m], e[h]) for m, h in s.relations]
+        ents = found[i]
+        index = {(x.start, x.end): x for x in ents}
+        for x in ents:
+            if x.head is not None and (x.head.start, x.head.end) in index:
+                h = index[(x.head.start, x.head.end)]
+                pred.append((i, (x.start, x.end, x.type), (h.start, h.end, h.type)))
+
+    def overlaps(a: tuple, b: tuple) -> bool:
+        return a[2] == b[2] and a[0] < b[1] and b[0] < a[1]
+
+    def prf(match: Any) -> dict[str, Any]:
+        keys = sorted({f"{g[1][2]}→{g[2][2]}" for g in gold})
+        out = {}
+        for key in [*keys, "all"]:
+            g = [x for x in gold if key == "all" or f"{x[1][2]}→{x[2][2]}" == key]
+            p = [x for x in pred if key == "all" or f"{x[1][2]}→{x[2][2]}" == key]
+            right_p = sum(any(x[0] == y[0] and match(x, y) for y in g) for x in p)
+            right_g = sum(any(x[0] == y[0] and match(y, x) for y in p) for x in g)
+            precision = right_p / len(p) if p else 0.0
+            recall = right_g / len(g) if g else 0.0
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            out[key] = {
+                "precision": round(precision, 4),
+                "recall": round(recall, 4),
+                "f1": round(f1, 4),
+                "gold": len(g),
+            }
+        return out
+
+    strict = prf(lambda x, y: x[1] == y[1] and x[2] == y[2])
+    lenient = prf(lambda x, y: overlaps(x[1], y[1]) and overlaps(x[2], y[2]))
+    # the scorer alone: the gold entities, each modifier's head chosen
+    right = total = 0
+    for s in sentences:
+        ents = [Entity(a, b, s.text[a:b], t, 1.0, 1.0, 1.0) for a, b, t in s.entities]
+        tied = pipe.relations.attach(s.text, ents)
+        heads = dict(s.relations)
+        for m, h in heads.items():
+            total += 1
+            got = tied[m].head
+            right += got is not None and (got.start, got.end) == (ents[h].start, ents[h].end)
+    return {
+        "file": str(CHECK_SET.relative_to(CHECK_SET.parents[2])),
+        "sentences": len(sentences),
+        "ties": len(gold),
+        "strict": strict,
+        "lenient": lenient,
+        "gold_entities_attachment": round(right / total, 4) if total else None,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", help="the corpus cache (default: MSLM_CORPUS_CACHE)")
     ap.add_argument("--maccrobat-git", help="a clone of Saieiei/NLP (no GitHub access)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--model", help="a bundle: end-to-end figures with its entities")
+    ap.add_argument("--check-set", default=str(CHECK_SET), help="our own sentences (--model)")
     ap.add_argument("--out", default=str(RESULTS / "relations"))
     args = ap.parse_args()
     cache = Path(args.cache) if args.cache else default_cache()
@@ -233,6 +330,7 @@ def main() -> int:
     }
     if args.model:
         summary["end_to_end"] = end_to_end(args.model, data["test"], scorer)
+        summary["check_set"] = check_set(args.model, read_check_set(Path(args.check_set)))
     summary["machine"] = machine()
     summary["command"] = " ".join(["python", *sys.argv])
     headline = {
@@ -246,6 +344,7 @@ def main() -> int:
     }
     if args.model:
         headline["end_to_end_f1"] = summary["end_to_end"]["relations"]["scorer"]["all"]["f1"]
+        headline["check_set_f1"] = summary["check_set"]["strict"]["all"]["f1"]
     summary["headline"] = headline
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .bundle import check_style, predictor_options, styles_of, verify_bundle
-from .errors import InferenceError
+from .errors import ConfigError, InferenceError
 from .features import WindowBuilder
 from .predict.predictor import Predictor
 from .predict.schedule import AnnotationPlan
@@ -138,6 +138,18 @@ def _check(name: str, value: str, valid: tuple[str, ...]) -> None:
         raise InferenceError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
 
 
+def _relation_scorer(path: Path) -> RelationScorer | None:
+    """The bundle's relation scorer; None when it has none, or one this version cannot read
+    (the entities are served all the same, and the log says why its ties are not)."""
+    if not RelationScorer.present(path):
+        return None
+    try:
+        return RelationScorer.load(path)
+    except ConfigError as exc:
+        log.warning("%s: its relation scorer is not served: %s", path.name, exc)
+        return None
+
+
 class EntityExtractor:
     """Entities from raw text with one bundle: the model's own, before any threshold, context
     or concept (:class:`~mslm_core.pipeline.AnnotationPipeline` adds those). Build it with
@@ -241,8 +253,7 @@ class EntityExtractor:
             predictor.temperatures,
         )
         log.info("serving %s with %s %s (%s)", info.model_id, backend, precision, provider)
-        scorer = RelationScorer.load(path) if RelationScorer.present(path) else None
-        return cls(predictor, manifest, info, scorer)
+        return cls(predictor, manifest, info, _relation_scorer(path))
 
     # -- prediction -------------------------------------------------------------------------
     def annotate(self, texts: Sequence[str], style: str | None = None) -> list[list[Entity]]:

@@ -327,6 +327,9 @@ class AnnotationPipeline:
         if self.doses:  # a Dosage is its dose: "25 mg PO BID" → "25 mg"
             parts = self.regimen_parts
             tidy = [regimen.doses(t, es, parts) for t, es in zip(texts, tidy, strict=True)]
+            if parts:  # the rest of a drug's regimen on its line, where the model missed it
+                kinds = ("Dosage", *parts)
+                tidy = [regimen.chained(t, es, kinds) for t, es in zip(texts, tidy, strict=True)]
         if self.shorthand is not None:
             tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
         if self.linker is not None and self.measures:  # "chest" + "pain": one finding

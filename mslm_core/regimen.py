@@ -82,6 +82,8 @@ _REGIMEN_WORDS = re.compile(
 )
 
 
+#: the types of a drug's regimen (``mslm_core.relations`` ties them to the drug)
+REGIMEN_TYPES = frozenset({"Dosage", "Route", "Frequency", "Duration"})
 #: the regimen's parts a model may be trained to find, and the pattern of each
 PARTS: dict[str, re.Pattern[str]] = {"Route": ROUTE, "Frequency": FREQUENCY, "Duration": DURATION}
 
@@ -149,3 +151,54 @@ def _parts_of(
                 busy.append((a, b))
                 break
     return out
+
+
+_CHAIN_GAP = re.compile(r"[ \t]*(?:,|\bfor\b|\bthen\b|\band\b)?[ \t]*", re.IGNORECASE)
+
+
+def chained(text: str, entities: Sequence[Entity], parts: Collection[str]) -> list[Entity]:
+    """``entities`` with the regimen a drug's line writes after it and the model left
+    unread: from each Drug, over its doses, routes, frequencies and durations one after
+    another (commas, "for", "then" between; never past a line break or a full stop), a dose,
+    route, frequency or duration the patterns find and no entity covers becomes an entity of
+    that type with the drug's scores ("- Metoprolol 25 mg PO BID": the model's Dosage and
+    Route, and "BID" a Frequency). ``parts``: the regimen types the model has."""
+    kinds = {k: PARTS[k] for k in parts if k in PARTS}
+    if "Dosage" in parts:
+        kinds = {"Dosage": DOSE, **kinds}
+    if not kinds:
+        return list(entities)
+    ordered = sorted(entities, key=_at)
+    starts = {e.start: e for e in ordered}
+    added: list[Entity] = []
+    for i, drug in enumerate(ordered):
+        if drug.type != "Drug":
+            continue
+        limit = ordered[i + 1].start if i + 1 < len(ordered) else len(text)
+        for e in ordered[i + 1 :]:
+            if e.type not in REGIMEN_TYPES:
+                limit = e.start
+                break
+        at = drug.end
+        while at < limit:
+            gap = _CHAIN_GAP.match(text, at)
+            nxt = gap.end() if gap else at
+            if nxt >= len(text) or text[nxt] in "\n.;":
+                break
+            if nxt in starts and starts[nxt].type in REGIMEN_TYPES:
+                at = starts[nxt].end
+                continue
+            # a match never reaches into the next entity
+            ahead = min((e.start for e in ordered if e.start >= nxt), default=len(text))
+            for kind, pattern in kinds.items():
+                m = pattern.match(text, nxt)
+                if m and m.end() <= min(limit, ahead):
+                    piece = with_fields(
+                        drug, start=m.start(), end=m.end(), text=m.group(), type=kind
+                    )
+                    added.append(piece)
+                    at = m.end()
+                    break
+            else:
+                break
+    return sorted([*ordered, *added], key=_at) if added else list(entities)

@@ -54,6 +54,9 @@ FILES = ("relations.json", "relations.safetensors", "relations.onnx")
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _LIST_GLUE = frozenset({",", "and", "or", ";", "/", "&"})
+#: a drug's regimen: its modifiers one after another ("metoprolol 25 mg PO BID for 3 days")
+REGIMEN = frozenset({"Dosage", "Route", "Frequency", "Duration"})
+_CHAIN_GLUE = frozenset({",", "for", "x", "then", "and", "-", "(", ")", "over", "times", "/"})
 _FLAGS: tuple[frozenset[str], ...] = tuple(
     frozenset(w.split("|"))
     for w in (
@@ -115,6 +118,7 @@ def _slots() -> dict[str, int]:
         "head_words": _WORDS,
         "modifier_words": _WORDS,
         "other_kinds": 3,
+        "regimen_chain": 1,
     }
     out, at = {}, 0
     for name, size in sizes.items():
@@ -255,6 +259,7 @@ def features(seg: Segment, m: int, cands: Sequence[int]) -> NDArray[Any]:
         row[SLOT["other_kinds"] : SLOT["other_kinds"] + 3] = _bucket3(
             sum(1 for c in cands if seg.types[c] != htype)
         )
+        row[SLOT["regimen_chain"]] = _chained(seg, k, m) if before and htype == "Drug" else 0
     none = rows[-1]
     none[SLOT["none"]] = 1
     none[SLOT["none_type"] + MODIFIERS.index(mtype)] = 1
@@ -262,6 +267,19 @@ def features(seg: Segment, m: int, cands: Sequence[int]) -> NDArray[Any]:
     for w in seg.words[ms:me][-3:]:
         none[SLOT["modifier_words"] + _hash(w) % _WORDS] = 1
     return rows
+
+
+def _chained(seg: Segment, head: int, m: int) -> bool:
+    """Whether only the regimen's modifiers (and commas, "for", "x", "then" …) stand between
+    the drug ``head`` and the modifier ``m`` after it."""
+    taken: set[int] = set()
+    for i, (a, b) in enumerate(seg.spans):
+        if seg.spans[head][1] <= a and b <= seg.spans[m][0]:
+            if seg.types[i] not in REGIMEN:
+                return False
+            taken.update(range(a, b))
+    gap = range(seg.spans[head][1], seg.spans[m][0])
+    return all(w in taken or seg.words[w] in _CHAIN_GLUE for w in gap)
 
 
 # -- examples ----------------------------------------------------------------------------------
@@ -443,6 +461,11 @@ class RelationScorer:
                 p = np.exp(s - s.max())
                 p /= p.sum()
                 best = int(p.argmax())
+                if best == len(cands) and seg.types[m] in REGIMEN:
+                    # a regimen written right after its drug ("lisinopril 10 mg PO daily"):
+                    # tied to it, with the probability the scorer gives that tie
+                    chain = [k for k, c in enumerate(cands) if c < m and _chained(seg, c, m)]
+                    best = chain[-1] if chain and seg.types[cands[chain[-1]]] == "Drug" else best
                 if best == len(cands):
                     continue
                 head = entities[idx[cands[best]]]

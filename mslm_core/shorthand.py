@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .regimen import REGIMEN_TYPES
 from .types import Entity, with_fields
 
 PACKAGED = Path(__file__).resolve().parent / "data" / "shorthand.tsv"
@@ -262,8 +263,8 @@ class ShorthandFinder:
     ) -> list[Entity]:
         """``entities`` with the shorthand of ``text`` typed and added (see the class), but
         on its section headers (``heads``: "CV:", "GU:" are headers, not entities)."""
-        if self.never:
-            entities = [e for e in entities if e.text not in self.never]
+        if self.never:  # a regimen's "PRN", "BID" typed as its part stays
+            entities = [e for e in entities if e.text not in self.never or e.type in REGIMEN_TYPES]
         found = [
             (a, b, k) for a, b, k in self.find(text) if not any(h < b and a < e for h, e in heads)
         ]

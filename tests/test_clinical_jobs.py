@@ -419,6 +419,10 @@ def test_the_recipe_maps_only_types_its_corpora_have():
             "Lab_value",
             "Therapeutic_procedure",
             "Biological_structure",
+            "Administration",  # the modifiers the relation step ties to their heads
+            "Frequency",
+            "Duration",
+            "Severity",
         },
         "CHIA": {"Condition", "Drug", "Measurement", "Procedure", "Device"},
         "BC5CDR-IOB": {"Chemical", "Disease"},

@@ -511,3 +511,61 @@ def test_relations_survive_the_bioc_round_trip_json_and_xml_and_its_predictions(
             "nodes": [{"refid": "1", "role": "modifier"}, {"refid": "0", "role": "head"}],
         }
     ]
+
+
+def test_a_bundle_whose_scorer_this_version_cannot_read_serves_its_entities(
+    toy_bundle, tmp_path, scorer, caplog
+):
+    import shutil
+
+    from mslm_core.bundle import add_files
+    from mslm_core.pipeline import AnnotationPipeline
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(toy_bundle, bundle)
+    scorer.save(tmp_path / "scorer")
+    meta = json.loads((tmp_path / "scorer" / "relations.json").read_text())
+    (tmp_path / "scorer" / "relations.json").write_text(json.dumps({**meta, "features": 7}))
+    add_files(bundle, {n: tmp_path / "scorer" / n for n in R.FILES}, {})
+    pipe = AnnotationPipeline.from_bundle(bundle, backend="torch", device="cpu")
+    assert pipe.relations is None and pipe(["aspirin"]) is not None
+    assert "its relation scorer is not served" in caplog.text
+    assert "the relation scorer reads 7 features" in caplog.text
+
+
+def test_a_drugs_line_gives_the_regimen_the_model_missed_and_ties_it(scorer):
+    from mslm_core.regimen import chained
+    from mslm_core.shorthand import ShorthandFinder
+
+    text = "- Metoprolol 25 mg PO BID\n- Albuterol q4h PRN. Walk daily."
+    parts = ("Dosage", "Route", "Frequency", "Duration")
+    found = chained(
+        text,
+        [
+            _entity(text, "Metoprolol", "Drug"),
+            _entity(text, "25 mg", "Dosage"),
+            _entity(text, "Albuterol", "Drug"),
+        ],
+        parts,
+    )
+    assert [(e.text, e.type) for e in found] == [
+        ("Metoprolol", "Drug"),
+        ("25 mg", "Dosage"),
+        ("PO", "Route"),
+        ("BID", "Frequency"),  # never past the line break
+        ("Albuterol", "Drug"),
+        ("q4h", "Frequency"),
+        ("PRN", "Frequency"),  # never past the full stop: "daily" stays a word
+    ]
+    assert found[3].confidence == found[0].confidence  # the drug's scores
+    # shorthand that stands for no entity ("PRN") stays when it is a regimen's part
+    kept = ShorthandFinder({"Drug", "Dosage", "Frequency"}).merged(text, found)
+    assert ("PRN", "Frequency") in [(e.text, e.type) for e in kept]
+    # a modifier written right after its drug is tied to it even where the scorer would
+    # give it no head
+    tied = scorer.attach(text, found)
+    assert [(e.text, e.head.role) for e in tied if e.head and e.head.start == 2] == [
+        ("25 mg", "dose"),
+        ("PO", "route"),
+        ("BID", "frequency"),
+    ]
