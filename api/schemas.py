@@ -197,8 +197,8 @@ class EntityOut(BaseModel):
     assertion: AssertionOut | None = Field(
         None,
         description="clinical context; absent when the service runs with MSLM_CONTEXT off, and "
-        "for the clinical schema's types it is not about (Dosage, Result, Anatomy); a Drug's "
-        "carries allergy alone",
+        "for the clinical schema's types it is not about (Dosage, Result, Anatomy …) unless "
+        "the modifier is tied to a head: then its head's (a dose of a negated drug is negated)",
     )
     section: str | None = Field(
         None,

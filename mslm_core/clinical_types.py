@@ -42,7 +42,7 @@ CLINICAL: dict[str, TypeSpec] = {
     "Problem": TypeSpec(
         "diseases, disorders, signs, symptoms, conditions", ALL_ATTRIBUTES, True, "C, F03"
     ),
-    "Drug": TypeSpec("medications and other chemicals", ("allergy",), True, "D"),
+    "Drug": TypeSpec("medications and other chemicals", ALL_ATTRIBUTES, True, "D"),
     "Dosage": TypeSpec("doses and strengths", (), False),
     "Test": TypeSpec(
         "diagnostic procedures, lab tests, measurements, examinations",

@@ -364,6 +364,7 @@ class AnnotationPipeline:
                 [_measured(e) if (e.start, e.end) in spans and e.type == "Test" else e for e in es]
                 for es, spans in zip(out, measured, strict=True)
             ]
+            out = [_with_their_heads(es) for es in out]
         linker = self.linker
         if linker is not None:
             link = partial(_for_types, linker.apply_all, applies=linked)
@@ -462,6 +463,19 @@ def _measured(e: Entity) -> Entity:
     if e.assertion is None:
         return e
     return replace(e, assertion=Assertion())
+
+
+def _with_their_heads(entities: list[Entity]) -> list[Entity]:
+    """Each modifier tied to a head with the head's assertion: in "no aspirin 81 mg" the dose
+    is negated with its drug, a value is its test's, a site and a severity their finding's."""
+    by_span = {(e.start, e.end): e for e in entities}
+    out = []
+    for e in entities:
+        head = by_span.get((e.head.start, e.head.end)) if e.head is not None else None
+        if head is not None and head.assertion is not None:
+            e = replace(e, assertion=head.assertion)
+        out.append(e)
+    return out
 
 
 def _attributes_of_its_type(e: Entity) -> Entity:

@@ -620,8 +620,8 @@ def test_single_corpus_training_is_unchanged(toy_corpus, tiny_encoder):
 
 # -- the steps after prediction follow the clinical schema's types ------------------------------
 def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
-    """Problem/Test/Procedure get an assertion; Drug its allergy alone; Dosage, Result and
-    Anatomy none; every entity its section.
+    """Problem/Test/Procedure and Drug get an assertion; Dosage, Result and Anatomy none of
+    their own (tied to a head, its: tests/test_relations.py); every entity its section.
     Dosage and Result (no MeSH branch) get no concept; the others do. A model with other
     types (BC5CDR's) gets both for every type, as before."""
     from mslm_core.context import ContextEngine, default_rules
@@ -649,9 +649,9 @@ def test_context_and_linking_apply_to_the_types_they_are_for(tmp_path):
     out = {e.type: e for e in pipeline.postprocess([text], [ents])[0]}
     assert out["Problem"].assertion is not None and out["Problem"].assertion.negated
     assert all(out[t].assertion is None for t in ("Dosage", "Anatomy", "Result"))
-    # a Drug carries allergy alone: "no aspirin" is what a medication list says, not checked
+    # a Drug's context: "no aspirin" is negated (the regimen with it, when tied)
     drug = out["Drug"].assertion
-    assert drug is not None and drug.present and drug.cues == ()
+    assert drug is not None and drug.negated and drug.cues[0].text == "no"  # the nearest cue first
     assert out["Problem"].concept.id == "D1" and out["Anatomy"].concept.id == "D3"
     assert out["Drug"].concept.id == "D2"
     assert out["Dosage"].candidates is None and out["Result"].candidates is None  # not linked

@@ -569,3 +569,39 @@ def test_a_drugs_line_gives_the_regimen_the_model_missed_and_ties_it(scorer):
         ("PO", "route"),
         ("BID", "frequency"),
     ]
+
+
+def test_the_regimen_and_the_value_take_their_heads_context(scorer):
+    """In "no aspirin 81 mg" the dose is negated with its drug; a value is its test's (a
+    measured test is present); a modifier whose head the context does not reach stays as
+    its head is."""
+    from mslm_core.context import ContextEngine, default_rules
+    from mslm_core.pipeline import AnnotationPipeline
+
+    pipeline = AnnotationPipeline(None, ContextEngine(default_rules()))  # type: ignore[arg-type]
+    pipeline.relations = scorer
+    text = "No aspirin 81 mg. Started heparin 5000 units. Mother on metformin 500 mg."
+    ents = [
+        _entity(text, "aspirin", "Drug"),
+        _entity(text, "81 mg", "Dosage"),
+        _entity(text, "heparin", "Drug"),
+        _entity(text, "5000 units", "Dosage"),
+        _entity(text, "metformin", "Drug"),
+        _entity(text, "500 mg", "Dosage"),
+    ]
+    out = pipeline.postprocess([text], [ents])[0]
+    assert [e.head.start if e.head else None for e in out[1::2]] == [
+        text.index(drug) for drug in ("aspirin", "heparin", "metformin")
+    ]
+    aspirin, dose = out[0].assertion, out[1].assertion
+    assert aspirin is not None and aspirin.negated and dose == aspirin  # with its cue
+    assert out[2].assertion.present and out[3].assertion.present
+    assert out[4].assertion.family and out[5].assertion.family
+    # NOTE_NLP: the dose of a drug the note says was not given does not exist either
+    from mslm_core.omop import term_exists
+
+    assert [term_exists(e) for e in out] == ["N", "N", "Y", "Y", "N", "N"]
+    # without the context step nothing is asserted, tied or not
+    plain = AnnotationPipeline(None)  # type: ignore[arg-type]
+    plain.relations = scorer
+    assert all(e.assertion is None for e in plain.postprocess([text], [ents])[0])
