@@ -858,6 +858,22 @@ class FileOutput(Strict):
     )
 
 
+SqlName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
+
+
+class Staging(Strict):
+    schema_: SqlName = Field(
+        alias="schema",
+        description="the schema of the CDM v5.4 DRUG_EXPOSURE and MEASUREMENT tables the facts "
+        "are staged in (the job adds nlp_fact_source there: each row's NOTE_NLP rows)",
+    )
+    drugs: Literal["with_regimen", "all"] = Field(
+        "with_regimen",
+        description="with_regimen: a drug is staged when a dose, route, frequency or duration "
+        "is tied to it; all: every drug the note gives the patient now",
+    )
+
+
 class OmopOutput(Strict):
     kind: Literal["omop"]
     warehouse: Identifier = Field(description="a name in MSLM_WAREHOUSES")
@@ -865,6 +881,12 @@ class OmopOutput(Strict):
         str,
         StringConstraints(pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$"),
     ] = Field("note_nlp", description="schema.table of an OMOP CDM v5.4 NOTE_NLP table")
+    staging: Staging | None = Field(
+        None,
+        description="also stage the facts as DRUG_EXPOSURE and MEASUREMENT rows (type concept "
+        "32858 NLP; the person, date and visit from the NOTE table beside NOTE_NLP); needs "
+        "the clinical context and a model with a relation scorer (docs/bulk.md)",
+    )
 
 
 class _AnnotationJobSource(Strict):

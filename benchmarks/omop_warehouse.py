@@ -50,6 +50,14 @@ CONCEPTS = [
     ("LOINC", "11348-0", 3000002, "S", "History of Past illness Narrative"),
     ("LOINC", "10157-6", 3000003, "S", "History of family member diseases Narrative"),
     ("LOINC", "10160-0", 3000004, "S", "History of Medication use Narrative"),
+    # what staged facts name (mslm_core.omop): the NLP type, operators, a route, units, a value
+    ("Type Concept", "OMOP4976890", 32858, "S", "NLP"),
+    ("Meas Value Operator", "4172703", 4172703, "S", "="),
+    ("Meas Value Operator", "4171756", 4171756, "S", "<"),
+    ("SNOMED", "26643006", 4132161, "S", "Oral"),
+    ("UCUM", "mg", 8576, "S", "milligram"),
+    ("UCUM", "ng/mL", 8842, "S", "nanogram per milliliter"),
+    ("SNOMED", "10828004", 9191, "S", "Positive"),
 ]
 MAPS_TO = [(2000001, 437663), (2000002, 255848)]
 
@@ -81,9 +89,14 @@ def drop_database(url: str, admin: str = ADMIN) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def build_cdm(url: str, schema: str = "cdm") -> None:
-    """The CDM's tables, primary keys and indices in ``schema``, the NOTE_NLP foreign keys,
-    and the concept rows of :data:`CONCEPTS`."""
+def build_cdm(
+    url: str,
+    schema: str = "cdm",
+    keyed: tuple[str, ...] = ("note_nlp", "drug_exposure", "measurement"),
+) -> None:
+    """The CDM's tables, primary keys and indices in ``schema``, the foreign keys of the
+    tables ``keyed`` (what the service writes: each row it writes must name concepts, a
+    person … that are there), and the concept rows of :data:`CONCEPTS`."""
     verify_ddl()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
@@ -111,7 +124,7 @@ def build_cdm(url: str, schema: str = "cdm") -> None:
                     (a, b),
                 )
         for statement in _statements("OMOPCDM_postgresql_5.4_constraints.sql", schema):
-            if f"ALTER TABLE {schema}.note_nlp " in statement:
+            if any(f"ALTER TABLE {schema}.{table} " in statement for table in keyed):
                 conn.execute(statement)
 
 

@@ -50,6 +50,19 @@ def bulk(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     s.add_argument("--omop-table", help="write OMOP NOTE_NLP rows to this schema.table instead")
     s.add_argument("--omop-warehouse", help="the warehouse of --omop-table (default: --warehouse)")
+    s.add_argument(
+        "--staging",
+        metavar="SCHEMA",
+        help="with --omop-table: also stage the facts as DRUG_EXPOSURE and MEASUREMENT rows in "
+        "this schema's CDM tables (docs/bulk.md)",
+    )
+    s.add_argument(
+        "--staging-drugs",
+        choices=("with_regimen", "all"),
+        default="with_regimen",
+        help="which drugs --staging stages: those with a dose, route, frequency or duration "
+        "tied to them (default), or all",
+    )
     s.add_argument("--model", help="a model id (default: the served model)")
     s.add_argument(
         "--style",
@@ -134,6 +147,8 @@ def _submit(args: argparse.Namespace) -> int:
         raise SystemExit("--download needs --wait")
     if args.download and args.omop_table:
         raise SystemExit("--download is for file output; --omop-table writes to the warehouse")
+    if args.staging and not args.omop_table:
+        raise SystemExit("--staging needs --omop-table (the facts' NOTE_NLP rows)")
     with _client(args) as client:
         if args.file is not None:
             notes = client.upload_notes(
@@ -154,6 +169,8 @@ def _submit(args: argparse.Namespace) -> int:
             if not warehouse:
                 raise SystemExit("--omop-table needs --omop-warehouse (or --warehouse)")
             output = {"kind": "omop", "warehouse": warehouse, "table": args.omop_table}
+            if args.staging:
+                output["staging"] = {"schema": args.staging, "drugs": args.staging_drugs}
         else:
             output = {"kind": "file", "format": args.output_format}
         job = client.create_annotation_job(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .facts import flat_values
@@ -220,3 +221,203 @@ def csv_field(value: Any) -> str:
 
 def csv_line(values: list[Any]) -> str:
     return ",".join(csv_field(v) for v in values) + "\r\n"
+
+
+# -- the facts as staging rows: DRUG_EXPOSURE and MEASUREMENT (docs/bulk.md) -------------------
+#: The CDM's type concept of a record an NLP system derived from a note (Type Concept "NLP").
+NLP_TYPE_CONCEPT_ID = 32858
+#: ``operator_concept_id``: the OMOP "Meas Value Operator" concepts of a value's comparator.
+OPERATOR_CONCEPT_IDS = {"<": 4171756, "<=": 4171754, "=": 4172703, ">": 4172704, ">=": 4171755}
+#: A qualitative value's SNOMED CT qualifier, looked up in the warehouse for
+#: ``value_as_concept_id`` (its standard concept: 9191 Positive, 9189 Negative …).
+QUALITATIVE_SNOMED = {
+    **dict.fromkeys(("positive", "pos", "detected", "reactive"), "10828004"),
+    **dict.fromkeys(("negative", "neg", "not detected", "undetectable"), "260385009"),
+    **dict.fromkeys(("nonreactive", "non-reactive"), "260385009"),
+    **dict.fromkeys(("normal", "unremarkable", "within normal limits", "wnl"), "17621005"),
+    "abnormal": "263654008",
+    **dict.fromkeys(("high", "elevated", "raised", "increased"), "75540009"),
+    **dict.fromkeys(("low", "decreased"), "62482003"),
+    "trace": "260405006",
+}
+SOURCE_VALUE_CHARS = 50
+DRUG_EXPOSURE_COLUMNS = (
+    "drug_exposure_id",
+    "person_id",
+    "drug_concept_id",
+    "drug_exposure_start_date",
+    "drug_exposure_start_datetime",
+    "drug_exposure_end_date",
+    "drug_type_concept_id",
+    "days_supply",
+    "sig",
+    "route_concept_id",
+    "provider_id",
+    "visit_occurrence_id",
+    "visit_detail_id",
+    "drug_source_value",
+    "drug_source_concept_id",
+    "route_source_value",
+    "dose_unit_source_value",
+)
+MEASUREMENT_COLUMNS = (
+    "measurement_id",
+    "person_id",
+    "measurement_concept_id",
+    "measurement_date",
+    "measurement_datetime",
+    "measurement_type_concept_id",
+    "operator_concept_id",
+    "value_as_number",
+    "value_as_concept_id",
+    "unit_concept_id",
+    "provider_id",
+    "visit_occurrence_id",
+    "visit_detail_id",
+    "measurement_source_value",
+    "measurement_source_concept_id",
+    "unit_source_value",
+    "value_source_value",
+)
+#: Our table beside the staged ones: which ``NOTE_NLP`` rows each staged row was made from.
+PROVENANCE_TABLE = "nlp_fact_source"
+PROVENANCE_COLUMNS = ("fact_table", "fact_id", "note_id", "note_nlp_id", "role", "nlp_system")
+PROVENANCE_DDL = (
+    "CREATE TABLE IF NOT EXISTS {table} (fact_table varchar(20) NOT NULL, "
+    "fact_id integer NOT NULL, note_id integer NOT NULL, note_nlp_id integer NOT NULL, "
+    "role varchar(20) NOT NULL, nlp_system varchar(250) NOT NULL)"
+)
+#: What a staged row is made of, in its provenance rows' ``role``.
+DRUG_PARTS = ("drug", "dose", "route", "frequency", "duration")
+MEASUREMENT_PARTS = ("test", "value")
+_DAYS = {"D": 1, "W": 7}
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    """What a staged row takes from its note's ``NOTE`` row."""
+
+    person_id: int
+    note_date: dt.date
+    note_datetime: dt.datetime | None = None
+    provider_id: int | None = None
+    visit_occurrence_id: int | None = None
+    visit_detail_id: int | None = None
+
+
+def staged(fact: dict[str, Any]) -> bool:
+    """Whether a medication or a measurement of :func:`mslm_core.facts.facts_of` is staged:
+    its head was checked by the clinical context (without it, "no aspirin 81 mg" would be an
+    exposure) and is the patient's, now: not negated, hypothetical, someone else's, an
+    allergy, nor in the past (a past regimen has no date the note gives). A possible one is
+    staged, as ``term_exists`` keeps it ``Y``."""
+    a = fact.get("assertion")
+    return a is not None and not any(
+        a[k] for k in ("negated", "hypothetical", "family", "allergy", "historical")
+    )
+
+
+def has_regimen(med: dict[str, Any]) -> bool:
+    return any(med[part] for part in DRUG_PARTS[1:])
+
+
+def iso_days(iso: str | None) -> int | None:
+    """Whole days of an ISO 8601 duration of days or weeks, or of hours that make whole days
+    (``P3D`` 3, ``P2W`` 14, ``PT48H`` 2); None otherwise (months are no whole number of
+    days)."""
+    if not iso:
+        return None
+    if iso.startswith("PT") and iso.endswith("H"):
+        hours = float(iso[2:-1])
+        return int(hours // 24) if hours % 24 == 0 and hours > 0 else None
+    unit = _DAYS.get(iso[-1]) if iso.startswith("P") and "T" not in iso else None
+    if unit is None:
+        return None
+    n = float(iso[1:-1])
+    return int(n * unit) if (n * unit).is_integer() and n > 0 else None
+
+
+def _cut(value: str | None) -> str | None:
+    return value[:SOURCE_VALUE_CHARS] if value else None
+
+
+def _note_columns(note: NoteRow) -> dict[str, Any]:
+    return {
+        "person_id": note.person_id,
+        "provider_id": note.provider_id,
+        "visit_occurrence_id": note.visit_occurrence_id,
+        "visit_detail_id": note.visit_detail_id,
+    }
+
+
+def fact_codes(facts: dict[str, list[dict[str, Any]]]) -> set[tuple[str, str]]:
+    """The (vocabulary, code) pairs the staged rows of ``facts`` look up: routes (SNOMED),
+    units (UCUM) and qualitative values (SNOMED)."""
+    out: set[tuple[str, str]] = set()
+    for med in facts["medications"]:
+        route = (med["route"] or {}).get("code")
+        if route:
+            out.add(("SNOMED", route["code"]))
+    for m in facts["measurements"]:
+        if m["unit"]:
+            out.add(("UCUM", m["unit"]))
+        if m["qualitative"] in QUALITATIVE_SNOMED:
+            out.add(("SNOMED", QUALITATIVE_SNOMED[m["qualitative"]]))
+    return out
+
+
+def drug_exposure_row(
+    med: dict[str, Any], note: NoteRow, drug: tuple[int, int], concepts: ConceptIds
+) -> dict[str, Any]:
+    """One ``DRUG_EXPOSURE`` row (without its id) of a medication; ``drug``: the drug's
+    (standard, source) concept ids, as its ``NOTE_NLP`` row has them."""
+    parts = sorted((med[p] for p in DRUG_PARTS[1:] if med[p]), key=lambda p: p["start"])
+    days = iso_days((med["duration"] or {}).get("iso8601"))
+    end = note.note_date + dt.timedelta(days=days - 1) if days else note.note_date
+    route = med["route"]
+    route_code = (route or {}).get("code")
+    dose = (med["dose"] or {}).get("quantity") or {}
+    return {
+        **_note_columns(note),
+        "drug_concept_id": drug[0],
+        "drug_exposure_start_date": note.note_date,
+        "drug_exposure_start_datetime": note.note_datetime,
+        "drug_exposure_end_date": end,
+        "drug_type_concept_id": NLP_TYPE_CONCEPT_ID,
+        "days_supply": days,
+        "sig": " ".join(p["text"] for p in parts) or None,
+        "route_concept_id": (
+            concepts("SNOMED", route_code["code"])[1] if route_code else (0 if route else None)
+        ),
+        "drug_source_value": _cut(med["drug"]["text"]),
+        "drug_source_concept_id": drug[1],
+        "route_source_value": _cut(route["text"]) if route else None,
+        "dose_unit_source_value": _cut(dose.get("unit")),
+    }
+
+
+def measurement_row(
+    m: dict[str, Any], note: NoteRow, test: tuple[int, int], concepts: ConceptIds
+) -> dict[str, Any]:
+    """One ``MEASUREMENT`` row (without its id) of a measurement; ``test``: the test's
+    (standard, source) concept ids, as its ``NOTE_NLP`` row has them."""
+    quantity = (m["value"] or {}).get("quantity") or {}
+    qualitative = QUALITATIVE_SNOMED.get(m["qualitative"] or "")
+    number = m["number"]
+    return {
+        **_note_columns(note),
+        "measurement_concept_id": test[0],
+        "measurement_date": note.note_date,
+        "measurement_datetime": note.note_datetime,
+        "measurement_type_concept_id": NLP_TYPE_CONCEPT_ID,
+        "operator_concept_id": (
+            OPERATOR_CONCEPT_IDS.get(m["comparator"] or "=") if number is not None else None
+        ),
+        "value_as_number": number,
+        "value_as_concept_id": concepts("SNOMED", qualitative)[1] if qualitative else None,
+        "unit_concept_id": concepts("UCUM", m["unit"])[1] if m["unit"] else None,
+        "measurement_source_value": _cut(m["test"]["text"]),
+        "measurement_source_concept_id": test[1],
+        "unit_source_value": _cut(quantity.get("unit") or m["unit"]),
+        "value_source_value": _cut(m["value"]["text"]),
+    }

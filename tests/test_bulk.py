@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -551,6 +552,8 @@ def test_client_and_cli_run_an_annotation_job(served, tmp_path, capsys, monkeypa
         assert "already succeeded" in capsys.readouterr().err
         assert main(["bulk", "submit", "--warehouse", "omop", "--query", "SELECT 1"]) == 2
         assert "admin key" in capsys.readouterr().err
+        with pytest.raises(SystemExit, match="--staging needs --omop-table"):
+            main(["bulk", "submit", "--file", str(notes), "--staging", "cdm"])
         with Client(base, ANNOTATE) as client:
             job = client.create_annotation_job(client.upload_notes(notes).id)
             client.cancel_annotation_job(job.id)
@@ -1039,3 +1042,206 @@ def test_note_nlp_as_csv_loads_into_the_official_ddl_and_as_parquet(served, ware
     assert [(r["note_id"], r["lexical_variant"], r["offset"]) for r in parquet_rows] == [
         g[:3] for g in got
     ]
+
+
+# -- the facts staged as DRUG_EXPOSURE and MEASUREMENT rows (issue 53) ---------------------------
+FACTS_NOTE = (
+    "Started metoprolol 25 mg PO for 3 days; no aspirin 81 mg. "
+    "Troponin 0.4 ng/mL, culture positive. Mother on insulin 10 units."
+)
+
+
+def _fact_entities() -> list[Entity]:
+    from mslm_core.types import Attachment
+
+    text = FACTS_NOTE
+    present, negated, family = Assertion(), Assertion(negated=True), Assertion(family=True)
+
+    def at(word: str, kind: str, assertion: Assertion | None = None, head=None, role="") -> Entity:
+        start = text.index(word)
+        tie = Attachment(head.start, head.end, role, 0.9) if head is not None else None
+        return Entity(start, start + len(word), word, kind, 0.9, 0.9, 1.0, assertion, head=tie)
+
+    drug, aspirin = at("metoprolol", "Drug", present), at("aspirin", "Drug", negated)
+    troponin, culture = at("Troponin", "Test", present), at("culture", "Test", present)
+    insulin = at("insulin", "Drug", family)
+    return [
+        drug,
+        at("25 mg", "Dosage", present, drug, "dose"),
+        at("PO", "Route", present, drug, "route"),
+        at("for 3 days", "Duration", present, drug, "duration"),
+        aspirin,
+        at("81 mg", "Dosage", negated, aspirin, "dose"),
+        troponin,
+        at("0.4 ng/mL", "Result", present, troponin, "value"),
+        culture,
+        at("positive", "Result", present, culture, "value"),
+        insulin,
+        at("10 units", "Dosage", family, insulin, "dose"),
+    ]
+
+
+def test_facts_are_staged_into_drug_exposure_and_measurement_exactly_once(warehouse):
+    """The staging rows load into the CDM v5.4 tables with their foreign keys on (concepts,
+    person): a regimen given now is an exposure with its route, days and sig, a negated or a
+    family member's is not; a value is a measurement with its number, operator and unit, a
+    qualitative one its value concept; each row's NOTE_NLP rows are in nlp_fact_source; a
+    chunk written again replaces the job's rows, not another job's."""
+    import sqlalchemy as sa
+
+    from mslm_core.errors import MSLMError
+
+    engine = sa.create_engine(warehouse)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO cdm.person (person_id, gender_concept_id, year_of_birth, "
+                "race_concept_id, ethnicity_concept_id) VALUES (1, 0, 1960, 0, 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "UPDATE cdm.note SET note_text = :t, note_date = '2026-03-01' WHERE note_id = 10"
+            ),
+            {"t": FACTS_NOTE},
+        )
+    staging = {"schema": "cdm", "drugs": "with_regimen"}
+    sink = runner.OmopSink(engine, "cdm.note_nlp", "mslm test job=a", staging)
+    other = runner.OmopSink(engine, "cdm.note_nlp", "mslm test job=b", staging)
+    ents = _fact_entities()
+    notes = [("10", FACTS_NOTE, ents), ("999", FACTS_NOTE, ents)]  # 999: no NOTE row
+
+    def read(sql: str) -> list[tuple]:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
+
+    sink.write(0, notes)
+    (drug,) = read(
+        "SELECT drug_exposure_id, person_id, drug_concept_id, drug_exposure_start_date, "
+        "drug_exposure_end_date, drug_type_concept_id, days_supply, sig, route_concept_id, "
+        "drug_source_value, route_source_value, dose_unit_source_value FROM cdm.drug_exposure"
+    )
+    assert drug[1:] == (
+        1,
+        0,  # metoprolol is in no vocabulary here
+        dt.date(2026, 3, 1),
+        dt.date(2026, 3, 3),  # for 3 days
+        omop.NLP_TYPE_CONCEPT_ID,
+        3,
+        "25 mg PO for 3 days",
+        4132161,  # SNOMED 26643006 Oral route, from the warehouse's CONCEPT
+        "metoprolol",
+        "PO",
+        "mg",
+    )
+    measured = read(
+        "SELECT measurement_source_value, measurement_date, measurement_type_concept_id, "
+        "operator_concept_id, value_as_number, value_as_concept_id, unit_concept_id, "
+        "unit_source_value, value_source_value FROM cdm.measurement ORDER BY measurement_id"
+    )
+    assert measured == [
+        (
+            "Troponin",
+            dt.date(2026, 3, 1),
+            32858,
+            4172703,
+            Decimal("0.4"),
+            None,
+            8842,
+            "ng/mL",
+            "0.4 ng/mL",
+        ),
+        ("culture", dt.date(2026, 3, 1), 32858, None, None, 9191, None, None, "positive"),
+    ]
+    source = read(
+        "SELECT s.fact_table, s.role, n.lexical_variant, n.note_id FROM cdm.nlp_fact_source s "
+        "JOIN cdm.note_nlp n ON n.note_nlp_id = s.note_nlp_id ORDER BY s.fact_table, s.fact_id, "
+        "n.note_nlp_id"
+    )
+    assert source == [
+        ("drug_exposure", "drug", "metoprolol", 10),
+        ("drug_exposure", "dose", "25 mg", 10),
+        ("drug_exposure", "route", "PO", 10),
+        ("drug_exposure", "duration", "for 3 days", 10),
+        ("measurement", "test", "Troponin", 10),
+        ("measurement", "value", "0.4 ng/mL", 10),
+        ("measurement", "test", "culture", 10),
+        ("measurement", "value", "positive", 10),
+    ]
+    # NOTE_NLP is written for both notes; the note with no NOTE row stages nothing
+    assert read("SELECT DISTINCT note_id FROM cdm.note_nlp ORDER BY 1") == [(10,), (999,)]
+
+    counts = "SELECT " + ", ".join(
+        f"(SELECT count(*) FROM cdm.{t})"
+        for t in ("drug_exposure", "measurement", "nlp_fact_source")
+    )
+    other.write(0, notes[:1])  # another job's rows of the same note
+    sink.write(0, notes)  # this job's chunk again
+    assert read(counts) == [(2, 4, 16)]
+    joined = read(
+        "SELECT count(*) FROM cdm.nlp_fact_source s JOIN cdm.note_nlp n "
+        "ON n.note_nlp_id = s.note_nlp_id AND n.nlp_system = s.nlp_system"
+    )
+    assert joined == [(16,)]  # every provenance row names a NOTE_NLP row of its own job
+    # every drug, with or without a regimen, when asked
+    everything = runner.OmopSink(
+        engine, "cdm.note_nlp", "mslm test job=c", {"schema": "cdm", "drugs": "all"}
+    )
+    bare = [e for e in ents if e.head is None]  # no modifiers: no regimen
+    everything.write(0, [("10", FACTS_NOTE, bare)])
+    assert read(
+        "SELECT drug_source_value, sig, days_supply FROM cdm.drug_exposure d JOIN "
+        "cdm.nlp_fact_source s ON s.fact_id = d.drug_exposure_id AND s.fact_table = "
+        "'drug_exposure' WHERE s.nlp_system = 'mslm test job=c'"
+    ) == [("metoprolol", None, None)]
+    with pytest.raises(MSLMError, match=r"no table stage\.drug_exposure, stage\.measurement"):
+        runner.OmopSink(engine, "cdm.note_nlp", "s", {"schema": "stage"})
+
+
+def test_staging_is_refused_without_the_context_or_a_relation_scorer(
+    served, warehouse, capsys, monkeypatch
+):
+    from pydantic import SecretStr
+    from service_helpers import serving
+
+    from mslm_core.cli import main
+
+    settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}")})
+    body = {
+        "source": {
+            "kind": "sql",
+            "warehouse": "omop",
+            "query": "SELECT note_id, note_text FROM cdm.note",
+        },
+        "output": {
+            "kind": "omop",
+            "warehouse": "omop",
+            "table": "cdm.note_nlp",
+            "staging": {"schema": "cdm"},
+        },
+    }
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json={**body, "context": False})
+        assert r.status_code == 422 and "clinical context" in r.json()["detail"]
+        r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json=body)
+        assert r.status_code == 422 and "relation scorer" in r.json()["detail"]
+        bad = {**body["output"], "staging": {"schema": "cdm; DROP TABLE x"}}
+        r = c.post("/v1/annotation-jobs", headers=auth(ADMIN), json={**body, "output": bad})
+        assert r.status_code == 422
+    with serving(create_app(settings)) as base:  # the CLI asks for it, and says the refusal
+        monkeypatch.setenv("MSLM_URL", base)
+        monkeypatch.setenv("MSLM_API_KEY", ADMIN)
+        command = ["bulk", "submit", "--warehouse", "omop", "--query", "SELECT 1"]
+        command += ["--omop-table", "cdm.note_nlp", "--staging", "cdm", "--staging-drugs", "all"]
+        assert main(command) == 2
+        assert "needs a model with a relation scorer" in capsys.readouterr().err
+    # what a job stores is what the worker's sink reads
+    from types import SimpleNamespace
+
+    from api.schemas import AnnotationJobCreate
+
+    stored = AnnotationJobCreate.model_validate(body).output.model_dump(by_alias=True)
+    assert stored["staging"] == {"schema": "cdm", "drugs": "with_regimen"}
+    job = SimpleNamespace(id="j-staged", model_id="m-x", output=stored)
+    sink = runner.sink_of(settings, job)  # type: ignore[arg-type]
+    assert isinstance(sink, runner.OmopSink) and sink.stage == "cdm." and not sink.all_drugs

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mslm_core import __version__, omop
 from mslm_core.errors import MSLMError
+from mslm_core.facts import facts_of
 from mslm_core.language import other_language
 from mslm_core.pipeline import AnnotateOptions, AnnotationPipeline
 from mslm_core.text import character_problem
@@ -229,9 +230,22 @@ class FileSink:
 class OmopSink:
     """Rows of an OMOP CDM v5.4 ``NOTE_NLP`` table (PostgreSQL). Per chunk, one transaction:
     an advisory lock on the table (writers take turns for ``note_nlp_id``), this job's rows
-    for the chunk's notes deleted, the new rows inserted with ids after the table's largest."""
+    for the chunk's notes deleted, the new rows inserted with ids after the table's largest.
 
-    def __init__(self, engine: Engine, table: str, system: str):
+    With ``staging`` (a schema holding the CDM's ``DRUG_EXPOSURE`` and ``MEASUREMENT``
+    tables), the facts too (:func:`mslm_core.omop.drug_exposure_row`,
+    :func:`~mslm_core.omop.measurement_row`): the person, date and visit from the note's
+    ``NOTE`` row (beside ``NOTE_NLP``), and each staged row's ``NOTE_NLP`` rows in the
+    schema's ``nlp_fact_source`` table (made when missing) — which also tells this job's staged
+    rows apart when a chunk is written again."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        table: str,
+        system: str,
+        staging: dict[str, Any] | None = None,
+    ):
         if engine.dialect.name != "postgresql":
             raise MSLMError(
                 f"an OMOP target must be PostgreSQL (this warehouse is {engine.dialect.name})"
@@ -241,9 +255,27 @@ class OmopSink:
         self.vocab = f"{schema}." if schema else ""
         self._concepts: dict[tuple[str, str], tuple[int, int]] = {}
         self.section_ids = self._section_ids()
+        self.staging = staging
+        if staging is not None:
+            self.stage = f"{_qualified(staging['schema'])}."
+            self.all_drugs = staging.get("drugs") == "all"
+            self._check_staging()
 
     def _has_table(self, conn: Any, name: str) -> bool:
         return conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None
+
+    def _check_staging(self) -> None:
+        with self.engine.begin() as conn:
+            wanted = [f"{self.vocab}note", *(f"{self.stage}{t}" for t in STAGED)]
+            missing = [name for name in wanted if not self._has_table(conn, name)]
+            if missing:
+                raise MSLMError(
+                    f"staging: no table {', '.join(missing)} in the warehouse (the CDM v5.4 "
+                    "DDL's DRUG_EXPOSURE and MEASUREMENT, and the NOTE table beside NOTE_NLP)"
+                )
+            conn.execute(
+                text(omop.PROVENANCE_DDL.format(table=f"{self.stage}{omop.PROVENANCE_TABLE}"))
+            )
 
     def _section_ids(self) -> dict[str, int]:
         codes = omop.SECTION_LOINC
@@ -292,6 +324,9 @@ class OmopSink:
                 standard_id = concept_id if standard == "S" else (mapped or 0)
                 self._concepts[(vocabulary, code)] = (int(concept_id), int(standard_id))
 
+    def _concept(self, vocabulary: str, code: str) -> tuple[int, int]:
+        return self._concepts.get((vocabulary, code), (0, 0))
+
     def write(self, seq: int, notes: list[tuple[str, str, list[Entity]]]) -> None:
         del seq
         when = utcnow()
@@ -299,40 +334,168 @@ class OmopSink:
         pairs = {
             (e.concept.vocabulary, e.concept.id) for _, _, ents in notes for e in ents if e.concept
         }
+        facts = [facts_of(ents) for _, _, ents in notes] if self.staging is not None else []
+        for f in facts:
+            pairs |= omop.fact_codes(f)
         with self.engine.begin() as conn:
             self._lookup(conn, pairs)
             rows = [
-                omop.note_nlp_row(
-                    int(note_id),
-                    note_text,
-                    e,
-                    system=self.system,
-                    when=when,
-                    concepts=lambda v, c: self._concepts.get((v, c), (0, 0)),
-                    section_ids=self.section_ids,
-                )
+                [
+                    omop.note_nlp_row(
+                        int(note_id),
+                        note_text,
+                        e,
+                        system=self.system,
+                        when=when,
+                        concepts=self._concept,
+                        section_ids=self.section_ids,
+                    )
+                    for e in ents
+                ]
                 for note_id, note_text, ents in notes
-                for e in ents
             ]
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": self.table})
+            if self.staging is not None:
+                self._unstage(conn, ids)
             conn.execute(
                 text(
                     f"DELETE FROM {self.table} WHERE nlp_system = :system AND note_id = ANY(:ids)"
                 ),
                 {"system": self.system, "ids": ids},
             )
-            if not rows:
+            if not any(rows):
                 return
             start = conn.execute(
                 text(f"SELECT COALESCE(MAX(note_nlp_id), 0) FROM {self.table}")
             ).scalar_one()
-            raw: Any = conn.connection.dbapi_connection  # psycopg's: COPY, in this transaction
-            assert raw is not None
-            columns = ", ".join(f'"{c}"' for c in omop.NOTE_NLP_COLUMNS)
-            copy_sql = f"COPY {self.table} ({columns}) FROM STDIN"
-            with raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
-                for k, row in enumerate(rows, 1):
-                    copy.write_row([start + k, *(row[c] for c in omop.NOTE_NLP_COLUMNS[1:])])
+            note_nlp_ids, k = [], start
+            for note_rows in rows:
+                note_nlp_ids.append(list(range(k + 1, k + 1 + len(note_rows))))
+                k += len(note_rows)
+            _copy(
+                conn,
+                self.table,
+                omop.NOTE_NLP_COLUMNS,
+                [
+                    [i, *(row[c] for c in omop.NOTE_NLP_COLUMNS[1:])]
+                    for note_rows, note_ids in zip(rows, note_nlp_ids, strict=True)
+                    for i, row in zip(note_ids, note_rows, strict=True)
+                ],
+            )
+            if self.staging is not None:
+                self._stage(conn, ids, facts, rows, note_nlp_ids)
+
+    def _unstage(self, conn: Any, ids: list[int]) -> None:
+        """This job's staged rows of the notes ``ids``, and their provenance, deleted."""
+        source = f"{self.stage}{omop.PROVENANCE_TABLE}"
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": self.stage})
+        mine = "nlp_system = :system AND note_id = ANY(:ids)"
+        for table, key in STAGED.items():
+            conn.execute(
+                text(
+                    f"DELETE FROM {self.stage}{table} WHERE {key} IN (SELECT fact_id FROM "
+                    f"{source} WHERE fact_table = '{table}' AND {mine})"
+                ),
+                {"system": self.system, "ids": ids},
+            )
+        conn.execute(
+            text(f"DELETE FROM {source} WHERE {mine}"), {"system": self.system, "ids": ids}
+        )
+
+    def _stage(
+        self,
+        conn: Any,
+        ids: list[int],
+        facts: list[dict[str, list[dict[str, Any]]]],
+        rows: list[list[dict[str, Any]]],
+        note_nlp_ids: list[list[int]],
+    ) -> None:
+        """The staged rows of the chunk's facts, with ids after each table's largest."""
+        found = conn.execute(
+            text(
+                "SELECT note_id, person_id, note_date, note_datetime, provider_id, "
+                f"visit_occurrence_id, visit_detail_id FROM {self.vocab}note "
+                "WHERE note_id = ANY(:ids)"
+            ),
+            {"ids": ids},
+        ).all()
+        notes = {int(r[0]): omop.NoteRow(*r[1:]) for r in found}
+        staged: dict[str, list[dict[str, Any]]] = {t: [] for t in STAGED}
+        provenance: list[list[Any]] = []
+        for note_id, f, note_rows, nlp_ids in zip(ids, facts, rows, note_nlp_ids, strict=True):
+            note = notes.get(note_id)
+            if note is None:  # no NOTE row: no person, no date
+                continue
+
+            made: list[tuple[str, dict[str, Any], list[tuple[str, int]]]] = []
+            for med in f["medications"]:
+                if omop.staged(med) and (self.all_drugs or omop.has_regimen(med)):
+                    row = omop.drug_exposure_row(
+                        med, note, _concept_of(note_rows, med["drug"]), self._concept
+                    )
+                    made.append(("drug_exposure", row, _parts(med, omop.DRUG_PARTS)))
+            for m in f["measurements"]:
+                if omop.staged(m):
+                    row = omop.measurement_row(
+                        m, note, _concept_of(note_rows, m["test"]), self._concept
+                    )
+                    made.append(("measurement", row, _parts(m, omop.MEASUREMENT_PARTS)))
+            for table, row, parts in made:
+                staged[table].append(row)
+                provenance += [
+                    [table, len(staged[table]), note_id, nlp_ids[i], role, self.system]
+                    for role, i in parts
+                ]
+        starts = {}
+        for table, key in STAGED.items():
+            starts[table] = conn.execute(
+                text(f"SELECT COALESCE(MAX({key}), 0) FROM {self.stage}{table}")
+            ).scalar_one()
+            columns = STAGED_COLUMNS[table]
+            _copy(
+                conn,
+                f"{self.stage}{table}",
+                columns,
+                [
+                    [starts[table] + k, *(row[c] for c in columns[1:])]
+                    for k, row in enumerate(staged[table], 1)
+                ],
+            )
+        for p in provenance:
+            p[1] += starts[p[0]]
+        source = f"{self.stage}{omop.PROVENANCE_TABLE}"
+        _copy(conn, source, omop.PROVENANCE_COLUMNS, provenance)
+
+
+#: The staged tables and their keys.
+STAGED = {"drug_exposure": "drug_exposure_id", "measurement": "measurement_id"}
+STAGED_COLUMNS = {
+    "drug_exposure": omop.DRUG_EXPOSURE_COLUMNS,
+    "measurement": omop.MEASUREMENT_COLUMNS,
+}
+
+
+def _concept_of(rows: list[dict[str, Any]], part: dict[str, Any]) -> tuple[int, int]:
+    """The (standard, source) concept ids of a fact's part, as its ``NOTE_NLP`` row has them."""
+    row = rows[part["entity"]]
+    return row["note_nlp_concept_id"], row["note_nlp_source_concept_id"]
+
+
+def _parts(fact: dict[str, Any], roles: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(role, entity index) of each part a fact has."""
+    return [(role, fact[role]["entity"]) for role in roles if fact.get(role)]
+
+
+def _copy(conn: Any, table: str, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+    """``rows`` into ``table`` with COPY, in the connection's transaction."""
+    if not rows:
+        return
+    raw: Any = conn.connection.dbapi_connection  # psycopg's: COPY, in this transaction
+    assert raw is not None
+    names = ", ".join(f'"{c}"' for c in columns)
+    with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 def _qualified(table: str) -> str:
@@ -416,7 +579,12 @@ def sink_of(settings: Settings, job: AnnotationJob) -> FileSink | OmopSink:
         sink = FileSink(settings, job)
     else:
         system = omop.nlp_system(__version__, job.model_id, job.id)
-        sink = OmopSink(_engine(settings, job.output["warehouse"]), job.output["table"], system)
+        sink = OmopSink(
+            _engine(settings, job.output["warehouse"]),
+            job.output["table"],
+            system,
+            job.output.get("staging"),
+        )
     _SINKS.clear()  # one job's at a time
     _SINKS[job.id] = sink
     return sink

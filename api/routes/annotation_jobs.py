@@ -164,6 +164,24 @@ def submit(
     if options.style is not None:  # refused now, not when a worker loads the model
         model = stored_models.get_model(session, model_id)
         check_style(stored_models.model_manifest(state.settings, model), options.style)
+    if getattr(body.output, "staging", None) is not None and not (
+        options.context and state.settings.context
+    ):
+        raise Problem(
+            422,
+            "output.staging needs the clinical context (context on, and MSLM_CONTEXT on this "
+            "deployment): without it a negated drug would be staged as given",
+            slug="validation",
+        )
+    if getattr(body.output, "staging", None) is not None:
+        model = stored_models.get_model(session, model_id)
+        if "relations" not in stored_models.model_manifest(state.settings, model):
+            raise Problem(
+                422,
+                f"output.staging needs a model with a relation scorer (model {model_id} has "
+                "none: it was trained on no corpus with relations, docs/relations.md)",
+                slug="validation",
+            )
     linking = state.models.vocabularies.current  # what the job links to, whatever follows
     params = {
         **options.params(),
@@ -176,7 +194,7 @@ def submit(
         session,
         model_id=model_id,
         source=source,
-        output=body.output.model_dump(),
+        output=body.output.model_dump(by_alias=True),
         params=params,
         chunk_size=body.chunk_size or state.settings.bulk_chunk_notes,
         owner=key.key_id,
