@@ -1044,7 +1044,7 @@ def test_note_nlp_as_csv_loads_into_the_official_ddl_and_as_parquet(served, ware
     ]
 
 
-# -- the facts staged as DRUG_EXPOSURE and MEASUREMENT rows (issue 53) ---------------------------
+# -- the facts staged as DRUG_EXPOSURE and MEASUREMENT rows ----------------------------------
 FACTS_NOTE = (
     "Started metoprolol 25 mg PO for 3 days; no aspirin 81 mg. "
     "Troponin 0.4 ng/mL, culture positive. Mother on insulin 10 units."
