@@ -1,12 +1,15 @@
 """FHIR R4 in and out (issue 61): DocumentReferences as notes, results as a Bundle of
 Condition, MedicationStatement, Observation, Procedure and Provenance — each resource checked
-against the R4(B) models of fhir.resources."""
+against the R4(B) models of fhir.resources and against HL7's R4 JSON schema
+(``tests/hl7_schema.py``: fetched once, pinned by sha256)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import urllib.error
 
+import hl7_schema
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import ANNOTATE, auth, make_settings
@@ -21,13 +24,47 @@ R4 = pytest.importorskip("fhir.resources.R4B")
 
 def _validate(resource: dict) -> None:
     """The resource as fhir.resources' R4B model reads it (a ValidationError when it is not
-    valid), and unchanged by the round trip."""
+    valid), unchanged by the round trip, and valid under HL7's R4 JSON schema."""
     from fhir.resources.R4B import get_fhir_model_class
 
     model = get_fhir_model_class(resource["resourceType"]).model_validate(resource)
     assert (
         model.model_dump(mode="json", exclude_none=True)["resourceType"] == resource["resourceType"]
     )
+    try:
+        hl7_schema.schema()
+    except (urllib.error.URLError, TimeoutError) as exc:  # no registry: the models' check only
+        pytest.skip(f"HL7's R4 JSON schema could not be fetched ({exc})")
+    assert hl7_schema.errors(resource) == []
+
+
+def test_the_hl7_schema_catches_what_r4_forbids():
+    """The schema check is a real one: a wrong type, an unknown field, a missing subject, a
+    code outside its value set and a Bundle entry that is no valid resource are refused,
+    each with where."""
+    condition = {
+        "resourceType": "Condition",
+        "subject": {"reference": "Patient/p1"},
+        "code": {"text": "fever"},
+    }
+    _validate(condition)
+    assert hl7_schema.errors({**condition, "onsetString": 1}) == [
+        "onsetString: 1 is not of type 'string'"
+    ]
+    assert hl7_schema.errors({**condition, "spanText": "x"}) == [
+        "(root): Additional properties are not allowed ('spanText' was unexpected)"
+    ]
+    assert hl7_schema.errors({k: v for k, v in condition.items() if k != "subject"}) == [
+        "(root): 'subject' is a required property"
+    ]
+    assert hl7_schema.errors({"resourceType": "Bundle", "type": "archive"})[0].startswith(
+        "type: 'archive' is not one of"
+    )
+    broken = {"resourceType": "Condition", "code": {"text": "x"}}
+    found = hl7_schema.errors(
+        {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": broken}]}
+    )
+    assert [e.split(":")[0] for e in found] == ["entry/0/resource"]
 
 
 def _entity(start, text, kind, **assertion) -> Entity:

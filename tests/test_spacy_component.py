@@ -109,3 +109,72 @@ def test_a_missing_model_says_how_to_give_one():
     nlp = spacy.blank("en")
     with pytest.raises(ConfigError, match='config=\\{"model": "<bundle folder>"\\}'):
         nlp.add_pipe("mslm")
+
+
+MEDSPACY = """
+import json, sys
+import medspacy
+from medspacy.target_matcher import TargetRule
+
+context = sys.argv[3] == "ours"
+nlp = medspacy.load()  # PyRuSH's sentences, medspaCy's target matcher and its ConText
+nlp.get_pipe("medspacy_target_matcher").add([TargetRule("today", "WHEN")])
+config = {"model": sys.argv[1], "backend": "torch", "context": context}
+nlp.add_pipe("mslm", before=None if context else "medspacy_context", config=config)
+doc = nlp(sys.argv[2])
+print(json.dumps({
+    "pipes": nlp.pipe_names,
+    "sentences": [s.end_char for s in doc.sents],
+    "ents": [[e.start_char, e.end_char, e.label_, e._.is_negated, e._.is_historical]
+             for e in doc.ents],
+}))
+"""
+
+
+def _beside_medspacy(model: Path, context: str) -> dict:
+    """TEXT through medspaCy's pipeline with ours added, in a fresh interpreter (medspaCy
+    registers its attributes for the whole process)."""
+    pytest.importorskip("medspacy", reason="scripts/setup.sh installs medspaCy")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LOGURU_LEVEL": "WARNING"}
+    done = subprocess.run(
+        [sys.executable, "-c", MEDSPACY, str(model), TEXT, context],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_beside_medspacy_its_context_reads_our_entities(model, service):
+    """medspaCy's pipeline (its sentences, target matcher and ConText) with our entities put
+    in before its ConText: medspaCy's entity is kept, ours are the service's, and medspaCy's
+    ConText judges ours — "No sign of …" negates the first sentence's, "History of …" makes
+    the second's historical."""
+    out = _beside_medspacy(model, "medspacy")
+    assert out["pipes"][-2:] == ["mslm", "medspacy_context"]
+    ents = out["ents"]
+    assert [e[:3] for e in ents if e[2] == "WHEN"] == [
+        [TEXT.index("today"), TEXT.index("today") + 5, "WHEN"]
+    ]
+    ours = [e for e in ents if e[2] != "WHEN"]
+    assert [tuple(e[:3]) for e in ours] == [(e.start, e.end, e.type) for e in service]
+    first = out["sentences"][0]
+    after_no = [e for e in ours if 2 < e[0] < first]
+    after_history = [e for e in ours if e[0] > TEXT.index("History of") + 10]
+    assert after_no or after_history, "the toy model finds nothing medspaCy could judge"
+    assert all(e[3] for e in after_no)
+    assert all(e[4] and not e[3] for e in after_history)
+
+
+def test_beside_medspacy_with_our_context(model, service):
+    """Our context instead of medspaCy's for our entities: the attributes medspaCy's ConText
+    registered carry the service's verdicts."""
+    out = _beside_medspacy(model, "ours")
+    ours = [e for e in out["ents"] if e[2] != "WHEN"]
+    assert [(*e[:3], e[3], e[4]) for e in ours] == [
+        (e.start, e.end, e.type, e.assertion.negated, e.assertion.historical)
+        for e in service
+        if e.assertion is not None
+    ]
