@@ -128,3 +128,21 @@ def test_every_relative_link_resolves(page: Path):
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"line {number}: {target} (no heading #{anchor})")
     assert broken == []
+
+
+def test_the_first_start_estimate_is_its_measurement():
+    """The minutes the log promises before the first model trains, the README's figure and
+    docs/clinical-schema.md's are the committed measurement (benchmarks/first_start.py)."""
+    import json
+    import math
+
+    from api.bootstrap import FIRST_START_MINUTES_2CPU
+
+    measured = json.loads(
+        (REPO / "benchmarks/results/clinical/first-start.json").read_text(encoding="utf-8")
+    )["minutes_to_served"]
+    assert math.ceil(measured) == FIRST_START_MINUTES_2CPU
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert f"once it is served ({measured} minutes from the command on 2 CPU cores" in readme
+    schema = " ".join((REPO / "docs/clinical-schema.md").read_text(encoding="utf-8").split())
+    assert f"a fresh install serves its model **{measured} minutes**" in schema
