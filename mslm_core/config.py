@@ -15,7 +15,7 @@ from .errors import ConfigError
 from .weights import WEIGHT_RULES
 
 # The default peak learning rate by encoder width (TrainConfig.learning_rate_for).
-SMALL_ENCODER_LR = 2e-4  # MiniLM (384 wide): benchmarks/results/quality-ablation
+SMALL_ENCODER_LR = 2e-4  # MiniLM (384 wide): docs/quality.md's dev table (run files not kept)
 BASE_ENCODER_LR = 5e-5  # the paper's, for 768-wide BERTs
 HEAD_CHOICES = ("linear", "paper")  # model.HEADS (not imported: serving needs no torch)
 DECODINGS = ("viterbi", "argmax")
