@@ -390,7 +390,8 @@ class OmopSink:
         source = f"{self.stage}{omop.PROVENANCE_TABLE}"
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": self.stage})
         mine = "nlp_system = :system AND note_id = ANY(:ids)"
-        for table, key in STAGED.items():
+        for table, columns in STAGED.items():
+            key = columns[0]
             conn.execute(
                 text(
                     f"DELETE FROM {self.stage}{table} WHERE {key} IN (SELECT fact_id FROM "
@@ -447,11 +448,10 @@ class OmopSink:
                     for role, i in parts
                 ]
         starts = {}
-        for table, key in STAGED.items():
+        for table, columns in STAGED.items():
             starts[table] = conn.execute(
-                text(f"SELECT COALESCE(MAX({key}), 0) FROM {self.stage}{table}")
+                text(f"SELECT COALESCE(MAX({columns[0]}), 0) FROM {self.stage}{table}")
             ).scalar_one()
-            columns = STAGED_COLUMNS[table]
             _copy(
                 conn,
                 f"{self.stage}{table}",
@@ -467,12 +467,8 @@ class OmopSink:
         _copy(conn, source, omop.PROVENANCE_COLUMNS, provenance)
 
 
-#: The staged tables and their keys.
-STAGED = {"drug_exposure": "drug_exposure_id", "measurement": "measurement_id"}
-STAGED_COLUMNS = {
-    "drug_exposure": omop.DRUG_EXPOSURE_COLUMNS,
-    "measurement": omop.MEASUREMENT_COLUMNS,
-}
+#: The staged tables and their columns (the key first).
+STAGED = {"drug_exposure": omop.DRUG_EXPOSURE_COLUMNS, "measurement": omop.MEASUREMENT_COLUMNS}
 
 
 def _concept_of(rows: list[dict[str, Any]], part: dict[str, Any]) -> tuple[int, int]:
