@@ -9,4 +9,5 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/ruff check mslm_core mslm_client api worker store mslm_settings.py tests benchmarks docker scripts
 .venv/bin/ruff format --check mslm_core mslm_client api worker store mslm_settings.py tests benchmarks docker scripts
 .venv/bin/mypy mslm_core mslm_client api worker store mslm_settings.py benchmarks/harness
-.venv/bin/python -m pytest -q --durations=15 "$@"
+# -rs: every skipped test and its reason in the summary (a skip is never silent)
+.venv/bin/python -m pytest -q -rs --durations=15 "$@"
