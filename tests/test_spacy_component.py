@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,16 @@ def service(model):
     return entities
 
 
+def _fresh(code: str, *args: str) -> Any:
+    """What ``code`` prints last (JSON), run in a fresh interpreter with ``args``."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LOGURU_LEVEL": "WARNING"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def test_the_factory_is_found_by_its_entry_point_alone(model):
     """A fresh interpreter that never imports mslm_core: spaCy finds "mslm" itself."""
     code = (
@@ -47,16 +58,7 @@ def test_the_factory_is_found_by_its_entry_point_alone(model):
         "doc = nlp(sys.argv[2])\n"
         "print(json.dumps([[e.text, e.label_] for e in doc.ents]))\n"
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(model), TEXT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.splitlines()[-1])
+    assert _fresh(code, str(model), TEXT)
 
 
 def test_doc_ents_and_medspacy_attributes_are_the_service_s(model, service):
@@ -135,16 +137,7 @@ def _beside_medspacy(model: Path, context: str) -> dict:
     """TEXT through medspaCy's pipeline with ours added, in a fresh interpreter (medspaCy
     registers its attributes for the whole process)."""
     pytest.importorskip("medspacy", reason="scripts/setup.sh installs medspaCy")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LOGURU_LEVEL": "WARNING"}
-    done = subprocess.run(
-        [sys.executable, "-c", MEDSPACY, str(model), TEXT, context],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return dict(_fresh(MEDSPACY, str(model), TEXT, context))
 
 
 def test_beside_medspacy_its_context_reads_our_entities(model, service):
