@@ -352,6 +352,25 @@ def test_the_job_form_trains_on_several_datasets_with_type_maps(page, site, tmp_
     shot(page, "web-job-datasets.png")
 
 
+def test_the_job_form_sends_only_what_the_user_set(page, site):
+    """Untouched, the form asks for the dataset alone: the epochs, strategy and styles are
+    the API's defaults (``auto`` picks the epochs), not the page's."""
+    base, _, _, _ = site
+    connect(page, TRAIN)
+    page.click("#tab-jobs")
+    page.wait_for_selector("[data-ds] input[type=checkbox]:checked")
+    assert page.input_value("#job-epochs") == ""
+    with page.expect_request(lambda r: r.url.endswith("/v1/jobs") and r.method == "POST") as sent:
+        page.click("#job-form button[type=submit]")
+    body = json.loads(sent.value.post_data or "{}")
+    assert list(body) == ["dataset_id"]
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('queued')")
+    job_id = page.text_content("#status").split()[1]
+    job = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
+    assert "epochs" not in job["params"]  # the job was not told 3: its strategy picks
+    httpx.post(f"{base}/v1/jobs/{job_id}/cancel", headers=auth(TRAIN))
+
+
 def test_a_model_with_source_styles_reads_text_in_the_style_chosen(page, site):
     """A model trained with source styles and a blank style: its styles are offered beside
     the model picker, and the one chosen goes with the request ("" too: no style)."""

@@ -497,7 +497,8 @@
     }
     const plain = chosen.length === 1 && Object.keys(chosen[0].type_map).length === 0 && chosen[0].weight === 1;
     const body = plain ? { dataset_id: chosen[0].id } : { datasets: chosen };
-    body.epochs = Number($("job-epochs").value);
+    // only what the user set: an empty field leaves the API's default (the strategy's own)
+    if ($("job-epochs").value.trim()) body.epochs = Number($("job-epochs").value);
     if ($("job-strategy").value) body.strategy = $("job-strategy").value;
     if ($("job-styles").checked) {
       body.source_styles = true;
