@@ -115,7 +115,7 @@ def connect(page, key: str) -> None:
     page.wait_for_function(
         "() => document.getElementById('status').textContent.startsWith('Connected')"
     )
-    assert page.input_value("#api-key") == ""  # the field is cleared; the key is in memory only
+    assert page.input_value("#api-key") == ""  # the field is cleared
 
 
 def shot(page, name: str) -> None:
@@ -143,6 +143,34 @@ def highlighted(page, text: str, fields: str) -> list:
     page.click("#run")
     page.wait_for_selector("#result mark.ent")
     return page.eval_on_selector_all("#result mark.ent", f"ms => ms.map(m => {fields})")
+
+
+def test_the_status_names_the_served_model_and_a_reload_keeps_the_key(page, site):
+    """/readyz is asked with the key, so the status line names the model served; the key is
+    kept for the tab (sessionStorage), not in localStorage, and not in another tab."""
+    base = site[0]
+    connect(page, ANNOTATE)
+    served = httpx.get(f"{base}/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
+    assert page.text_content("#status").startswith(f"Connected: serving {served};")
+    assert page.evaluate("() => localStorage.length") == 0
+    page.reload()
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent.startsWith('Connected')"
+    )
+    assert page.text_content("#status").startswith(f"Connected: serving {served};")
+    other = page.context.new_page()
+    other.goto(base + "/")
+    assert other.evaluate("() => sessionStorage.length") == 0
+    assert not other.text_content("#status").startswith("Connected")
+    other.close()
+
+
+def test_a_refused_key_is_not_kept(page):
+    page.fill("#api-key", "not-a-key-of-this-service-0123456789")
+    page.click("#key-form button[type=submit]")
+    page.wait_for_function("() => document.getElementById('status').textContent.length > 0")
+    page.wait_for_function("() => sessionStorage.length === 0")
+    assert not page.text_content("#status").startswith("Connected")
 
 
 def test_annotate_highlights_entities_with_their_confidence(page):

@@ -1,6 +1,7 @@
 // The mslm web page: annotate, watch jobs, read model reports. No framework, no build, no
-// third-party assets (hospital networks are closed). The API key lives in this closure only:
-// never in localStorage, cookies or the URL. Text is always inserted with textContent.
+// third-party assets (hospital networks are closed). The API key lives in this closure and in
+// the tab's sessionStorage (so that a reload keeps it; closing the tab forgets it): never in
+// localStorage, cookies or the URL. Text is always inserted with textContent.
 "use strict";
 
 (() => {
@@ -102,16 +103,22 @@
   });
 
   // -- key ---------------------------------------------------------------------------------
+  const KEY_ITEM = "mslm-api-key"; // sessionStorage: this tab only, gone when it closes
   $("key-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     state.key = $("api-key").value.trim();
     $("api-key").value = "";
+    sessionStorage.setItem(KEY_ITEM, state.key);
     await connect();
   });
 
   async function connect() {
     try {
-      const ready = await fetch("/readyz", { cache: "no-store" }).then((r) => r.json());
+      // with the key: /readyz names the served model only to a caller with a valid one
+      const ready = await fetch("/readyz", {
+        cache: "no-store",
+        headers: { Authorization: `Bearer ${state.key}` },
+      }).then((r) => r.json());
       const served = ready.model ? `serving ${ready.model.id}` : "no model served yet";
       let models;
       try {
@@ -131,6 +138,7 @@
       await showStyles();
       say(`Connected: ${served}; ${models.count} model(s).`);
     } catch (error) {
+      if (error.status === 401) sessionStorage.removeItem(KEY_ITEM); // a bad key is not kept
       fail(error);
     }
   }
@@ -792,5 +800,12 @@
     } catch (error) {
       fail(error);
     }
+  }
+
+  // a reload keeps the tab's key: connected again without asking
+  const kept = sessionStorage.getItem(KEY_ITEM);
+  if (kept) {
+    state.key = kept;
+    connect();
   }
 })();
