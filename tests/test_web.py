@@ -135,11 +135,13 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(site):
 
 
 def highlighted(page, text: str, fields: str) -> list:
-    """Annotate ``text`` on the page (threshold 0) and read each highlighted entity's
-    ``fields`` (a JavaScript array expression over the mark ``m``)."""
+    """Annotate ``text`` on the page (its default threshold, the API's) and read each
+    highlighted entity's ``fields`` (a JavaScript array expression over the mark ``m``)."""
+    from mslm_core.pipeline import DEFAULTS
+
     connect(page, ANNOTATE)
     page.fill("#text", text)
-    page.fill("#threshold", "0")
+    assert float(page.input_value("#threshold")) == DEFAULTS.min_confidence  # one default
     page.click("#run")
     page.wait_for_selector("#result mark.ent")
     return page.eval_on_selector_all("#result mark.ent", f"ms => ms.map(m => {fields})")
