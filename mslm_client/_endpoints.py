@@ -59,6 +59,7 @@ class JobParams(TypedDict, total=False):
     max_length: int
     seed: int
     patience: int  # early stopping (0: never)
+    max_train_sentences: int  # the first K training sentences of each dataset
     onnx: bool  # export to ONNX (default True)
     quantize: Literal["int8"] | None  # also an int8 model
 

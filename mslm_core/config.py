@@ -271,7 +271,10 @@ class TrainConfig:
         bounds=Bounds(ge=0, le=2**32 - 1),  # numpy's and torch's seeds are unsigned 32-bit
     )
     max_train_sentences: int | None = _f(
-        None, "use only the first K training sentences", bounds=Bounds(ge=1)
+        None,
+        "use only the first K training sentences (of each dataset)",
+        job=True,
+        bounds=Bounds(ge=1),
     )
     patience: int | None = _f(
         3,

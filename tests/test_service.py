@@ -1062,3 +1062,23 @@ def test_a_text_in_another_language_is_annotated_with_a_warning_or_refused(train
         assert SPANISH[:20] not in refused.text  # the text itself is not echoed
         fine = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [SHORTHAND]})
         assert fine.status_code == 200
+
+
+def test_max_train_sentences_is_a_job_option(client, settings, tmp_path):
+    """Set over HTTP like every other job option (issue 60): the job trains on the first K
+    sentences — fewer steps than the whole dataset takes, the rest alike."""
+    dataset = upload_toy(client, tmp_path / "corpus")
+    steps = {}
+    for cut in (None, 2):
+        body = {"dataset_id": dataset["id"], **JOB, "epochs": 1, "patience": 0}
+        if cut:
+            body["max_train_sentences"] = cut
+        job = client.post("/v1/jobs", headers=auth(TRAIN), json=body).json()
+        assert job["params"].get("max_train_sentences") == cut
+        assert run_training_job(job["id"], settings) == "succeeded"
+        done = client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
+        steps[cut] = done["progress"]["steps"]
+    assert steps[2] == 1 < steps[None]  # 2 sentences, 2 a batch: one step
+    bad = {"dataset_id": dataset["id"], "max_train_sentences": 0}
+    refused = client.post("/v1/jobs", headers=auth(TRAIN), json=bad)
+    assert refused.status_code == 422 and "max_train_sentences" in refused.text
