@@ -12,11 +12,10 @@ Python clients took a share the server then lacks, which no deployment's remote 
 Offline: the engine in this process annotating the same sentences in one call with the steps
 the service runs (the clinical context and the packaged vocabulary's concepts, the service's
 defaults), its answer rendered as the API renders it (the language check, relations and facts)
-and written as JSON; the model alone beside it. Before, the offline figure stopped at the
-entities: the API was measured against an engine that skipped the answer's rendering (0.18 ms
-a text on the first start's model, 7 % of the engine's time). Also: API process RSS before
-and after, latency percentiles. Targets: at 32 clients ≥ 80 % of the offline throughput of the
-same steps (issue 54), zero errors.
+and written as JSON (0.18 ms a text on the first start's model, 7 % of the engine's time);
+the model alone beside it. Also: API process RSS before and after, latency percentiles.
+Targets: at 32 clients ≥ 80 % of the offline throughput of the same steps (issue 54), zero
+errors.
 
     python benchmarks/api_load.py --model BUNDLE [--duration 20] [--texts-per-request 1]
         [--levels 1,8,32] [--warmup 2] [--client wrk|aiohttp] [--runs 3]
@@ -208,7 +207,6 @@ def one_run(args: argparse.Namespace, bundle: Path, texts: list[str], port: int,
     engine = AnnotationPipeline.from_bundle(
         bundle, context=ContextEngine.default(), linker=load_linker(DEFAULT_VOCABULARY)
     )
-
     offline = _offline(partial(_answer, engine), texts)
     model_only = _offline(engine.extractor.annotate, texts)
     info = engine.info

@@ -1065,7 +1065,7 @@ def test_a_text_in_another_language_is_annotated_with_a_warning_or_refused(train
 
 
 def test_max_train_sentences_is_a_job_option(client, settings, tmp_path):
-    """Set over HTTP like every other job option (issue 60): the job trains on the first K
+    """Set over HTTP like every other job option: the job trains on the first K
     sentences — fewer steps than the whole dataset takes, the rest alike."""
     dataset = upload_toy(client, tmp_path / "corpus")
     steps = {}

@@ -397,7 +397,7 @@ def test_the_job_form_sends_only_what_the_user_set(page, site):
     page.wait_for_function("() => document.getElementById('status').textContent.includes('queued')")
     job_id = page.text_content("#status").split()[1]
     job = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth(TRAIN)).json()
-    assert "epochs" not in job["params"]  # the job was not told 3: its strategy picks
+    assert "epochs" not in job["params"]  # its strategy picks the epochs
     httpx.post(f"{base}/v1/jobs/{job_id}/cancel", headers=auth(TRAIN))
 
 
