@@ -163,6 +163,11 @@ class Settings(BaseSettings):
         "(BOOTSTRAP_DATA), auto (clinical when possible, else BOOTSTRAP_DATA, saying why), "
         "none",
     )
+    bootstrap_early: bool = Field(
+        True,
+        description="the clinical first start serves an early model (one short epoch on a "
+        "subset: minutes) and replaces it with the full recipe's when that is ready",
+    )
     bootstrap_data: Path | None = Field(
         None, description="a corpus folder (train/dev/test files) the first start falls back on"
     )

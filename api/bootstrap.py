@@ -28,6 +28,8 @@ log = logging.getLogger("mslm.bootstrap")
 # `minutes_to_served`; tests/test_docs.py holds this, the README and the file equal). Shown
 # before training starts; the progress bar then estimates from its own pace.
 FIRST_START_MINUTES_2CPU = 33
+# The early model's (clinical.EARLY_SETTINGS), measured alike (`minutes_to_early`).
+EARLY_MINUTES_2CPU = 4
 CARRY_OVER = (
     "on a machine with internet: `mslm corpora fetch clinical --archive clinical-corpora.tar`;"
     " here: `mslm corpora unpack clinical-corpora.tar` (compose: docker compose run --rm -v "
@@ -68,9 +70,11 @@ def bootstrap(
     data_dir: str | Path | None = None,
     epochs: int | None = None,
     fetch_timeout: float = 20.0,
-) -> str | None:
-    """Queue the first model's job on a fresh install; returns its id, or None when there
-    is nothing to do (not a fresh install, ``none``, or no corpus at all — said in the log).
+) -> list[str] | None:
+    """Queue the first model's job on a fresh install — the clinical one's early job first,
+    unless MSLM_BOOTSTRAP_EARLY is off — and return their ids in the order they run, or None
+    when there is nothing to do (not a fresh install, ``none``, or no corpus at all — said in
+    the log).
     ``mode``/``data_dir`` default to MSLM_BOOTSTRAP / MSLM_BOOTSTRAP_DATA."""
     from mslm_core.clinical_types import CLINICAL_TYPES
     from mslm_core.corpora import clinical
@@ -110,6 +114,17 @@ def bootstrap(
                         )
                         for d, s in zip(uploaded, clinical.RECIPE, strict=True)
                     ]
+                    early = None
+                    if settings.bootstrap_early:  # queued first: the worker takes it first
+                        early, _ = create_job(
+                            settings,
+                            session,
+                            queue,
+                            sources,
+                            {**clinical.SETTINGS, **clinical.EARLY_SETTINGS},
+                            export,
+                            idempotency_key="bootstrap-clinical-early",
+                        )
                     job, _ = create_job(
                         settings,
                         session,
@@ -118,11 +133,24 @@ def bootstrap(
                         {**clinical.SETTINGS, **params},
                         export,
                         idempotency_key="bootstrap-clinical",
+                        replaces=None if early is None else early.id,
                     )
                 except BaseException:
                     for d in uploaded:  # nothing half-made: the next start tries again
                         delete_dataset(settings, session, d.id)
                     raise
+            if early is not None:
+                log.info(
+                    "first start: an early clinical model (%s; one short epoch on a subset, "
+                    "job %s) is served in about %d minutes on 2 CPU cores, then replaced by the "
+                    "full one (job %s) — about %d minutes",
+                    ", ".join(CLINICAL_TYPES),
+                    early.id,
+                    EARLY_MINUTES_2CPU,
+                    job.id,
+                    FIRST_START_MINUTES_2CPU,
+                )
+                return [str(early.id), str(job.id)]
             log.info(
                 "first start: the clinical model (%s) is being trained from %s (job %s); it is "
                 "served as soon as it is ready — about %d minutes on 2 CPU cores",
@@ -131,7 +159,7 @@ def bootstrap(
                 job.id,
                 FIRST_START_MINUTES_2CPU,
             )
-            return str(job.id)
+            return [str(job.id)]
     if mode == "auto" and not data_dir:
         log.warning(
             "first start: no first model — the clinical corpora are not in the corpus cache "
@@ -169,18 +197,20 @@ def bootstrap(
         dataset.id,
         job.id,
     )
-    return str(job.id)
+    return [str(job.id)]
 
 
 class FirstStartProgress:
-    """Follows the first model's job in the store and shows it: a progress bar with an
-    estimate of the time left on a terminal, a log line every 5 % otherwise; ends when the
-    job does (and says what is served)."""
+    """Follows the first start's jobs in the store, one after the other (the early model's,
+    then the full one's), and shows each: a progress bar with the job's own estimate of the
+    time left on a terminal, a log line every 5 % otherwise; says what is served when each
+    ends."""
 
-    def __init__(self, settings: Settings, job_id: str, interval: float = 2.0):
-        self.settings, self.job_id, self.interval = settings, job_id, interval
+    def __init__(self, settings: Settings, job_ids: list[str], interval: float = 2.0):
+        self.settings, self.job_ids, self.interval = settings, list(job_ids), interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="first-start", daemon=True)
+        self.started = time.monotonic()
 
     def start(self) -> None:
         self._thread.start()
@@ -188,62 +218,87 @@ class FirstStartProgress:
     def stop(self) -> None:
         self._stop.set()
 
-    def _job(self) -> Any:
+    def _job(self, job_id: str) -> Any:
         from store.db import session_factory
         from store.jobs import find_job
 
         with session_factory(self.settings.sqlalchemy_url)() as session:
-            return find_job(session, self.job_id)  # detached when the session closes
+            return find_job(session, job_id)  # detached when the session closes
+
+    def _label(self, index: int) -> str:
+        if len(self.job_ids) == 1:
+            return "first model"
+        return "early model" if index == 0 else "full model"
 
     def _run(self) -> None:
+        for index, job_id in enumerate(self.job_ids):
+            if not self._follow(job_id, self._label(index), index + 1 < len(self.job_ids)):
+                return
+
+    def _follow(self, job_id: str, label: str, more: bool) -> bool:
+        """Show job ``job_id`` until it ends; False when the thread is stopped or the job is
+        gone."""
         interactive = sys.stderr.isatty()
         bar: Any = None
         shown = -1
-        started = time.monotonic()
         while not self._stop.wait(self.interval):
             try:
-                job = self._job()
+                job = self._job(job_id)
             except Exception as exc:  # the store restarting: try again
                 log.debug("first start: progress not read (%s)", type(exc).__name__)
                 continue
             if job is None:
-                return
+                return False
             progress = job.progress or {}
             steps, step = progress.get("steps"), progress.get("step", 0)
+            eta = progress.get("eta_s")
             if steps and interactive:
                 if bar is None:
                     from tqdm import tqdm
 
-                    bar = tqdm(total=steps, unit="step", desc="first model", file=sys.stderr)
+                    bar = tqdm(total=steps, unit="step", desc=label, file=sys.stderr)
                 bar.update(step - bar.n)
-                bar.set_postfix(
-                    epoch=f"{progress.get('epoch')}/{progress.get('epochs')}",
-                    dev_f1=progress.get("best_dev_f1") and f"{progress['best_dev_f1']:.3f}",
+                bar.set_postfix_str(
+                    f"{progress.get('phase', '')}"
+                    + ("" if eta is None else f", about {_minutes(eta)} left")
                 )
             elif steps and step * 20 // steps > shown:
                 shown = step * 20 // steps
-                elapsed = time.monotonic() - started
-                left = elapsed / step * (steps - step) if step else None
                 log.info(
-                    "first model: step %d/%d (%d %%), epoch %s/%s%s",
+                    "%s: step %d/%d (%d %%)%s",
+                    label,
                     step,
                     steps,
                     100 * step // steps,
-                    progress.get("epoch"),
-                    progress.get("epochs"),
-                    "" if left is None else f", about {left / 60:.0f} min left",
+                    "" if eta is None else f", about {_minutes(eta)} left",
                 )
             if job.state in ("succeeded", "failed", "cancelled"):
                 if bar is not None:
                     bar.close()
-                minutes = (time.monotonic() - started) / 60
-                if job.state == "succeeded":
+                minutes = (time.monotonic() - self.started) / 60
+                if job.state == "succeeded" and job.warnings:
+                    log.warning(
+                        "%s: %s is below its floor and is not served (%s)",
+                        label,
+                        job.model_id,
+                        "; ".join(job.warnings),
+                    )
+                elif job.state == "succeeded":
                     log.info(
-                        "first model ready after %.0f min: %s is served", minutes, job.model_id
+                        "%s ready %.0f min after the start: %s is served%s",
+                        label,
+                        minutes,
+                        job.model_id,
+                        "; the full model replaces it when it is ready" if more else "",
                     )
                 else:
-                    log.error("first model: job %s %s: %s", job.id, job.state, job.error)
-                return
+                    log.error("%s: job %s %s: %s", label, job.id, job.state, job.error)
+                return True
+        return False
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def run_bootstrap_command(args: Any) -> int:

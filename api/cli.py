@@ -8,11 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -151,56 +146,6 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _die_with_parent() -> None:
-    """In the child: receive SIGTERM when ``mslm up`` goes away, however it goes (uvicorn
-    re-raises the signal it stopped on, so no ``finally`` of ours would run)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class WorkerProcess:
-    """A ``mslm worker`` child for ``queues``, restarted if it dies, stopped with the API."""
-
-    def __init__(self, queues: str = "train,eval") -> None:
-        self.queues = queues
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stopping = False
-        self.thread = threading.Thread(target=self._supervise, daemon=True, name="worker-sup")
-
-    def _spawn(self) -> None:
-        cmd = [sys.executable, "-m", "mslm_core.cli", "worker", "--queues", self.queues]
-        self.proc = subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=_die_with_parent)
-        log.info("worker started (pid %d)", self.proc.pid)
-
-    def _supervise(self) -> None:
-        backoff = 1.0
-        while not self.stopping:
-            assert self.proc is not None
-            code = self.proc.wait()
-            if self.stopping:
-                return
-            log.error("worker exited with %s; restarting in %.0f s", code, backoff)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 60.0)
-            self._spawn()
-
-    def start(self) -> None:
-        self._spawn()
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stopping = True
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
 def run_up(args: argparse.Namespace) -> int:
     from api.main import prepare_store
     from mslm_settings import get_settings
@@ -213,12 +158,15 @@ def run_up(args: argparse.Namespace) -> int:
         "filesystem (embedded)" if settings.embedded_broker else "configured",
         settings.artifacts,
     )
+    from worker.processes import WorkerProcess
+
     from .bootstrap import FirstStartProgress, bootstrap
 
-    job_id = bootstrap(settings, args.bootstrap, args.bootstrap_data, args.bootstrap_epochs)
-    progress = FirstStartProgress(settings, job_id) if job_id else None
+    job_ids = bootstrap(settings, args.bootstrap, args.bootstrap_data, args.bootstrap_epochs)
+    progress = FirstStartProgress(settings, job_ids) if job_ids else None
     # fine-tuning and bulk annotation each have a worker: neither waits for the other
-    workers = [WorkerProcess("train,eval"), WorkerProcess("annotate")]
+    # (the first spawns its own evaluation process: an evaluation never waits either)
+    workers = [WorkerProcess("train,eval", quiet=True), WorkerProcess("annotate", quiet=True)]
     for worker in workers:
         worker.start()
     if progress is not None:

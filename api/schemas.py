@@ -672,11 +672,26 @@ class JobOut(BaseModel):
     finished_at: dt.datetime | None
     attempts: int
     cancel_requested: bool
-    progress: dict[str, Any]
+    progress: dict[str, Any] = Field(
+        description="step, steps, epoch, epochs, loss, dev_f1, best_dev_f1; while it runs also "
+        "phase (preparing, warm-up, training, evaluating, finishing, exporting), elapsed_s, "
+        "steps_per_s (its own measured pace) and eta_s (seconds left, from that pace and the "
+        "phases still to come; null until it has measured some steps)"
+    )
     history: list[dict[str, Any]]
     metrics: dict[str, Any]
     model_id: str | None
     error: str | None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why its model is below the job's floor (min_dev_f1, or no entity predicted "
+        "on dev): such a model is stored but served only when an admin forces it",
+    )
+    replaces: str | None = Field(
+        None,
+        description="the job whose served model this job's model replaces once it succeeds "
+        "(the first start's full model replacing its early one)",
+    )
 
 
 class JobList(BaseModel):
@@ -699,6 +714,10 @@ class ModelOut(BaseModel):
     types: list[str]
     precisions: list[str]
     metrics: dict[str, Any]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="below its job's floor (JobOut.warnings): served only with force=true",
+    )
     active: bool = False
     styles: list[str] = Field(
         default_factory=lambda: [""],

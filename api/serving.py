@@ -31,7 +31,7 @@ from mslm_core.types import Entity
 from mslm_settings import Settings
 from store import models as stored_models
 from store.pipeline import context_engine, load_pipeline
-from store.serving import active_model_id
+from store.serving import active_model_id, coming_model
 
 from .linking import Linking, VocabularyManager
 from .metrics import Metrics
@@ -322,6 +322,8 @@ class ModelManager:
         self.metrics = metrics
         self.active_id: str | None = None
         self.last_error: str | None = None
+        # the model coming to replace the served one, as of the last refresh (store.serving)
+        self.coming: dict[str, Any] | None = None
         self._models: OrderedDict[str, LoadedModel] = OrderedDict()
         self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
         self._lock = asyncio.Lock()
@@ -423,7 +425,7 @@ class ModelManager:
             for model_id in held:
                 if model_id not in existing and model_id != self.active_id:
                     await self.drop(model_id)
-        wanted = await asyncio.to_thread(self._read_active)
+        wanted, self.coming = await asyncio.to_thread(self._read_active)
         if wanted == self.active_id:
             return
         async with self._lock:
@@ -440,9 +442,9 @@ class ModelManager:
                 return
             self._swap(wanted)
 
-    def _read_active(self) -> str | None:
+    def _read_active(self) -> tuple[str | None, dict[str, Any] | None]:
         with self.factory() as session:
-            return active_model_id(session)
+            return active_model_id(session), coming_model(session)
 
     def _swap(self, model_id: str) -> None:
         previous, self.active_id, self.last_error = self.active_id, model_id, None

@@ -297,8 +297,8 @@ class AsyncClient:
     async def get_model(self, model_id: str) -> Model:
         return await self._request(ep.get_model(model_id))
 
-    async def activate_model(self, model_id: str) -> Model:
-        return await self._request(ep.activate_model(model_id))
+    async def activate_model(self, model_id: str, force: bool = False) -> Model:
+        return await self._request(ep.activate_model(model_id, force))
 
     async def delete_model(self, model_id: str) -> None:
         await self._request(ep.delete_model(model_id))

@@ -60,6 +60,30 @@ class JobParams(TypedDict, total=False):
     seed: int
     patience: int  # early stopping (0: never)
     max_train_sentences: int  # the first K training sentences of each dataset
+    max_eval_sentences: int  # the first K dev and test sentences of each dataset
+    min_dev_f1: float  # the floor: below it (or predicting nothing) the model is flagged
+    below_floor: Literal["warn", "fail"]  # flagged: succeed with warnings, or fail
+    partial_labels: bool
+    head: str  # linear | paper
+    decoding: str  # viterbi | argmax
+    select: str  # best-dev | last
+    mask_rate: float
+    masking: str  # dynamic | static
+    mask_replace: str  # mask | bert
+    mask_weights: bool  # False: the ablation without mask-specific weights
+    weight_rule: str  # paper | reference
+    detect_on: str  # masked | clean
+    detect_ignore_masked: bool
+    mlm_weight: float
+    tapt_epochs: int
+    mlm_head_warmup_steps: int
+    mlm_head_warmup_lr: float
+    weight_decay: float
+    warmup_ratio: float
+    max_grad_norm: float
+    pack: bool
+    dropout: float
+    eval_batch_size: int
     onnx: bool  # export to ONNX (default True)
     quantize: Literal["int8"] | None  # also an int8 model
 
@@ -262,9 +286,10 @@ def get_model(model_id: str) -> Call[Model]:
     return Call("GET", f"/v1/models/{_segment(model_id)}", _json(Model.from_dict))
 
 
-def activate_model(model_id: str) -> Call[Model]:
-    """Activating the active model changes nothing: retried."""
-    path = f"/v1/models/{_segment(model_id)}/activate"
+def activate_model(model_id: str, force: bool = False) -> Call[Model]:
+    """Activating the active model changes nothing: retried. ``force``: serve a model below
+    its job's floor (its ``warnings``), which is otherwise refused."""
+    path = f"/v1/models/{_segment(model_id)}/activate" + ("?force=true" if force else "")
     return Call("POST", path, _json(Model.from_dict), idempotent=True)
 
 

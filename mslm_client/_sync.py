@@ -277,8 +277,8 @@ class Client:
         """The model with its bundle ``manifest``."""
         return self._request(ep.get_model(model_id))
 
-    def activate_model(self, model_id: str) -> Model:
-        return self._request(ep.activate_model(model_id))
+    def activate_model(self, model_id: str, force: bool = False) -> Model:
+        return self._request(ep.activate_model(model_id, force))
 
     def delete_model(self, model_id: str) -> None:
         self._request(ep.delete_model(model_id))

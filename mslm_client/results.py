@@ -532,6 +532,10 @@ class JobProgress:
     dev_f1: float | None = None  # of the last finished epoch
     best_dev_f1: float | None = None
     done: bool = False
+    phase: str | None = None  # preparing, warm-up, training, evaluating, finishing, exporting
+    elapsed_s: float | None = None  # since the worker started it
+    steps_per_s: float | None = None  # its own measured pace
+    eta_s: float | None = None  # seconds left (None until some steps are measured)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobProgress:
@@ -544,6 +548,10 @@ class JobProgress:
             dev_f1=d.get("dev_f1"),
             best_dev_f1=d.get("best_dev_f1"),
             done=bool(d.get("done", False)),
+            phase=d.get("phase"),
+            elapsed_s=d.get("elapsed_s"),
+            steps_per_s=d.get("steps_per_s"),
+            eta_s=d.get("eta_s"),
         )
 
 
@@ -590,6 +598,9 @@ class Job:
     error: str | None
     created_by: str | None = None  # the id of the API key that submitted it
     datasets: list[JobDataset] = field(default_factory=list)  # every dataset, in order
+    # why its model is below the job's floor (served only with activate_model(force=True))
+    warnings: list[str] = field(default_factory=list)
+    replaces: str | None = None  # the job whose served model its model replaces
 
     @property
     def finished(self) -> bool:
@@ -615,6 +626,8 @@ class Job:
             error=d.get("error"),
             created_by=d.get("created_by"),
             datasets=[JobDataset.from_dict(x) for x in d.get("datasets") or []],
+            warnings=list(d.get("warnings") or []),
+            replaces=d.get("replaces"),
         )
 
 
@@ -635,6 +648,7 @@ class Model:
     # the styles ``annotate(…, style=…)`` may name ("": none) and the one it reads by default
     styles: list[str] = field(default_factory=lambda: [""])
     style: str = ""
+    warnings: list[str] = field(default_factory=list)  # below its job's floor: force to serve
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Model:
@@ -652,6 +666,7 @@ class Model:
             created_by=d.get("created_by"),
             styles=list(d.get("styles", [""])),
             style=d.get("style", ""),
+            warnings=list(d.get("warnings") or []),
         )
 
 

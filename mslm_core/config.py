@@ -20,6 +20,7 @@ BASE_ENCODER_LR = 5e-5  # the paper's, for 768-wide BERTs
 HEAD_CHOICES = ("linear", "paper")  # model.HEADS (not imported: serving needs no torch)
 DECODINGS = ("viterbi", "argmax")
 SELECTIONS = ("best-dev", "last")
+BELOW_FLOOR = ("warn", "fail")
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class TrainConfig:
         True,
         "sources: a word a corpus leaves O may still be any type that corpus does not "
         "annotate (partial-label loss); off, it is taken as O",
+        job=True,
     )
     source_styles: bool = _f(
         False,
@@ -189,13 +191,17 @@ class TrainConfig:
         "linear",
         "linear: one linear layer over B-TYPE/I-TYPE/O tags (transformers' token "
         "classification); paper: MSLM's detection head and pooled type classifier",
+        job=True,
     )
     decoding: str = _f(
         "viterbi",
         "viterbi: the most probable tag path in which no I follows O; argmax: each word's "
         "best tag, an I after O starting a mention",
+        job=True,
     )
-    select: str = _f("best-dev", "best-dev: the epoch with the best dev F1; last: the last one")
+    select: str = _f(
+        "best-dev", "best-dev: the epoch with the best dev F1; last: the last one", job=True
+    )
     elm_rate: float = _f(
         None,
         "share of mentions masked per sentence (ceil rule); by strategy: 0.25 for mslm_tapt, "
@@ -210,27 +216,41 @@ class TrainConfig:
         None,
         "budget of span/pmi/random masking; default: the share MSLM masks on train",
         bounds=Bounds(gt=0, le=1),
+        job=True,
     )
-    masking: str = _f("dynamic", "dynamic (re-drawn per batch, seeded) or static")
-    mask_replace: str = _f("mask", "mask (all [MASK]) or bert (80/10/10)")
-    mask_weights: bool = _f(True, "mask-specific weights; False fixes both to 1 (ablation)")
-    weight_rule: str = _f("paper", "paper (eq. 2-5) or reference (the research code's rule)")
-    detect_on: str = _f("masked", "masked: heads read the masked pass; clean: a second pass")
-    detect_ignore_masked: bool = _f(False, "detection loss skips masked positions")
-    mlm_weight: float = _f(1.0, "λ: weight of the MLM loss in the joint loss", bounds=Bounds(ge=0))
+    masking: str = _f("dynamic", "dynamic (re-drawn per batch, seeded) or static", job=True)
+    mask_replace: str = _f("mask", "mask (all [MASK]) or bert (80/10/10)", job=True)
+    mask_weights: bool = _f(
+        True, "mask-specific weights; False fixes both to 1 (ablation)", job=True
+    )
+    weight_rule: str = _f(
+        "paper", "paper (eq. 2-5) or reference (the research code's rule)", job=True
+    )
+    detect_on: str = _f(
+        "masked", "masked: heads read the masked pass; clean: a second pass", job=True
+    )
+    detect_ignore_masked: bool = _f(False, "detection loss skips masked positions", job=True)
+    mlm_weight: float = _f(
+        1.0, "λ: weight of the MLM loss in the joint loss", bounds=Bounds(ge=0), job=True
+    )
     tapt_epochs: int = _f(
         1,
         "mslm_tapt: epochs of masked-LM-only training before fine-tuning",
         bounds=Bounds(ge=0),
+        job=True,
     )
     mlm_head_warmup_steps: int = _f(
         None,
         "steps training only a newly initialised MLM head, encoder frozen, before training; "
         "by strategy: 200 for mslm_tapt, 0 otherwise",
         bounds=Bounds(ge=0),
+        job=True,
     )
     mlm_head_warmup_lr: float = _f(
-        1e-3, "learning rate of the MLM head warm-up", bounds=Bounds(gt=0)
+        1e-3,
+        "learning rate of the MLM head warm-up",
+        bounds=Bounds(gt=0),
+        job=True,
     )
     epochs: int = _f(
         None,
@@ -249,9 +269,11 @@ class TrainConfig:
         job=True,
         bounds=Bounds(gt=0, le=1),
     )
-    weight_decay: float = _f(0.01, "AdamW weight decay")
-    warmup_ratio: float = _f(0.1, "share of steps of linear warm-up", bounds=Bounds(ge=0, lt=1))
-    max_grad_norm: float = _f(1.0, "gradient clipping")
+    weight_decay: float = _f(0.01, "AdamW weight decay", job=True)
+    warmup_ratio: float = _f(
+        0.1, "share of steps of linear warm-up", bounds=Bounds(ge=0, lt=1), job=True
+    )
+    max_grad_norm: float = _f(1.0, "gradient clipping", job=True)
     max_length: int = _f(
         128,
         "subwords per window; longer sentences are split",
@@ -262,8 +284,9 @@ class TrainConfig:
         False,
         "pack consecutive sentences into one window (up to max_length subwords) so each is "
         "read with its neighbours; prediction packs a text's sentences alike",
+        job=True,
     )
-    dropout: float = _f(0.1, "dropout in the heads")
+    dropout: float = _f(0.1, "dropout in the heads", job=True)
     seed: int = _f(
         42,
         "seed of everything: order, masks, initialisation",
@@ -276,13 +299,34 @@ class TrainConfig:
         job=True,
         bounds=Bounds(ge=1),
     )
+    max_eval_sentences: int | None = _f(
+        None,
+        "score only the first K dev and test sentences (of each dataset): a quicker run "
+        "(the first start's early model), judged on fewer sentences",
+        job=True,
+        bounds=Bounds(ge=1),
+    )
+    min_dev_f1: float = _f(
+        0.0,
+        "the model's floor: below this dev F1 (the macro F1 over the corpora of a run on "
+        "several), or predicting no entity on dev at all, it is flagged (below_floor) and is "
+        "served only when an admin forces it",
+        job=True,
+        bounds=Bounds(ge=0, le=1),
+    )
+    below_floor: str = _f(
+        "warn",
+        "a model below min_dev_f1: warn (the job succeeds with the warning) or fail (the job "
+        "fails with it and keeps no model)",
+        job=True,
+    )
     patience: int | None = _f(
         3,
         "stop after this many epochs without dev F1 gain (0: never; best-dev selection only)",
         job=True,
         bounds=Bounds(ge=0),
     )
-    eval_batch_size: int = _f(64, "windows per batch at evaluation", bounds=Bounds(ge=1))
+    eval_batch_size: int = _f(64, "windows per batch at evaluation", bounds=Bounds(ge=1), job=True)
     checkpoint_every: int = _f(0, "also checkpoint every N steps (0: at epoch ends only)")
     device: str = _f("auto", "auto, cpu or cuda")
 
@@ -322,6 +366,7 @@ class TrainConfig:
             "head": HEAD_CHOICES,
             "decoding": DECODINGS,
             "select": SELECTIONS,
+            "below_floor": BELOW_FLOOR,
             "device": ("auto", "cpu", "cuda"),
         }
         for name, valid in choices.items():
@@ -408,7 +453,8 @@ class TrainConfig:
 
     def fingerprint(self) -> str:
         """Identifies what a checkpoint was trained with (device excluded)."""
-        d = {k: v for k, v in self.to_dict().items() if k not in ("device", "eval_batch_size")}
+        after = ("device", "eval_batch_size", "min_dev_f1", "below_floor")  # weights alike
+        d = {k: v for k, v in self.to_dict().items() if k not in after}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod

@@ -80,6 +80,21 @@ def selection_f1(report: dict[str, Any]) -> float:
     return float(report.get("macro_f1", report["strict"]["f1"]))
 
 
+def floor_warnings(dev: dict[str, Any], min_dev_f1: float) -> list[str]:
+    """Why a model is below its floor, from its dev report (empty: it is not): it predicts
+    no entity on dev at all, or its dev F1 (:func:`selection_f1`) is under ``min_dev_f1``.
+    A job keeps such a model only flagged (TrainConfig.below_floor), served only by force."""
+    if not dev.get("n_pred"):
+        return [
+            f"it predicts no entity on dev ({dev.get('n_gold', 0)} annotated): more epochs, "
+            "more training sentences or another learning rate may help"
+        ]
+    f1 = selection_f1(dev)
+    if f1 < min_dev_f1:
+        return [f"dev F1 {f1:.3f} is below the job's floor (min_dev_f1 {min_dev_f1:g})"]
+    return []
+
+
 def predictions_digest(predicted: list[list[Mention]]) -> str:
     """sha256 of the predicted mentions (spans and types): equal digests, equal predictions."""
     canon = [[[m.start, m.end, m.label] for m in sent] for sent in predicted]

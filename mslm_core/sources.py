@@ -174,14 +174,15 @@ def map_corpus(
 
 def load_training_data(config: Any, partial_labels: bool = True) -> TrainingData:
     """Read the corpora a TrainConfig names (``train``/``dev``/``test``, or ``sources``);
-    ``max_train_sentences`` keeps the first K training sentences of each."""
+    ``max_train_sentences`` keeps the first K training sentences of each,
+    ``max_eval_sentences`` the first K of its dev and test."""
     if not config.sources:
         if not config.train or not config.dev:
             raise ConfigError("train and dev corpora are both required")
         splits = {"train": read_corpus(config.train), "dev": read_corpus(config.dev)}
         if config.test:
             splits["test"] = read_corpus(config.test)
-        _cut(splits["train"], config.max_train_sentences)
+        _cut_all(splits, config)
         types = splits["train"].types
         only = CorpusSource(name="train", train=config.train, dev=config.dev, test=config.test)
         return TrainingData([SourceData(only, splits, frozenset(types))], types, partial=False)
@@ -193,7 +194,7 @@ def load_training_data(config: Any, partial_labels: bool = True) -> TrainingData
             path = getattr(source, split)
             if path:
                 raw[split] = read_corpus(path)
-        _cut(raw["train"], config.max_train_sentences)
+        _cut_all(raw, config)
         source_types = {m.label for c in raw.values() for s in c.sentences for m in s.mentions}
         annotated = frozenset(source.type_map.targets(source_types))
         if not annotated:
@@ -217,6 +218,9 @@ def load_training_data(config: Any, partial_labels: bool = True) -> TrainingData
     return TrainingData(loaded, types, partial=True)
 
 
-def _cut(corpus: Corpus, limit: int | None) -> None:
-    if limit:
-        corpus.sentences = corpus.sentences[:limit]
+def _cut_all(splits: dict[str, Corpus], config: Any) -> None:
+    """The first ``max_train_sentences`` of train, ``max_eval_sentences`` of dev and test."""
+    for split, corpus in splits.items():
+        limit = getattr(config, "max_train_sentences" if split == "train" else "max_eval_sentences")
+        if limit:
+            corpus.sentences = corpus.sentences[:limit]

@@ -125,13 +125,15 @@ def create_job(
     created_by: str | None = None,
     owner: str | None = None,
     activate: bool = False,
+    replaces: str | None = None,
 ) -> tuple[Job, bool]:
     """A queued job and its message; returns (job, created). ``datasets``: a dataset id, or
     the datasets of a job on several corpora (:class:`JobSource`). The same idempotency key
     from the same key (``created_by``) with the same request returns the first job; with
     another request it is a Conflict; another key's jobs are never looked at. ``owner``: whose
     datasets the caller sees (``store.access.owned``). ``activate``: serve the model the job
-    makes once it succeeds (the worker does)."""
+    makes once it succeeds (the worker does). ``replaces``: a job whose model, when it is the
+    one served, this job's model replaces once it succeeds (the first start's full model)."""
     clean = job_config(settings, params)
     check_job_quota(settings, session, created_by)
     sources = _job_sources(
@@ -153,6 +155,7 @@ def create_job(
         idempotency_key=idempotency_key,
         created_by=created_by,
         activate=activate,
+        replaces=replaces,
         published_at=utcnow(),
         datasets=[
             JobDataset(

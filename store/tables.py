@@ -164,6 +164,11 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(Text)
     # serve the model it makes once it succeeds (a Label Studio project's jobs ask for it)
     activate: Mapped[bool] = mapped_column(Boolean, default=False)
+    # why its model is below the job's floor (TrainConfig.min_dev_f1); empty: it is not
+    warnings: Mapped[list[Any]] = mapped_column(default=list)
+    # the job whose served model this job's replaces when it succeeds (the first start's
+    # full model replacing its early one); never another model an admin chose meanwhile
+    replaces: Mapped[str | None] = mapped_column(String(40))
     datasets: Mapped[list[JobDataset]] = relationship(
         order_by="JobDataset.position",
         lazy="selectin",
@@ -202,6 +207,8 @@ class Model(Base):
     types: Mapped[list[Any]] = mapped_column(default=list)
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
     precisions: Mapped[list[Any]] = mapped_column(default=list)
+    # below its job's floor (Job.warnings): served only when an admin forces it
+    warnings: Mapped[list[Any]] = mapped_column(default=list)
 
 
 class Evaluation(Base):

@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -30,6 +30,7 @@ from .tables import (
     AnnotationJob,
     Evaluation,
     Job,
+    Model,
     ServingState,
     utcnow,
 )
@@ -182,9 +183,11 @@ def mark_published(session: Session, cls: TaskRow, row_ids: list[str]) -> None:
         session.commit()
 
 
-def activate_if_none(session: Session, model_id: str) -> bool:
+def activate_if_none(session: Session, model_id: str, replaces: str | None = None) -> bool:
     """Make ``model_id`` the served model when nothing is served yet (a fresh install
-    serves its first fine-tuned model without an admin step). True when it did."""
+    serves its first fine-tuned model without an admin step), or when what is served is the
+    model of job ``replaces`` (the first start's full model replacing its early one; a model
+    an admin chose meanwhile stays). True when it did."""
     state = session.get(ServingState, 1)
     if state is None:
         session.add(ServingState(id=1, active_model_id=model_id, updated_at=utcnow()))
@@ -194,9 +197,13 @@ def activate_if_none(session: Session, model_id: str) -> bool:
             session.rollback()
             return False
         return True
+    served: ColumnElement[bool] = ServingState.active_model_id.is_(None)
+    if replaces is not None:
+        replaced = select(Model.id).where(Model.job_id == replaces).scalar_subquery()
+        served = or_(served, ServingState.active_model_id.in_(replaced))
     result = session.execute(
         update(ServingState)
-        .where(ServingState.id == 1, ServingState.active_model_id.is_(None))
+        .where(ServingState.id == 1, served)
         .values(active_model_id=model_id, updated_at=utcnow())
     )
     session.commit()

@@ -240,8 +240,9 @@ def write_split_folder(folder: Path, rows: list) -> Path:
 
 
 def test_first_start_trains_the_clinical_model_from_the_cache(settings, tmp_path, monkeypatch):
-    """The recipe's four corpora become four datasets and one job with their type maps and
-    weights; a second start does nothing."""
+    """The recipe's four corpora become four datasets and two jobs with their type maps and
+    weights: the early model's, queued first, then the full recipe's, which replaces it; a
+    second start does nothing."""
     rows = {
         "MACCROBAT2020": [
             ("Pain in the liver .", [(0, 4, "Sign_symptom"), (12, 17, "Biological_structure")])
@@ -254,10 +255,20 @@ def test_first_start_trains_the_clinical_model_from_the_cache(settings, tmp_path
     monkeypatch.setattr(first_start, "_clinical_folders", lambda s, t: folders)
     with TestClient(create_app(settings)):
         pass  # the schema
-    job_id = first_start.bootstrap(settings, "auto", None, epochs=1)
-    assert job_id is not None
+    job_ids = first_start.bootstrap(settings, "auto", None, epochs=1)
+    assert job_ids is not None and len(job_ids) == 2
+    early_id, job_id = job_ids
     with session_factory(settings.sqlalchemy_url)() as session:
-        job = session.get(Job, job_id)
+        job, early = session.get(Job, job_id), session.get(Job, early_id)
+        assert early.created_at <= job.created_at and job.replaces == early.id
+        same = [[(d.dataset_id, d.type_map, d.weight) for d in j.datasets] for j in (early, job)]
+        assert early.replaces is None and same[0] == same[1]
+        # the early model: one short epoch of plain fine-tuning, whatever the start's epochs
+        assert early.params == {
+            **clinical.SETTINGS,
+            **clinical.EARLY_SETTINGS,
+            "base_model": "tiny",
+        }
         names = [session.get(Dataset, d.dataset_id).name for d in job.datasets]
         assert names == [f"clinical: {c}" for c in clinical.CORPORA]
         assert [d.type_map for d in job.datasets] == [
@@ -328,8 +339,9 @@ def test_first_start_falls_back_and_says_why(settings, tmp_path, monkeypatch, ca
     assert first_start.bootstrap(settings, "none", None) is None
     fallback = write_split_folder(tmp_path / "BC5CDR-IOB", A)
     with caplog.at_level(logging.WARNING, logger="mslm.bootstrap"):
-        job_id = first_start.bootstrap(settings, "auto", fallback)
-    assert job_id is not None
+        job_ids = first_start.bootstrap(settings, "auto", fallback)
+    assert job_ids is not None and len(job_ids) == 1  # no early model of a user's corpus
+    (job_id,) = job_ids
     said = caplog.text
     assert "falling back to BC5CDR-IOB" in said and "network unreachable" in said
     assert "mslm corpora fetch clinical --archive clinical-corpora.tar" in said

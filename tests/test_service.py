@@ -92,6 +92,42 @@ def test_only_an_admin_key_s_first_model_is_served_when_nothing_is(tmp_path, tin
         }
 
 
+def test_a_model_below_its_floor_is_served_only_by_force(tmp_path, tiny_encoder):
+    """Issue 60's guardrail: a job whose model scores under its floor (here min_dev_f1 0.99
+    after one epoch) succeeds with the reason in ``warnings`` — and is not served, not even
+    on an install that serves nothing, from an admin's job; activating it is a 409 unless
+    ``force=true``. With ``below_floor: fail`` the job fails with the reason and keeps no
+    model."""
+    settings = make_settings(tmp_path, tiny_encoder)
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp_path / "corpus", key=ADMIN)
+        body = {"dataset_id": dataset["id"], **JOB, "epochs": 1, "min_dev_f1": 0.99}
+        warned = c.post("/v1/jobs", headers=auth(ADMIN), json=body).json()
+        assert warned["params"]["min_dev_f1"] == 0.99
+        assert run_training_job(warned["id"], settings) == "succeeded"
+        job = c.get(f"/v1/jobs/{warned['id']}", headers=auth(ADMIN)).json()
+        (warning,) = job["warnings"]
+        assert "below the job's floor (min_dev_f1 0.99)" in warning
+        assert job["progress"]["done"] and job["progress"]["eta_s"] == 0
+        assert job["progress"]["steps_per_s"] > 0 and job["progress"]["phase"] == "done"
+        model = c.get(f"/v1/models/{job['model_id']}", headers=auth(ADMIN)).json()
+        assert model["warnings"] == [warning] and not model["active"]
+        assert c.get("/readyz").status_code == 503  # nothing served
+        refused = c.post(f"/v1/models/{job['model_id']}/activate", headers=auth(ADMIN))
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["type"].endswith("model-below-floor")
+        assert "force=true" in refused.json()["detail"]
+        forced = c.post(f"/v1/models/{job['model_id']}/activate?force=true", headers=auth(ADMIN))
+        assert forced.status_code == 200 and forced.json()["active"]
+        failing = c.post("/v1/jobs", headers=auth(ADMIN), json=body | {"below_floor": "fail"})
+        assert run_training_job(failing.json()["id"], settings) == "failed"
+        failed = c.get(f"/v1/jobs/{failing.json()['id']}", headers=auth(ADMIN)).json()
+        assert "below the job's floor" in failed["error"] and failed["model_id"] is None
+        assert c.get("/v1/models", headers=auth(ADMIN)).json()["count"] == 1
+        bad = c.post("/v1/jobs", headers=auth(ADMIN), json=body | {"below_floor": "ignore"})
+        assert bad.status_code == 422 and "below_floor" in bad.text
+
+
 def test_fine_tune_activate_annotate_evaluate(trained_service):
     settings, dataset, job_id = trained_service
     with TestClient(create_app(settings)) as c:

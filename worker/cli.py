@@ -19,7 +19,19 @@ def worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "keeps bulk annotation and fine-tuning from waiting for each other) (default: "
         "train,eval)",
     )
-    p.add_argument("--name", help="worker node name (default: celery@HOST-PID)")
+    p.add_argument("--name", help="worker node name (default: mslm-PID@HOST)")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no Celery banner, no superuser warning, warnings and errors only (mslm up)",
+    )
+    p.add_argument(
+        "--one-process",
+        action="store_true",
+        help="with train and other queues: take them all in this process, one task at a "
+        "time (by default a second process takes the others, so that an evaluation never "
+        "waits behind a training job)",
+    )
     p.add_argument(
         "--alive-file",
         help="touch this file every 10 s while the process lives (a container health check "
@@ -58,8 +70,28 @@ def run_worker(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"unknown queue(s) {unknown}; valid: {', '.join(QUEUES)}")
     name = args.name or f"mslm-{os.getpid()}@{socket.gethostname()}"
+    if args.quiet:
+        import warnings
+
+        from celery.exceptions import SecurityWarning
+
+        logging.getLogger().setLevel(logging.WARNING)
+        # root in a trial (`mslm up`); the images run as a user of their own
+        warnings.filterwarnings("ignore", category=SecurityWarning)
     if args.alive_file:
         _keep_touching(args.alive_file)
+    slot = None
+    if "train" in queues and len(queues) > 1 and not args.one_process:
+        from .processes import WorkerProcess
+
+        # evaluations (and whatever else it was given) in a process of their own: one task at
+        # a time each, so that neither waits behind a training job
+        base, _, host = name.partition("@")
+        others = ",".join(q for q in queues if q != "train")
+        slot = WorkerProcess(
+            others, quiet=args.quiet, name=f"{base}-{others.replace(',', '-')}@{host}"
+        )
+        queues = ["train"]
     from store.db import session_factory
     from store.jobs import sweep_worker_leftovers
     from store.migrate import wait_for_schema
@@ -75,8 +107,12 @@ def run_worker(args: argparse.Namespace) -> int:
     )
     # one task at a time in this process: training owns the device, and a killed worker
     # takes exactly its own job down (the reaper re-queues it)
+    if slot is not None:
+        slot.start()
+    argv = ["--quiet"] if args.quiet else []
     app.worker_main(
         [
+            *argv,
             "worker",
             "-Q",
             ",".join(queues),
@@ -85,9 +121,11 @@ def run_worker(args: argparse.Namespace) -> int:
             "-n",
             name,
             "--loglevel",
-            "INFO",
+            "WARNING" if args.quiet else "INFO",
             "--without-gossip",
             "--without-mingle",
         ]
     )
+    if slot is not None:
+        slot.stop()
     return 0

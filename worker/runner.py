@@ -15,6 +15,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from mslm_core.bundle import read_manifest, verify_bundle
 from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError, MSLMError
 from mslm_core.sources import map_corpus
-from mslm_core.train import Callback, Trainer, TrainingCancelled, TrainingRun
+from mslm_core.train import Callback, Pace, Trainer, TrainingCancelled, TrainingRun
 from mslm_core.typemap import TypeMap
 from mslm_settings import Settings
 from store import transitions
@@ -68,6 +69,8 @@ class Heartbeat:
         self.factory, self.cls, self.row_id, self.worker = factory, cls, row_id, worker
         self.interval = interval
         self.fields: dict[str, Any] = {}
+        # read at every beat: what changes between the updates (the time left of a job)
+        self.live: Callable[[], dict[str, Any]] | None = None
         self.cancel_requested = False
         self.lost = False
         self._polled = 0.0
@@ -95,6 +98,8 @@ class Heartbeat:
     def beat(self) -> None:
         with self._lock:
             fields = dict(self.fields)
+        if self.live is not None:
+            fields["progress"] = {**fields.get("progress", {}), **self.live()}
         try:
             with self.factory() as session:
                 result = transitions.heartbeat(
@@ -120,10 +125,13 @@ class Heartbeat:
 
 
 class JobProgress(Callback):
-    """Progress into the heartbeat; cancel and lost claims into the trainer's stop flag."""
+    """Progress into the heartbeat — with the time left and the pace, which ``pace`` (a
+    callback ahead of this one) measures and every beat reads anew; cancel and lost claims
+    into the trainer's stop flag."""
 
-    def __init__(self, heartbeat: Heartbeat):
-        self.heartbeat = heartbeat
+    def __init__(self, heartbeat: Heartbeat, pace: Pace):
+        self.heartbeat, self.pace = heartbeat, pace
+        heartbeat.live = lambda: pace.estimate().to_json()
 
     def _progress(self, run: TrainingRun) -> dict[str, Any]:
         st = run.state
@@ -136,6 +144,7 @@ class JobProgress(Callback):
             "loss": st.loss,
             "dev_f1": last.get("dev_f1"),
             "best_dev_f1": None if st.best_f1 < 0 else st.best_f1,
+            **self.pace.estimate().to_json(),
         }
 
     def on_train_begin(self, run: TrainingRun) -> None:
@@ -236,6 +245,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
         job, datasets = claimed_job(session, job_id)
         export = dict(job.export or {})
         activate = bool(job.activate)
+        replaces = job.replaces  # a job whose served model this one's replaces
         owner = job.created_by  # None: the first start's own job, or the CLI's
     work = work_dir(settings, job_id)
     heartbeat = Heartbeat(factory, Job, job_id, worker, settings.heartbeat_seconds)
@@ -251,12 +261,13 @@ def run_training_job(job_id: str, settings: Settings) -> str:
             raise MSLMError(f"dataset {', '.join(gone) or job.dataset_id} no longer exists")
         config = train_config(settings, job, [(row, d) for row, d in datasets if d is not None])
         bundle = work / "bundle"
+        pace = Pace(export=export.get("onnx", True))
         with heartbeat:
             if not _complete(bundle):
                 trainer = Trainer(
                     config,
                     bundle,
-                    callbacks=[JobProgress(heartbeat)],
+                    callbacks=[pace, JobProgress(heartbeat, pace)],
                     work_dir=work / "checkpoint",
                     overwrite=True,
                 )
@@ -266,8 +277,16 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                     if trainer.state.stop_reason == "lost_claim":
                         raise LostClaim() from None
                     raise
+            warnings = list(read_manifest(bundle).get("warnings") or [])
+            if warnings and config.below_floor == "fail":  # before an export it would not use
+                raise MSLMError(
+                    "the model is below the job's floor: " + "; ".join(warnings) + " (below_floor "
+                    "fail: no model is kept; below_floor warn keeps it, served only by force)"
+                )
             if export.get("onnx", True):
                 from mslm_core.export import export_bundle
+
+                pace.phase("exporting")
 
                 # scratch in the job's folder: a worker killed mid-export leaves it there,
                 # where the next attempt (or the sweep at worker start) finds it
@@ -283,6 +302,7 @@ def run_training_job(job_id: str, settings: Settings) -> str:
         with factory() as session:
             name = str(job.params.get("base_model") or settings.base_model)
             row = model_row_from_manifest(settings, manifest, target, job_id, name, job.created_by)
+            row.warnings = warnings
             add_model(session, row)
             # the model row and the job's success in one transaction, unless a cancel came
             # in after the last check: then neither
@@ -296,9 +316,24 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                 model_id=model_id,
                 metrics=manifest.get("metrics", {}),
                 history=manifest.get("history", []),
-                progress={**heartbeat.fields.get("progress", {}), "done": True},
+                progress={
+                    **heartbeat.fields.get("progress", {}),
+                    **pace.estimate().to_json(),
+                    "phase": "done",
+                    "eta_s": 0.0,
+                    "done": True,
+                },
+                warnings=warnings,
             )
-            if succeeded and activate:  # the job asked for it (a Label Studio project's)
+            if succeeded and warnings:  # served only when an admin forces it
+                log.warning(
+                    "model %s is stored but not served: it is below its job's floor (%s); an "
+                    "admin serves it with POST /v1/models/%s/activate?force=true",
+                    model_id,
+                    "; ".join(warnings),
+                    model_id,
+                )
+            elif succeeded and activate:  # the job asked for it (a Label Studio project's)
                 set_active_model(session, model_id)
                 log.info("job %s asked to serve its model: %s is now active", job_id, model_id)
             elif succeeded and not (owner is None or is_admin(session, owner)):
@@ -307,9 +342,10 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                     "only when an admin activates it",
                     model_id,
                 )
-            elif succeeded and transitions.activate_if_none(session, model_id):
-                # a fresh install's first model (its own, or an admin key's): nothing was served
-                log.info("nothing was served: model %s is now active", model_id)
+            elif succeeded and transitions.activate_if_none(session, model_id, replaces):
+                # a fresh install's first model (its own, or an admin key's): nothing was
+                # served, or what was is the model of the job this one replaces
+                log.info("model %s is now served (it replaces %s)", model_id, replaces or "none")
         if not succeeded:
             shutil.rmtree(target, ignore_errors=True)
             _check_in(heartbeat)

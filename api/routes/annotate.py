@@ -86,7 +86,7 @@ async def annotate(
     found = await _annotate(body, options, request, state)
     if isinstance(found, Response):
         return found
-    return await _respond(body, options, *found)
+    return await _respond(state, body, options, *found)
 
 
 @router.post(
@@ -110,7 +110,7 @@ async def annotate_pubtator(
     found = await _annotate(body, options, request, state)
     if isinstance(found, Response):
         return found
-    return await _respond(body, options, *found)
+    return await _respond(state, body, options, *found)
 
 
 async def _annotate(
@@ -155,6 +155,7 @@ async def _annotate(
 
 
 async def _respond(
+    state: AppState,
     body: AnnotateRequest,
     options: AnnotateOptions,
     loaded: LoadedModel,
@@ -171,9 +172,22 @@ async def _respond(
         return JSONResponse(rendered.body, media_type=rendered.media_type)
 
     if sum(map(len, kept)) < RENDER_ON_THE_LOOP:
-        return respond()
-    # 100,000 entities take seconds to render: off the event loop, which keeps answering
-    return await asyncio.to_thread(respond)
+        response = respond()
+    else:  # 100,000 entities take seconds to render: off the event loop, which keeps answering
+        response = await asyncio.to_thread(respond)
+    served_headers(response, loaded.id, state.models.coming)
+    return response
+
+
+def served_headers(response: Response, model_id: str, coming: dict[str, Any] | None) -> None:
+    """Which model answered (``MSLM-Model``) and, when a better one is on its way to replace
+    it (the first start's full model), its job and time left (``MSLM-Model-Coming``)."""
+    response.headers["MSLM-Model"] = model_id
+    if coming is not None and coming.get("replaces") == model_id:
+        eta = coming.get("eta_s")
+        response.headers["MSLM-Model-Coming"] = f"job={coming['job_id']}" + (
+            "" if eta is None else f"; eta_s={float(eta):.0f}"
+        )
 
 
 _FHIR_BODY = {
@@ -259,4 +273,4 @@ async def annotate_fhir(
         out = fhir_bundle(texts, kept, loaded.id, ids, subjects)
         return Rendered(out, "application/fhir+json")
 
-    return await _respond(request_body, options, loaded, kept, render)
+    return await _respond(state, request_body, options, loaded, kept, render)

@@ -1,6 +1,6 @@
 """Liveness, readiness and metrics. No key needed, but: ``/readyz`` says why it is not ready,
-and which model it serves, only to a caller with a valid key; with MSLM_PROTECT_METADATA
-``/metrics`` wants a key (the middleware checks it)."""
+which model it serves and which one is coming to replace it, only to a caller with a valid
+key; with MSLM_PROTECT_METADATA ``/metrics`` wants a key (the middleware checks it)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,12 @@ async def readyz(request: Request, state: StateDep) -> JSONResponse:
         )
         if p
     ]
-    active = state.models.active
+    active, coming = state.models.active, state.models.coming
     if active is None:
-        problems.append(state.models.last_error or "no model is loaded (none is active yet)")
+        why = state.models.last_error or "no model is loaded (none is active yet)"
+        if coming is not None and state.models.last_error is None:
+            why += f"; the first model is being trained (job {coming['job_id']}{_left(coming)})"
+        problems.append(why)
     code = 200 if not problems else 503
     status = "ready" if not problems else "not ready"
     # the key read by hand: the operation stays open in the API document (a probe needs none)
@@ -65,8 +68,15 @@ async def readyz(request: Request, state: StateDep) -> JSONResponse:
         "reasons": problems,
         "model": active.describe() if active else None,
         "model_error": state.models.last_error,
+        # a better model on its way (the first start's full one): its job and time left
+        "coming": coming,
     }
     return JSONResponse(body, status_code=code)
+
+
+def _left(coming: dict[str, object]) -> str:
+    eta = coming.get("eta_s")
+    return f", about {float(eta) / 60:.0f} min left" if isinstance(eta, (int, float)) else ""
 
 
 @router.get(

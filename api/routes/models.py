@@ -107,9 +107,32 @@ def calibration_diagram(
 
 
 @router.post("/{model_id}/activate", response_model=ModelOut, responses=problem_responses(404, 409))
-async def activate(model_id: IdPath, state: StateDep, key: AdminKey) -> ModelOut:
+async def activate(
+    model_id: IdPath,
+    state: StateDep,
+    key: AdminKey,
+    force: Annotated[
+        bool,
+        Query(description="serve it even though it is below its job's floor (its `warnings`)"),
+    ] = False,
+) -> ModelOut:
     """Serve this model: it is loaded (every checksum verified) before the swap, so a bad
-    bundle is refused and the current model keeps serving; other replicas follow."""
+    bundle is refused and the current model keeps serving; other replicas follow. A model
+    below its job's floor (it predicts nothing on dev, or scores under ``min_dev_f1``) is
+    refused (409) unless ``force=true``."""
+
+    def warnings() -> list[str]:
+        with state.factory() as session:
+            return list(stored_models.get_model(session, model_id).warnings or [])
+
+    below = await asyncio.to_thread(warnings)
+    if below and not force:
+        raise Problem(
+            409,
+            f"model {model_id} is below its job's floor: {'; '.join(below)}; serve it anyway "
+            "with force=true",
+            slug="model-below-floor",
+        )
     try:
         await state.models.activate(model_id)
     except (KeyError, NotFound):  # unknown, or deleted while it was being loaded

@@ -115,6 +115,18 @@ CORPORA = tuple(s.corpus for s in RECIPE)
 # check set's development notes it read a little more of the notes' shorthand, and
 # it cost the source corpora's test F1 nothing (one seed: docs/notes.md).
 SETTINGS: dict[str, Any] = {"strategy": "mslm_tapt", "note_style": 0.3}
+# The first start's early model, over SETTINGS: served within minutes of `mslm up`, then
+# replaced by the full recipe's (store: Job.replaces). One epoch of plain fine-tuning on the
+# first 1,000 training sentences of each corpus, judged on the first 200 dev and test
+# sentences of each: on 2 CPU cores about 3 minutes from the job's start to its ONNX export
+# (benchmarks/results/clinical/first-start.json, `minutes_to_early`; its quality on the
+# clinical test documents: docs/clinical-schema.md, "The first start").
+EARLY_SETTINGS: dict[str, Any] = {
+    "strategy": "vanilla",
+    "epochs": 1,
+    "max_train_sentences": 1000,
+    "max_eval_sentences": 200,
+}
 
 
 def recipe_source(corpus: str) -> ClinicalSource:

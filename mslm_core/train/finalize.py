@@ -13,7 +13,7 @@ import torch
 from .. import __version__, relations
 from ..bundle import save_bundle
 from ..calibration import CALIBRATION_PNG, calibrate, diagram_for, gold_type_spans
-from ..evaluate import as_mentions, masked_nll
+from ..evaluate import as_mentions, floor_warnings, masked_nll
 from .checkpoint import BEST
 from .state import FinishingRun
 
@@ -116,6 +116,9 @@ def finalize(run: FinishingRun) -> dict[str, Any]:
         ),
     )
     relation_files, relation_info = _relation_scorer(run)
+    warnings = floor_warnings(metrics["dev"], cfg.min_dev_f1)
+    for warning in warnings:
+        log.warning("below the floor: %s", warning)
     manifest = {
         "base_model": cfg.base_model,
         "strategy": cfg.strategy,
@@ -127,6 +130,7 @@ def finalize(run: FinishingRun) -> dict[str, Any]:
         "encoder": run.encoder_info,
         "masking": run.masking_info,
         "metrics": metrics,
+        "warnings": warnings,  # below the floor (evaluate.floor_warnings)
         "calibration": calibration,
         "history": state.history,
         "best_epoch": state.best_epoch,

@@ -1,0 +1,80 @@
+"""``mslm worker``'s processes: a worker that takes fine-tuning and evaluations runs the
+evaluations in a process of its own (an evaluation never waits behind a training job), and
+``--quiet`` (``mslm up``) starts Celery without its banner."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import warnings
+from contextlib import contextmanager
+
+import pytest
+
+import store.jobs
+import store.migrate
+from worker import cli, processes
+
+
+class FakeApp:
+    def __init__(self) -> None:
+        self.argv: list[str] = []
+
+    def worker_main(self, argv: list[str]) -> None:
+        self.argv = argv
+
+
+@pytest.fixture()
+def started(monkeypatch):
+    app = FakeApp()
+    spawned: list[processes.WorkerProcess] = []
+    monkeypatch.setattr("worker.celery_app.celery_for", lambda settings: app)
+    monkeypatch.setattr(store.migrate, "wait_for_schema", lambda url: None)
+    monkeypatch.setattr(store.jobs, "sweep_worker_leftovers", lambda *a: None)
+
+    @contextmanager
+    def no_session():
+        yield None
+
+    monkeypatch.setattr("store.db.session_factory", lambda url: no_session)
+    monkeypatch.setattr(processes.WorkerProcess, "start", lambda self: spawned.append(self))
+    monkeypatch.setattr(processes.WorkerProcess, "stop", lambda self: None)
+
+    def run(*flags: str) -> tuple[list[str], list[processes.WorkerProcess]]:
+        parser = argparse.ArgumentParser()
+        cli.worker(parser.add_subparsers())
+        args = parser.parse_args(["worker", *flags])
+        assert cli.run_worker(args) == 0
+        return app.argv, spawned
+
+    root = logging.getLogger()
+    level = root.level
+    with warnings.catch_warnings():  # --quiet's filter stays in this test
+        yield run
+    root.setLevel(level)  # --quiet lowers the process's logging to warnings
+
+
+def queues_of(argv: list[str]) -> str:
+    return argv[argv.index("-Q") + 1]
+
+
+def test_evaluations_get_a_process_of_their_own(started):
+    argv, spawned = started("--queues", "train,eval", "--name", "w1@host")
+    assert queues_of(argv) == "train"
+    (slot,) = spawned
+    assert slot.queues == "eval" and slot.name == "w1-eval@host" and not slot.quiet
+    assert "--quiet" not in argv and argv[argv.index("--loglevel") + 1] == "INFO"
+
+
+def test_one_process_and_single_queues_spawn_nothing(started):
+    argv, spawned = started("--queues", "train,eval", "--one-process")
+    assert queues_of(argv) == "train,eval" and spawned == []
+    argv, spawned = started("--queues", "annotate")
+    assert queues_of(argv) == "annotate" and spawned == []
+
+
+def test_quiet_starts_celery_without_its_banner(started):
+    argv, spawned = started("--queues", "train,eval", "--quiet")
+    assert argv[0] == "--quiet" and argv[1] == "worker"  # celery's own flag: no banner
+    assert argv[argv.index("--loglevel") + 1] == "WARNING"
+    assert spawned[0].quiet  # the evaluation process is quiet too
