@@ -152,6 +152,10 @@ def run_up(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     prepare_store(settings)  # schema, keys (prints a new admin key once)
+    if not args.verbose:  # one line per phase and the first start's progress (issue 60)
+        logging.getLogger().setLevel(logging.WARNING)
+        for phases in (log.name, "mslm.bootstrap", "api.main"):
+            logging.getLogger(phases).setLevel(logging.INFO)
     log.info(
         "mslm up: store %s, broker %s, artifacts %s",
         settings.sqlalchemy_url.split("@")[-1],
@@ -171,6 +175,12 @@ def run_up(args: argparse.Namespace) -> int:
         worker.start()
     if progress is not None:
         progress.start()
+    log.info(
+        "mslm up: the API and the web page at http://%s:%d/ — workers for fine-tuning, "
+        "evaluations and bulk annotation; every request's line with mslm -v up",
+        args.host,
+        args.port,
+    )
     try:
         _uvicorn(args.host, args.port)
     finally:

@@ -128,6 +128,70 @@ def test_a_model_below_its_floor_is_served_only_by_force(tmp_path, tiny_encoder)
         assert bad.status_code == 422 and "below_floor" in bad.text
 
 
+def test_a_model_coming_to_replace_the_served_one_is_said_and_replaces_it(tmp_path, tiny_encoder):
+    """Issue 60: while a job that ``replaces`` the served model's job runs (the first start's
+    full model after its early one), /readyz names it with its time left and every annotate
+    answer says which model made it and what is coming; when it succeeds its model is served.
+    A job replacing a model that is no longer served replaces nothing."""
+    from store.db import session_factory
+    from store.jobs import create_job
+    from worker.celery_app import CeleryQueue, celery_for
+
+    settings = make_settings(tmp_path, tiny_encoder, model_poll_seconds=0.2)
+    factory = session_factory(settings.sqlalchemy_url)
+
+    def replacing(job_id: str) -> str:
+        with factory() as session:
+            queue = CeleryQueue(celery_for(settings))
+            job, _ = create_job(settings, session, queue, dataset["id"], body, {}, replaces=job_id)
+            return job.id
+
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp_path / "corpus", key=ADMIN)
+        body = {**JOB, "epochs": 1}
+        early = c.post("/v1/jobs", headers=auth(ADMIN), json={"dataset_id": dataset["id"], **body})
+        assert run_training_job(early.json()["id"], settings) == "succeeded"
+        early_model = c.get(f"/v1/jobs/{early.json()['id']}", headers=auth(ADMIN)).json()[
+            "model_id"
+        ]
+        ready = wait_for(
+            lambda: c.get("/readyz", headers=auth(ADMIN)), lambda r: r.status_code == 200
+        )
+        assert ready.json()["coming"] is None
+        full = replacing(early.json()["id"])
+        ready = wait_for(
+            lambda: c.get("/readyz", headers=auth(ADMIN)).json(), lambda r: r["coming"] is not None
+        )
+        assert ready["coming"] == {
+            "job_id": full,
+            "state": "queued",
+            "phase": "queued",
+            "eta_s": None,
+            "replaces": early_model,
+        }
+        assert c.get("/readyz").json() == {"status": "ready"}  # no key: no more
+        answer = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["Aspirin ."]})
+        assert answer.headers["MSLM-Model"] == early_model
+        assert answer.headers["MSLM-Model-Coming"] == f"job={full}"
+        assert run_training_job(full, settings) == "succeeded"
+        full_model = c.get(f"/v1/jobs/{full}", headers=auth(ADMIN)).json()["model_id"]
+        ready = wait_for(
+            lambda: c.get("/readyz", headers=auth(ADMIN)).json(),
+            lambda r: r["model"]["id"] == full_model,
+        )
+        assert ready["coming"] is None
+        answer = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": ["Aspirin ."]})
+        assert (
+            answer.headers["MSLM-Model"] == full_model and "MSLM-Model-Coming" not in answer.headers
+        )
+        late = replacing(early.json()["id"])  # the early model is no longer served
+        assert run_training_job(late, settings) == "succeeded"
+        models = {
+            m["id"]: m["active"] for m in c.get("/v1/models", headers=auth(ADMIN)).json()["data"]
+        }
+        assert models[full_model] and sum(models.values()) == 1
+
+
 def test_fine_tune_activate_annotate_evaluate(trained_service):
     settings, dataset, job_id = trained_service
     with TestClient(create_app(settings)) as c:

@@ -542,3 +542,133 @@ def test_bulk_view_runs_a_file_job_and_downloads_its_annotations(page, site, tmp
     assert download.value.suggested_filename == f"{job_id}.jsonl"
     assert [json.loads(line)["id"] for line in saved.read_text().splitlines()] == ["n1", "n2"]
     shot(page, "web-bulk.png")
+
+
+def test_a_dataset_is_uploaded_from_the_page_and_its_problems_shown_line_by_line(page, site):
+    """Issue 60: the page uploads a dataset; a bad file is refused with each problem's file
+    and line, listed, and nothing is stored."""
+    base = site[0]
+    connect(page, TRAIN)
+    page.click("#tab-jobs")
+    before = httpx.get(f"{base}/v1/datasets", headers=auth(TRAIN)).json()["count"]
+    bad = "Fever\tB-Sign\npain\tX-Sign\n.\tO\n"  # line 2: not an IOB tag
+    page.set_input_files(
+        "#dataset-train",
+        files=[{"name": "bad.tsv", "mimeType": "text/plain", "buffer": bad.encode()}],
+    )
+    page.fill("#dataset-name", "bad")
+    page.click("#dataset-form button[type=submit]")
+    page.wait_for_selector("#dataset-problems li")
+    problem = page.text_content("#dataset-problems li")
+    assert problem.startswith("bad.tsv, line 2") and "X-Sign" in problem, problem
+    assert httpx.get(f"{base}/v1/datasets", headers=auth(TRAIN)).json()["count"] == before
+    page.set_input_files(
+        "#dataset-train",
+        files=[{"name": "signs.tsv", "mimeType": "text/plain", "buffer": SIGNS.encode()}],
+    )
+    page.fill("#dataset-name", "signs from the page")
+    page.click("#dataset-form button[type=submit]")
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent.includes('uploaded')"
+    )
+    assert page.is_hidden("#dataset-problems")
+    names = [
+        d["name"] for d in httpx.get(f"{base}/v1/datasets", headers=auth(TRAIN)).json()["data"]
+    ]
+    assert "signs from the page" in names
+    shot(page, "web-dataset-upload.png")
+
+
+def test_a_running_job_shows_its_time_left_and_a_coming_model_is_said(page, site):
+    """Issue 60: the jobs table shows a running job's own estimate of its time left, its
+    detail the pace; a job that will replace the served model is named in the status line."""
+    from store import transitions
+    from store.db import session_factory
+    from store.jobs import create_job
+    from store.queue import TaskQueue
+    from store.tables import Job, Model
+
+    base, settings, dataset_id, _ = site
+    served = httpx.get(f"{base}/readyz", headers=auth(ADMIN)).json()["model"]["id"]
+    factory = session_factory(settings.sqlalchemy_url)
+
+    class NoQueue(TaskQueue):
+        def train(self, job_id: str) -> None: ...
+
+    with factory() as session:
+        served_by = session.get(Model, served).job_id
+        job, _ = create_job(
+            settings, session, NoQueue(), dataset_id, {**JOB, "epochs": 1}, {}, replaces=served_by
+        )
+        assert transitions.claim(session, Job, job.id, "w", 0)
+        progress = {
+            "step": 40,
+            "steps": 100,
+            "phase": "training",
+            "eta_s": 600.0,
+            "steps_per_s": 2.5,
+        }
+        transitions.heartbeat(session, Job, job.id, "w", progress=progress)
+    try:
+        connect(page, ADMIN)
+        assert (
+            f"a better model is on its way (job {job.id}, about 10 min left)"
+            in page.text_content("#status")
+        )
+        page.click("#tab-jobs")
+        page.wait_for_selector(f"tr[data-job='{job.id}']")
+        assert (
+            page.text_content(f"tr[data-job='{job.id}'] td:nth-child(4)")
+            == "training, about 10 min left"
+        )
+        page.click(f"tr[data-job='{job.id}'] button.link")
+        page.wait_for_function(
+            "() => document.getElementById('job-state').textContent.includes('steps/s')"
+        )
+        assert "2.50 steps/s" in page.text_content("#job-state")
+    finally:
+        with factory() as session:
+            transitions.finish(session, Job, job.id, "w", "cancelled")
+
+
+def test_a_model_below_its_floor_is_served_only_when_the_admin_confirms(page, site):
+    """Issue 60: the models table says why a model is below its floor; Serve asks first, and
+    serves it (force) only on yes."""
+    from store.db import session_factory
+    from store.tables import Model
+
+    base, settings, _, _ = site
+    served = httpx.get(f"{base}/readyz", headers=auth(ADMIN)).json()["model"]["id"]
+    other = next(
+        m["id"]
+        for m in httpx.get(f"{base}/v1/models", headers=auth(ADMIN)).json()["data"]
+        if m["id"] != served
+    )
+    factory = session_factory(settings.sqlalchemy_url)
+    with factory() as session:
+        session.get(Model, other).warnings = ["it predicts no entity on dev (40 annotated)"]
+        session.commit()
+    try:
+        connect(page, ADMIN)
+        page.click("#tab-models")
+        row = f"#models tr[data-model='{other}']"
+        page.wait_for_selector(row)
+        assert "below its floor: it predicts no entity on dev" in page.text_content(
+            f"{row} td.warning"
+        )
+        page.once("dialog", lambda dialog: dialog.dismiss())
+        page.locator(row).get_by_role("button", name="Serve").click()
+        page.wait_for_timeout(300)
+        assert httpx.get(f"{base}/readyz", headers=auth(ADMIN)).json()["model"]["id"] == served
+        page.once("dialog", lambda dialog: dialog.accept())
+        with page.expect_request(lambda r: "/activate" in r.url) as sent:
+            page.locator(row).get_by_role("button", name="Serve").click()
+        assert sent.value.url.endswith(f"/v1/models/{other}/activate?force=true")
+        page.wait_for_function(
+            "() => document.getElementById('status').textContent.includes('is now served')"
+        )
+    finally:
+        httpx.post(f"{base}/v1/models/{served}/activate", headers=auth(ADMIN))
+        with factory() as session:
+            session.get(Model, other).warnings = []
+            session.commit()

@@ -78,6 +78,9 @@ def run_worker(args: argparse.Namespace) -> int:
         logging.getLogger().setLevel(logging.WARNING)
         # root in a trial (`mslm up`); the images run as a user of their own
         warnings.filterwarnings("ignore", category=SecurityWarning)
+        # the encoder's loading bar, which Celery would log line by line
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if args.alive_file:
         _keep_touching(args.alive_file)
     slot = None

@@ -31,11 +31,12 @@
   async function api(method, path, body) {
     const headers = { Accept: "application/json" };
     if (state.key) headers.Authorization = `Bearer ${state.key}`;
-    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const form = body instanceof FormData; // multipart: the browser sets its boundary
+    if (body !== undefined && !form) headers["Content-Type"] = "application/json";
     const response = await fetch(path, {
       method,
       headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : form ? body : JSON.stringify(body),
       cache: "no-store",
       credentials: "omit",
     });
@@ -119,7 +120,10 @@
         cache: "no-store",
         headers: { Authorization: `Bearer ${state.key}` },
       }).then((r) => r.json());
-      const served = ready.model ? `serving ${ready.model.id}` : "no model served yet";
+      const coming = ready.coming
+        ? `; a better model is on its way (job ${ready.coming.job_id}${left(ready.coming.eta_s)})`
+        : "";
+      const served = (ready.model ? `serving ${ready.model.id}` : "no model served yet") + coming;
       let models;
       try {
         models = await api("GET", "/v1/models?limit=500");
@@ -356,6 +360,7 @@
             el("td", {}, el("button", { type: "button", class: "link", onclick: () => showJob(job.id) }, job.id)),
             el("td", { class: `state ${job.state}` }, job.state),
             el("td", {}, el("progress", { max: "1", value: String(done), "aria-label": `job ${job.id} progress` })),
+            el("td", {}, job.state === "running" ? timeLeft(p) : ""),
             el("td", {}, pct(p.best_dev_f1 ?? null)),
             el("td", {}, new Date(job.created_at).toLocaleString())),
         );
@@ -366,6 +371,17 @@
     } catch (error) {
       fail(error);
     }
+  }
+
+  // the job's own estimate (its measured pace and the phases left: mslm_core.train.pace)
+  function left(seconds) {
+    if (seconds === null || seconds === undefined) return "";
+    return seconds >= 90 ? `, about ${Math.round(seconds / 60)} min left` : `, about ${Math.round(seconds)} s left`;
+  }
+
+  function timeLeft(p) {
+    if (p.eta_s === null || p.eta_s === undefined) return p.phase || "starting";
+    return `${p.phase || ""}${left(p.eta_s)}`.replace(/^, /, "");
   }
 
   // early stopping ends a job before its last step: a finished job is complete
@@ -397,6 +413,9 @@
     if (p.epochs) parts.push(`epoch ${p.epoch} of ${p.epochs}`);
     if (p.steps) parts.push(`step ${p.step} of ${p.steps}`);
     if (p.loss !== undefined && p.loss !== null) parts.push(`loss ${Number(p.loss).toFixed(4)}`);
+    if (p.steps_per_s) parts.push(`${Number(p.steps_per_s).toFixed(2)} steps/s`);
+    if (job.state === "running") parts.push(timeLeft(p));
+    for (const warning of job.warnings || []) parts.push(`below its floor: ${warning}`);
     if ((job.datasets || []).length > 1) {
       parts.push(`datasets ${job.datasets.map((d) => `${d.id ?? "(deleted)"}${d.weight !== 1 ? ` ×${d.weight}` : ""}`).join(", ")}`);
     }
@@ -408,6 +427,34 @@
     drawCurve(job.history || []);
     if (focus) $("job-title").focus();
   }
+
+  // -- datasets: upload (train, optional dev and test), every problem of the files shown with
+  // its file and line (the service reads the whole file before it says anything)
+  $("dataset-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = new FormData();
+    for (const split of ["train", "dev", "test"]) {
+      const file = $(`dataset-${split}`).files[0];
+      if (file) form.append(split, file, file.name);
+    }
+    const name = $("dataset-name").value.trim();
+    if (name) form.append("name", name);
+    const problems = $("dataset-problems");
+    problems.replaceChildren();
+    problems.hidden = true;
+    try {
+      const dataset = await api("POST", "/v1/datasets", form);
+      say(`Dataset ${dataset.id} uploaded: ${datasetMeta(dataset)}.`);
+      $("dataset-form").reset();
+      await refreshJobs();
+    } catch (error) {
+      const errors = (error.problem && error.problem.errors) || [];
+      problems.append(...errors.map((e) => el("li", {},
+        [e.file, e.line ? `line ${e.line}` : null, e.field].filter(Boolean).join(", ") + `: ${e.message}`)));
+      problems.hidden = errors.length === 0;
+      fail(error);
+    }
+  });
 
   $("job-cancel").addEventListener("click", async () => {
     try {
@@ -716,8 +763,9 @@
         const test = m.metrics && m.metrics.test && m.metrics.test.strict;
         const actions = el("td", {},
           el("button", { type: "button", onclick: () => showModel(m.id) }, "Report"));
+        const warnings = m.warnings || [];
         if (!m.active) {
-          actions.append(" ", el("button", { type: "button", onclick: () => activate(m.id) }, "Serve"));
+          actions.append(" ", el("button", { type: "button", onclick: () => activate(m.id, warnings) }, "Serve"));
         }
         body.append(
           el("tr", { dataset: { model: m.id } },
@@ -725,8 +773,10 @@
             el("td", {}, m.strategy),
             el("td", {}, m.base_model),
             el("td", {}, test ? pct(test.f1) : "–"),
-            el("td", {}, m.active ? "yes" : "")
-          , actions),
+            el("td", {}, m.active ? "yes" : ""),
+            el("td", { class: warnings.length ? "warning" : "" },
+              warnings.length ? `below its floor: ${warnings.join("; ")}` : ""),
+            actions),
         );
       }
     } catch (error) {
@@ -734,9 +784,15 @@
     }
   }
 
-  async function activate(id) {
+  // a model below its job's floor (it predicts nothing on dev, or under min_dev_f1) is served
+  // only when the admin confirms it (force)
+  async function activate(id, warnings = []) {
+    const force = warnings.length > 0;
+    if (force && !window.confirm(`Model ${id} is below its job's floor: ${warnings.join("; ")}. Serve it anyway?`)) {
+      return;
+    }
     try {
-      await api("POST", `/v1/models/${encodeURIComponent(id)}/activate`);
+      await api("POST", `/v1/models/${encodeURIComponent(id)}/activate${force ? "?force=true" : ""}`);
       say(`Model ${id} is now served.`);
       await refreshModels();
       await connect();
