@@ -389,7 +389,7 @@ def _unavailable(reason: str) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train import Progress, Trainer
+    from .train import Pace, Progress, Trainer
 
     values: dict[str, Any] = {}
     if args.config:  # the file's own settings (checked whole), not the defaults it leaves out
@@ -410,7 +410,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     trainer = Trainer(
         config,
         args.output,
-        callbacks=[Progress(sys.stderr.isatty())],
+        callbacks=[pace := Pace(), Progress(sys.stderr.isatty(), pace=pace)],
         overwrite=args.overwrite,
     )
     result = trainer.fit(resume=args.resume)

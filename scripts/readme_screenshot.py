@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 SAMPLE = (
-    "A 58-year-old woman with ovarian cancer developed acute renal failure after cisplatin; "
-    "her history includes type 2 diabetes and hypertension, and her mother had breast cancer."
+    "58 yo F w/ h/o HTN and type 2 diabetes. No fever; chest X-ray showed a right lower lobe "
+    "infiltrate. Troponin 0.4 ng/mL. Started amoxicillin 500 mg PO three times daily for 7 "
+    "days. Mother had breast cancer."
 )
 KEY = "readme-screenshot-admin-key-0123"
 

@@ -24,6 +24,7 @@ from service_helpers import (
     serve_model_of,
     serving,
     upload_toy,
+    wait_for,
 )
 
 from api.main import create_app
@@ -560,7 +561,7 @@ def test_a_dataset_is_uploaded_from_the_page_and_its_problems_shown_line_by_line
     page.click("#dataset-form button[type=submit]")
     page.wait_for_selector("#dataset-problems li")
     problem = page.text_content("#dataset-problems li")
-    assert problem.startswith("bad.tsv, line 2") and "X-Sign" in problem, problem
+    assert problem.startswith("train (bad.tsv), line 2, tag: invalid tag 'X-Sign'"), problem
     assert httpx.get(f"{base}/v1/datasets", headers=auth(TRAIN)).json()["count"] == before
     page.set_input_files(
         "#dataset-train",
@@ -610,6 +611,11 @@ def test_a_running_job_shows_its_time_left_and_a_coming_model_is_said(page, site
         }
         transitions.heartbeat(session, Job, job.id, "w", progress=progress)
     try:
+        wait_for(  # the service reads what is coming at its next poll of the store
+            lambda: httpx.get(f"{base}/readyz", headers=auth(ADMIN)).json()["coming"],
+            lambda coming: coming is not None and coming["eta_s"] == 600.0,
+            timeout=30,
+        )
         connect(page, ADMIN)
         assert (
             f"a better model is on its way (job {job.id}, about 10 min left)"
@@ -637,13 +643,13 @@ def test_a_model_below_its_floor_is_served_only_when_the_admin_confirms(page, si
     from store.db import session_factory
     from store.tables import Model
 
-    base, settings, _, _ = site
+    base, settings, dataset_id, _ = site
     served = httpx.get(f"{base}/readyz", headers=auth(ADMIN)).json()["model"]["id"]
-    other = next(
-        m["id"]
-        for m in httpx.get(f"{base}/v1/models", headers=auth(ADMIN)).json()["data"]
-        if m["id"] != served
-    )
+    job = httpx.post(
+        base + "/v1/jobs", headers=auth(TRAIN), json={"dataset_id": dataset_id, **JOB, "epochs": 1}
+    ).json()
+    assert run_training_job(job["id"], settings) == "succeeded"
+    other = httpx.get(f"{base}/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()["model_id"]
     factory = session_factory(settings.sqlalchemy_url)
     with factory() as session:
         session.get(Model, other).warnings = ["it predicts no entity on dev (40 annotated)"]

@@ -116,12 +116,20 @@ class Checkpointing(Callback):
 
 
 class Progress(Callback):
-    """``mslm train``'s display: a progress bar on a terminal, plain log lines otherwise."""
+    """``mslm train``'s display: a progress bar on a terminal, plain log lines otherwise; with
+    ``pace`` (a :class:`~mslm_core.train.pace.Pace` ahead of it), the time left."""
 
-    def __init__(self, interactive: bool, every: int = 50):
+    def __init__(self, interactive: bool, every: int = 50, pace: Any = None):
         self.interactive = interactive
         self.every = every
+        self.pace = pace
         self.bar: Any = None
+
+    def _left(self) -> str:
+        eta = None if self.pace is None else self.pace.estimate().eta_s
+        if eta is None:
+            return ""
+        return f"{eta / 60:.0f} min" if eta >= 90 else f"{eta:.0f} s"
 
     def on_train_begin(self, run: TrainingRun) -> None:
         if self.interactive:
@@ -136,14 +144,19 @@ class Progress(Callback):
         st = run.state
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(epoch=st.epoch + 1, loss=f"{st.loss:.4f}")
+            left = self._left()
+            self.bar.set_postfix(
+                epoch=st.epoch + 1, loss=f"{st.loss:.4f}", **({"left": left} if left else {})
+            )
         elif st.global_step % self.every == 0:
+            left = self._left()
             logging.getLogger("mslm").info(
-                "step %d/%d epoch %d loss %.4f",
+                "step %d/%d epoch %d loss %.4f%s",
                 st.global_step,
                 st.total_steps,
                 st.epoch + 1,
                 st.loss,
+                f", about {left} left" if left else "",
             )
 
     def on_epoch_end(self, run: TrainingRun) -> None:
