@@ -250,12 +250,19 @@ def early_model(home: Path, job: dict) -> dict:
     )
     metrics = manifest["metrics"]
 
+    from mslm_core.corpora import clinical
+
+    # the sources are the datasets the first start uploaded, in the recipe's order
+    names = dict(
+        zip([s["name"] for s in manifest["config"]["sources"]], clinical.CORPORA, strict=True)
+    )
+
     def per_corpus(split: str) -> dict:
         report = metrics.get(split) or {}
         sources = report.get("sources") or {}
         return {
             "macro_f1": report.get("macro_f1"),
-            "strict_f1": {k: v["strict"]["f1"] for k, v in sources.items()},
+            "strict_f1": {names.get(k, k): v["strict"]["f1"] for k, v in sources.items()},
         }
 
     return {

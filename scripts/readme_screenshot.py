@@ -75,7 +75,6 @@ def main() -> int:
                     "() => document.getElementById('status').textContent.startsWith('Connected')"
                 )
                 page.fill("#text", SAMPLE)
-                page.fill("#threshold", "0.3")
                 page.click("#run")
                 page.wait_for_selector("#result mark.ent")
                 page.focus("#run")
