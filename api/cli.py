@@ -152,7 +152,7 @@ def run_up(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     prepare_store(settings)  # schema, keys (prints a new admin key once)
-    if not args.verbose:  # one line per phase and the first start's progress (issue 60)
+    if not args.verbose:  # one line per phase, and the first start's progress
         logging.getLogger().setLevel(logging.WARNING)
         for phases in (log.name, "mslm.bootstrap", "api.main"):
             logging.getLogger(phases).setLevel(logging.INFO)

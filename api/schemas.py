@@ -19,7 +19,13 @@ from pydantic import (
 
 from mslm_core.active import STRATEGIES as ACTIVE_STRATEGIES
 from mslm_core.charsets import DetectedBy
-from mslm_core.config import DEFAULT_STRATEGY, JOB_OPTIONS, STRATEGY_CHOICES, TrainConfig
+from mslm_core.config import (
+    CHOICES,
+    DEFAULT_STRATEGY,
+    JOB_OPTIONS,
+    STRATEGY_CHOICES,
+    TrainConfig,
+)
 from mslm_core.pipeline import ANNOTATE_OPTIONS, AnnotateOptions
 from mslm_core.pipeline import JOB_OPTIONS as ANNOTATION_JOB_OPTIONS
 from mslm_core.render import OUTPUTS
@@ -581,9 +587,12 @@ def _one_of_dataset_id_or_datasets(schema: dict[str, Any]) -> None:
 
 
 def _job_option(name: str) -> tuple[Any, Any]:
-    """A job option as the API takes it: the type, help and bounds of TrainConfig's field."""
+    """A job option as the API takes it: the type, help and bounds of TrainConfig's field (a
+    setting of a few words: one of them)."""
     spec = _TRAIN_FIELDS[name]
     kind = next(t for t in typing.get_args(_TRAIN_HINTS[name]) or (_TRAIN_HINTS[name],) if t)
+    if name in CHOICES:
+        kind = Literal[CHOICES[name]]
     bounds = spec.metadata["bounds"]
     limits = {} if bounds is None else {k: v for k, v in vars(bounds).items() if v is not None}
     return kind | None, Field(None, description=spec.metadata["help"], **limits)

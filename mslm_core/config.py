@@ -137,6 +137,20 @@ def _f(
     return field(default=default, metadata=meta)
 
 
+#: The settings that take one of a few words (the API's schema lists them: tests/test_reliability)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "masking": ("dynamic", "static"),
+    "mask_replace": ("mask", "bert"),
+    "weight_rule": WEIGHT_RULES,
+    "detect_on": ("masked", "clean"),
+    "head": HEAD_CHOICES,
+    "decoding": DECODINGS,
+    "select": SELECTIONS,
+    "below_floor": BELOW_FLOOR,
+    "device": ("auto", "cpu", "cuda"),
+}
+
+
 @dataclass
 class TrainConfig:
     train: str = _f("", "training corpus (CoNLL-IOB or JSONL)")
@@ -231,25 +245,25 @@ class TrainConfig:
     )
     detect_ignore_masked: bool = _f(False, "detection loss skips masked positions", job=True)
     mlm_weight: float = _f(
-        1.0, "λ: weight of the MLM loss in the joint loss", bounds=Bounds(ge=0), job=True
+        1.0, "λ: weight of the MLM loss in the joint loss", bounds=Bounds(ge=0, le=100), job=True
     )
     tapt_epochs: int = _f(
         1,
         "mslm_tapt: epochs of masked-LM-only training before fine-tuning",
-        bounds=Bounds(ge=0),
+        bounds=Bounds(ge=0, le=200),
         job=True,
     )
     mlm_head_warmup_steps: int = _f(
         None,
         "steps training only a newly initialised MLM head, encoder frozen, before training; "
         "by strategy: 200 for mslm_tapt, 0 otherwise",
-        bounds=Bounds(ge=0),
+        bounds=Bounds(ge=0, le=100_000),
         job=True,
     )
     mlm_head_warmup_lr: float = _f(
         1e-3,
         "learning rate of the MLM head warm-up",
-        bounds=Bounds(gt=0),
+        bounds=Bounds(gt=0, le=1),
         job=True,
     )
     epochs: int = _f(
@@ -269,11 +283,11 @@ class TrainConfig:
         job=True,
         bounds=Bounds(gt=0, le=1),
     )
-    weight_decay: float = _f(0.01, "AdamW weight decay", job=True)
+    weight_decay: float = _f(0.01, "AdamW weight decay", bounds=Bounds(ge=0, le=1), job=True)
     warmup_ratio: float = _f(
         0.1, "share of steps of linear warm-up", bounds=Bounds(ge=0, lt=1), job=True
     )
-    max_grad_norm: float = _f(1.0, "gradient clipping", job=True)
+    max_grad_norm: float = _f(1.0, "gradient clipping", bounds=Bounds(gt=0), job=True)
     max_length: int = _f(
         128,
         "subwords per window; longer sentences are split",
@@ -286,7 +300,7 @@ class TrainConfig:
         "read with its neighbours; prediction packs a text's sentences alike",
         job=True,
     )
-    dropout: float = _f(0.1, "dropout in the heads", job=True)
+    dropout: float = _f(0.1, "dropout in the heads", bounds=Bounds(ge=0, lt=1), job=True)
     seed: int = _f(
         42,
         "seed of everything: order, masks, initialisation",
@@ -326,7 +340,9 @@ class TrainConfig:
         job=True,
         bounds=Bounds(ge=0),
     )
-    eval_batch_size: int = _f(64, "windows per batch at evaluation", bounds=Bounds(ge=1), job=True)
+    eval_batch_size: int = _f(
+        64, "windows per batch at evaluation", bounds=Bounds(ge=1, le=4096), job=True
+    )
     checkpoint_every: int = _f(0, "also checkpoint every N steps (0: at epoch ends only)")
     device: str = _f("auto", "auto, cpu or cuda")
 
@@ -358,18 +374,7 @@ class TrainConfig:
                 problem = bounds.problem(value)
                 if problem:
                     raise bad(f.name, problem)
-        choices = {
-            "masking": ("dynamic", "static"),
-            "mask_replace": ("mask", "bert"),
-            "weight_rule": WEIGHT_RULES,
-            "detect_on": ("masked", "clean"),
-            "head": HEAD_CHOICES,
-            "decoding": DECODINGS,
-            "select": SELECTIONS,
-            "below_floor": BELOW_FLOOR,
-            "device": ("auto", "cpu", "cuda"),
-        }
-        for name, valid in choices.items():
+        for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise bad(name, "must be one of " + ", ".join(valid))
         if self.strategy == AUTO:

@@ -47,7 +47,7 @@ class WorkerProcess:
         while not self.stopping:
             assert self.proc is not None
             code = self.proc.wait()
-            if self.stopping:
+            if self.stopping or code == 0:  # 0: it was asked to stop (a signal to the group)
                 return
             log.error("worker exited with %s; restarting in %.0f s", code, backoff)
             time.sleep(backoff)

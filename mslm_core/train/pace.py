@@ -35,8 +35,11 @@ FINISH_RATIO = 2.7
 #: The relation scorer's training (mslm_core.relations: three small networks, 60 epochs), in
 #: training steps per modifier mention it learns from.
 RELATION_STEPS_PER_MODIFIER = 0.005  # a few seconds for MACCROBAT's 4,842 (the same run)
-#: How many of the latest steps the pace is the mean of.
-RECENT_STEPS = 200
+#: How many of the latest steps the pace is the mean of: about 5 minutes of the first start
+#: on 2 CPU cores, long enough that a machine's passing spurts and stalls average out (its
+#: pace moved between 2.6 and 3.2 steps/s with nothing else running; 200 steps followed them
+#: and missed by 26 %), short enough to forget a stage that ran at another pace.
+RECENT_STEPS = 1000
 #: The ONNX export with int8 quantization and its checks, in training steps (5 s for both of
 #: the same run's models, at 0.34 s a step).
 EXPORT_STEPS = 15.0
