@@ -4,6 +4,7 @@ corpora in the corpus cache, until the early model answers and then the full cli
     python benchmarks/first_start.py [--cache DIR] [--port 8765] [--timeout-minutes 180]
         [--epochs N] [--base-model ENCODER] [--poll-seconds 5]   # CI: a tiny encoder, 1 epoch
         [--keep-home DIR]   # keep the home (the served bundle, for assertion.py and the misses)
+        [--early-only]      # stop once the early model answers (first-start-early.json)
 
 What a hospital's first ``bash scripts/run.sh`` does, on this machine: a new ``MSLM_HOME``
 (SQLite, the embedded broker), the API and one worker, ``--bootstrap clinical``. Timed from the
@@ -37,7 +38,12 @@ def main() -> None:
     ap.add_argument("--cache", help="the corpus cache (default: MSLM_CORPUS_CACHE or ~/.cache)")
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--timeout-minutes", type=float, default=180)
-    ap.add_argument("--out", default=str(RESULTS / "clinical" / "first-start.json"))
+    ap.add_argument("--out", help="default: results/clinical/first-start(-early).json")
+    ap.add_argument(
+        "--early-only",
+        action="store_true",
+        help="stop once the early model is served (its time and its job's estimates)",
+    )
     ap.add_argument("--epochs", type=int, help="the first model's epochs (mslm up's default)")
     ap.add_argument(
         "--base-model", help="the first model's encoder (an alias or a directory; default: minilm)"
@@ -135,6 +141,8 @@ def main() -> None:
                 if not served or served[-1] != model_id:
                     served.append(model_id)
                 phases.setdefault("first_served_s", now)
+                if args.early_only:
+                    break
                 if full is not None and model_id == full.get("model_id"):
                     phases["served_s"] = now
                     break
@@ -157,11 +165,14 @@ def main() -> None:
         proc.wait(timeout=60)
     full = next((j for j in rows.values() if j.get("replaces")), None) or next(iter(rows.values()))
     early = rows.get(full.get("replaces") or "")
-    manifest_path = home / "artifacts" / "models" / full["model_id"] / "manifest.json"
+    served_job = early if args.early_only and early else full
+    manifest_path = home / "artifacts" / "models" / served_job["model_id"] / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
+    if args.early_only:
+        full = None  # still training when the run stopped
     figures = {
         "minutes_to_early": round(phases["first_served_s"] / 60, 1) if early else None,
-        "minutes_to_served": round(phases["served_s"] / 60, 1),
+        "minutes_to_served": round(phases["served_s"] / 60, 1) if "served_s" in phases else None,
         "model": model["id"],
         "types": manifest["types"],
         "dev_macro_f1": manifest["metrics"]["dev"].get("macro_f1"),
@@ -186,7 +197,7 @@ def main() -> None:
         },
         "epochs": [
             {k: h.get(k) for k in ("epoch", "stage", "train_loss", "dev_f1", "seconds")}
-            for h in full["history"]
+            for h in served_job["history"]
         ],
         "train_seconds": manifest.get("train_seconds"),
         "example": [
@@ -197,7 +208,8 @@ def main() -> None:
         "machine": machine(),
         "command": " ".join(["python", *sys.argv]),
     }
-    out = Path(args.out)
+    default = "first-start-early.json" if args.early_only else "first-start.json"
+    out = Path(args.out or RESULTS / "clinical" / default)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
     if not args.keep_home:
@@ -226,6 +238,7 @@ def estimates(samples: list[dict]) -> dict:
                 "elapsed_s": s["elapsed_s"],
                 "phase": s["phase"],
                 "eta_s": s["eta_s"],
+                "step": s.get("step"),
                 "left_s": round(left, 1),
                 "error": round(error_of(float(s["eta_s"]), left, total), 3),
             }

@@ -13,7 +13,10 @@ import pytest
 from mslm_core.train.pace import (
     EVAL_WINDOW_RATIO,
     EXPORT_STEPS,
+    FINISH_MASKED_LM,
     FINISH_RATIO,
+    MIN_STEPS,
+    RECENT_STEPS,
     RELATION_STEPS_PER_MODIFIER,
     Pace,
     error_of,
@@ -66,10 +69,16 @@ def sentences(n: int, modifiers: int = 0) -> list[Sentence]:
 
 
 @dataclass
+class Collator:
+    strategy: object | None
+
+
+@dataclass
 class Run:
     config: Config
     corpora: dict[str, Corpus]
     state: TrainState = field(default_factory=TrainState)
+    collator: Collator = field(default_factory=lambda: Collator("mslm"))
 
 
 @dataclass
@@ -95,6 +104,7 @@ class Shape:
     relations_off: float = 1.0
     jitter: float = 0.35  # lognormal sigma of a step (batches of different lengths)
     export: bool = True
+    masks: bool = True  # MSLM (the end scores the masked-LM loss on dev); False: vanilla
     early_stop_after: int | None = None  # fine-tuning epochs before early stopping
 
 
@@ -110,13 +120,15 @@ def simulate(shape: Shape, seed: int = 0) -> list[tuple[float, float, float | No
         "dev": Corpus(sentences(shape.dev)),
         "test": Corpus(sentences(shape.test)),
     }
-    run = Run(config, corpora)
+    run = Run(config, corpora, collator=Collator("mslm" if shape.masks else None))
     st = run.state
     st.steps_per_epoch = math.ceil(shape.train_windows / config.batch_size)
     st.total_steps = st.steps_per_epoch * config.total_epochs
     pace = Pace(export=shape.export, clock=clock)
     evaluation = EVAL_WINDOW_RATIO * shape.dev * shape.step_s / config.batch_size
-    finish = FINISH_RATIO * evaluation * (shape.dev + shape.test) / shape.dev * shape.finish_off
+    scored = (shape.dev + shape.test) / shape.dev
+    finish = evaluation * (FINISH_RATIO * scored + FINISH_MASKED_LM * shape.masks)
+    finish *= shape.finish_off
     finish += RELATION_STEPS_PER_MODIFIER * shape.modifiers * shape.step_s * shape.relations_off
     export = EXPORT_STEPS * shape.step_s * shape.export_off if shape.export else 0.0
     timeline: list[tuple[float, str]] = []  # when each estimate is read
@@ -194,6 +206,7 @@ SHAPES: dict[str, Shape] = {
         mlm_epochs=0,
         warmup_s=0.0,
         prepare_s=15.0,
+        masks=False,
     ),
 }
 
@@ -212,18 +225,19 @@ def test_early_stopping_is_not_known_in_advance_but_the_estimate_recovers() -> N
     assert tail and all(abs(eta - left) <= 0.25 * left + 5.0 for left, eta in tail)
 
 
-def test_no_estimate_before_a_step_is_measured_and_a_countdown_after_training() -> None:
+def test_no_estimate_before_the_first_steps_are_timed_and_a_countdown_after_training() -> None:
     clock = Clock()
-    corpora = {"train": Corpus(sentences(10)), "dev": Corpus(sentences(100))}
+    corpora = {"train": Corpus(sentences(30)), "dev": Corpus(sentences(100))}
     run = Run(Config(epochs=1, mlm_epochs=0, mlm_head_warmup_steps=0), corpora)
-    run.state.steps_per_epoch = run.state.total_steps = 10
+    run.state.steps_per_epoch = run.state.total_steps = 30
     pace = Pace(export=True, clock=clock)
     pace.on_train_begin(run)
     assert pace.estimate().eta_s is None and pace.estimate().phase == "training"
-    for _ in range(10):  # the first step is not timed (it pays for the start)
+    for step in range(1, 31):  # the first step is not timed (it pays for the start)
         clock.now += 1.0
         run.state.global_step += 1
         pace.on_step_end(run)
+        assert (pace.estimate().eta_s is None) == (step - 1 < MIN_STEPS), step
     estimate = pace.estimate()
     assert estimate.steps_per_s == pytest.approx(1.0)
     clock.now += 2.0  # the dev evaluation
@@ -234,7 +248,27 @@ def test_no_estimate_before_a_step_is_measured_and_a_countdown_after_training() 
     assert first.phase == "finishing" and first.eta_s is not None and first.eta_s > 0
     clock.now += 3.0
     assert pace.estimate().eta_s == pytest.approx(max(0.0, first.eta_s - 3.0))  # a countdown
-    pace.phase("exporting")  # priced again from its start: 40 steps of 1 s
+    pace.phase("exporting")  # priced again from its start: EXPORT_STEPS steps of 1 s
     later = pace.estimate()
     assert later.phase == "exporting" and later.eta_s == pytest.approx(EXPORT_STEPS * 1.0)
-    assert later.to_json()["elapsed_s"] == pytest.approx(15.0)
+    assert later.to_json()["elapsed_s"] == pytest.approx(35.0)
+
+
+def test_the_pace_is_the_mean_of_the_latest_steps() -> None:
+    """A stage that ran at another pace is forgotten once RECENT_STEPS steps ran after it."""
+    clock = Clock()
+    run = Run(Config(epochs=1, mlm_epochs=0, mlm_head_warmup_steps=0), {"train": Corpus([])})
+    run.state.steps_per_epoch = run.state.total_steps = 3 * RECENT_STEPS
+    pace = Pace(clock=clock)
+    pace.on_train_begin(run)
+    for seconds in [3.0] * RECENT_STEPS + [1.0] * (RECENT_STEPS // 2):
+        clock.now += seconds
+        run.state.global_step += 1
+        pace.on_step_end(run)
+    # the latest RECENT_STEPS: half at 3 s (the first step is never timed), half at 1 s
+    assert pace.step_seconds == pytest.approx(2.0, abs=0.01)
+    for _ in range(RECENT_STEPS // 2):
+        clock.now += 1.0
+        run.state.global_step += 1
+        pace.on_step_end(run)
+    assert pace.step_seconds == pytest.approx(1.0)

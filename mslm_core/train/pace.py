@@ -15,7 +15,7 @@ The clock is a parameter: tests/test_pace.py runs whole simulated runs on a fake
 from __future__ import annotations
 
 import time
-from collections import deque
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,19 +27,24 @@ from .state import TrainingRun
 #: per training window (an evaluation costs a forward pass at a larger batch and the decoding;
 #: a training window a forward and a backward pass). Measured on the reference run.
 EVAL_WINDOW_RATIO = 0.30
-#: The end of the run (finalize: masked-LM loss on dev, dev and test predicted, calibration,
-#: the bundle written) in dev evaluations' worth of sentences of dev+test. Fitted on the first
-#: start of 2026-12-04 (first-start.json): the early model's end took 21 s after a 4.3 s dev
-#: evaluation of 800 sentences (1,600 scored), the full model's 290 s (16,430 scored).
-FINISH_RATIO = 2.7
+#: The end of the run (finalize: dev and test predicted, calibration, the bundle written) in
+#: dev evaluations' worth of sentences of dev+test; :data:`FINISH_MASKED_LM` more dev
+#: evaluations when the run masks (the masked-LM loss on dev, a pass of its own). Fitted on
+#: the first start's two models (benchmarks/results/clinical/first-start.json): the plain
+#: early model's end took 14 s after a 3.5 s dev evaluation of 800 sentences (1,600 scored;
+#: 2026-12-04, first-start-early.json), the MSLM full model's 290 s (16,430 scored).
+FINISH_RATIO = 1.72
+FINISH_MASKED_LM = 2.24
 #: The relation scorer's training (mslm_core.relations: three small networks, 60 epochs), in
 #: training steps per modifier mention it learns from.
 RELATION_STEPS_PER_MODIFIER = 0.005  # a few seconds for MACCROBAT's 4,842 (the same run)
-#: How many of the latest steps the pace is the mean of: about 5 minutes of the first start
-#: on 2 CPU cores, long enough that a machine's passing spurts and stalls average out (its
-#: pace moved between 2.6 and 3.2 steps/s with nothing else running; 200 steps followed them
-#: and missed by 26 %), short enough to forget a stage that ran at another pace.
+#: The pace is the mean of the latest steps, at most this many: about 5 minutes of the first
+#: start on 2 CPU cores, long enough to average a machine's passing spurts and stalls (on 2
+#: CPU cores a step's time moves by a fifth from one 10 s to the next), short enough to
+#: forget a stage that ran at another pace.
 RECENT_STEPS = 1000
+#: No estimate before this many steps are timed: the first few are no pace.
+MIN_STEPS = 20
 #: The ONNX export with int8 quantization and its checks, in training steps (5 s for both of
 #: the same run's models, at 0.34 s a step).
 EXPORT_STEPS = 15.0
@@ -74,7 +79,7 @@ class Pace(Callback):
         self.started = clock()
         self._phase = "preparing"
         self._last: float | None = None  # when the last step ended
-        self._steps: deque[float] = deque(maxlen=RECENT_STEPS)  # the latest steps' seconds
+        self._elapsed = array("d", [0.0])  # the timed steps' seconds, summed: [i] = first i
         self._eval_seconds: list[float] = []
         self._epoch_ended = False
         self._end_at: float | None = None  # the estimated end, once only the tail is left
@@ -93,6 +98,7 @@ class Pace(Callback):
             "mlm_epochs": cfg.mlm_epochs,
             "steps_per_epoch": st.steps_per_epoch,
             "modifiers": _modifiers(run),
+            "masks": int(run.collator.strategy is not None),
         }
         warm = cfg.mlm_head_warmup_steps and not st.mlm_head_warmed and st.global_step == 0
         self._phase = "warm-up" if warm else "training"
@@ -101,7 +107,7 @@ class Pace(Callback):
     def on_step_end(self, run: TrainingRun) -> None:
         now = self.clock()
         if self._last is not None and not self._epoch_ended:
-            self._steps.append(now - self._last)
+            self._elapsed.append(self._elapsed[-1] + now - self._last)
         self._phase, self._last, self._epoch_ended = "training", now, False
 
     def on_epoch_end(self, run: TrainingRun) -> None:
@@ -128,9 +134,14 @@ class Pace(Callback):
     # -- the estimate -----------------------------------------------------------------------
     @property
     def step_seconds(self) -> float | None:
-        """The mean of the latest :data:`RECENT_STEPS` steps (a stage or a first epoch that
-        ran at another pace is forgotten; batches of different lengths average out)."""
-        return sum(self._steps) / len(self._steps) if self._steps else None
+        """The mean of the latest :data:`RECENT_STEPS` steps timed; none before
+        :data:`MIN_STEPS` (a stage that ran at another pace is forgotten; batches of different
+        lengths average out)."""
+        timed = len(self._elapsed) - 1
+        if timed < MIN_STEPS:
+            return None
+        window = min(RECENT_STEPS, timed)
+        return (self._elapsed[-1] - self._elapsed[-1 - window]) / window
 
     def eval_seconds(self) -> float | None:
         """A dev evaluation: the last one measured, else priced by the step time."""
@@ -147,7 +158,8 @@ class Pace(Callback):
         if step is None or evaluation is None:
             return None
         dev = max(1, self._shape["dev"])
-        finish = FINISH_RATIO * evaluation * (dev + self._shape["test"]) / dev
+        scored = (dev + self._shape["test"]) / dev
+        finish = evaluation * (FINISH_RATIO * scored + FINISH_MASKED_LM * self._shape["masks"])
         relations = RELATION_STEPS_PER_MODIFIER * self._shape["modifiers"] * step
         return finish + relations + (EXPORT_STEPS * step if self.export else 0.0)
 
