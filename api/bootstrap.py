@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mslm_core.timeleft import left_text
+
 if TYPE_CHECKING:
     from mslm_settings import Settings
 
@@ -27,9 +29,9 @@ log = logging.getLogger("mslm.bootstrap")
 # benchmarks/first_start.py's measurement (benchmarks/results/clinical/first-start.json,
 # `minutes_to_served`; tests/test_docs.py holds this, the README and the file equal). Shown
 # before training starts; the progress bar then estimates from its own pace.
-FIRST_START_MINUTES_2CPU = 40
+FIRST_START_MINUTES_2CPU = 30
 # The early model's (clinical.EARLY_SETTINGS), measured alike (`minutes_to_early`).
-EARLY_MINUTES_2CPU = 3
+EARLY_MINUTES_2CPU = 2
 CARRY_OVER = (
     "on a machine with internet: `mslm corpora fetch clinical --archive clinical-corpora.tar`;"
     " here: `mslm corpora unpack clinical-corpora.tar` (compose: docker compose run --rm -v "
@@ -259,8 +261,7 @@ class FirstStartProgress:
                     bar = tqdm(total=steps, unit="step", desc=label, file=sys.stderr)
                 bar.update(step - bar.n)
                 bar.set_postfix_str(
-                    f"{progress.get('phase', '')}"
-                    + ("" if eta is None else f", about {_minutes(eta)} left")
+                    f"{progress.get('phase', '')}" + ("" if eta is None else f", {left_text(eta)}")
                 )
             elif steps and step * 20 // steps > shown:
                 shown = step * 20 // steps
@@ -270,7 +271,7 @@ class FirstStartProgress:
                     step,
                     steps,
                     100 * step // steps,
-                    "" if eta is None else f", about {_minutes(eta)} left",
+                    "" if eta is None else f", {left_text(eta)}",
                 )
             if job.state in ("succeeded", "failed", "cancelled"):
                 if bar is not None:
@@ -295,10 +296,6 @@ class FirstStartProgress:
                     log.error("%s: job %s %s: %s", label, job.id, job.state, job.error)
                 return True
         return False
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def run_bootstrap_command(args: Any) -> int:

@@ -38,6 +38,20 @@ from .tables import (
 TaskRow = type[Job] | type[Evaluation]
 
 
+def release(session: Session, cls: TaskRow, row_id: str, worker: str) -> bool:
+    """running → queued, given back by ``worker`` as it stops (a checkpoint kept for the next
+    attempt); the attempt is not counted against ``max_attempts``. False when the row is no
+    longer this worker's. ``published_at`` is now: the sweep publishes it again once no
+    message for it is left in the broker."""
+    result = session.execute(
+        update(cls)
+        .where(cls.id == row_id, cls.state == RUNNING, cls.worker == worker)
+        .values(state=QUEUED, worker=None, published_at=utcnow(), attempts=cls.attempts - 1)
+    )
+    session.commit()
+    return rowcount(result) == 1
+
+
 def cancel_requested(session: Session, job_id: str) -> bool:
     """Whether a cancel of the training job was asked for (it reads this between steps)."""
     return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))

@@ -151,3 +151,21 @@ def test_the_first_start_estimate_is_its_measurement():
     schema = " ".join((REPO / "docs/clinical-schema.md").read_text(encoding="utf-8").split())
     assert f"a fresh install serves its model **{full} minutes**" in schema
     assert f"its early model **{early} minutes**" in schema
+
+
+def test_the_pace_constants_quoted_are_the_code():
+    """docs/benchmarks.md's first-start row quotes the time-left constants it measured with
+    (``NAME`` value): each is mslm_core.train.pace's."""
+    import re
+
+    from mslm_core.train import pace
+
+    row = next(
+        line
+        for line in (REPO / "docs/benchmarks.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `benchmarks/first_start.py`")
+    )
+    quoted = re.findall(r"`([A-Z][A-Z_]+)` ([\d,.]+\d)", row)
+    assert len(quoted) >= 4, row
+    for name, value in quoted:
+        assert getattr(pace, name) == float(value.replace(",", "")), name

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mslm_core.timeleft import Estimate, left_text
 from mslm_core.train.pace import (
     EVAL_WINDOW_RATIO,
     EXPORT_STEPS,
@@ -38,6 +39,7 @@ class Config:
     epochs: int = 3
     mlm_epochs: int = 1
     mlm_head_warmup_steps: int = 200
+    strategy: str = "mslm_tapt"
 
     @property
     def total_epochs(self) -> int:
@@ -69,16 +71,10 @@ def sentences(n: int, modifiers: int = 0) -> list[Sentence]:
 
 
 @dataclass
-class Collator:
-    strategy: object | None
-
-
-@dataclass
 class Run:
     config: Config
     corpora: dict[str, Corpus]
     state: TrainState = field(default_factory=TrainState)
-    collator: Collator = field(default_factory=lambda: Collator("mslm"))
 
 
 @dataclass
@@ -114,13 +110,17 @@ def simulate(shape: Shape, seed: int = 0) -> list[tuple[float, float, float | No
     rng = np.random.default_rng(seed)
     clock = Clock()
     start = clock.now
-    config = Config(epochs=shape.epochs, mlm_epochs=shape.mlm_epochs)
+    config = Config(
+        epochs=shape.epochs,
+        mlm_epochs=shape.mlm_epochs,
+        strategy="mslm_tapt" if shape.masks else "vanilla",
+    )
     corpora = {
         "train": Corpus(sentences(shape.train_windows, shape.modifiers)),
         "dev": Corpus(sentences(shape.dev)),
         "test": Corpus(sentences(shape.test)),
     }
-    run = Run(config, corpora, collator=Collator("mslm" if shape.masks else None))
+    run = Run(config, corpora)
     st = run.state
     st.steps_per_epoch = math.ceil(shape.train_windows / config.batch_size)
     st.total_steps = st.steps_per_epoch * config.total_epochs
@@ -272,3 +272,24 @@ def test_the_pace_is_the_mean_of_the_latest_steps() -> None:
         run.state.global_step += 1
         pace.on_step_end(run)
     assert pace.step_seconds == pytest.approx(1.0)
+
+
+def test_the_time_left_reads_the_same_everywhere() -> None:
+    assert left_text(None) == "" and left_text("soon") == "" and left_text(True) == ""
+    assert left_text(40.4) == "about 40 s left"
+    assert left_text(89) == "about 89 s left"
+    assert left_text(90) == "about 2 min left"
+    assert left_text(12 * 60 + 10) == "about 12 min left"
+
+
+def test_the_client_reads_every_field_of_the_estimate() -> None:
+    """The worker writes Estimate.to_json into a job's progress; the client's JobProgress
+    carries each of its fields, read back as written."""
+    from dataclasses import fields
+
+    from mslm_client.results import JobProgress
+
+    written = Estimate("training", 12.34, 2.5, 61.0).to_json()
+    read = JobProgress.from_dict(written)
+    assert set(written) <= {f.name for f in fields(JobProgress)}
+    assert {k: getattr(read, k) for k in written} == written

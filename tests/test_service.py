@@ -128,6 +128,38 @@ def test_a_model_below_its_floor_is_served_only_by_force(tmp_path, tiny_encoder)
         assert bad.status_code == 422 and "below_floor" in bad.text
 
 
+def test_a_stopping_worker_gives_its_training_job_back_to_be_resumed(tmp_path, tiny_encoder):
+    """A worker asked to stop (Celery's warm shutdown: ``mslm up`` stopped or killed) stops
+    its training job at the next step, keeps a checkpoint and puts the job back in the queue,
+    the attempt not counted; the next worker resumes it from that step to success. (Before,
+    the warm shutdown waited for the job to finish: an orphaned worker trained on for an
+    hour.)"""
+    from store.db import session_factory
+    from store.tables import Job
+    from worker.celery_app import STOPPING
+
+    settings = make_settings(tmp_path, tiny_encoder)
+    with TestClient(create_app(settings)) as c:
+        dataset = upload_toy(c, tmp_path / "corpus", key=ADMIN)
+        body = {"dataset_id": dataset["id"], **JOB, "epochs": 2}
+        job_id = c.post("/v1/jobs", headers=auth(ADMIN), json=body).json()["id"]
+        STOPPING.set()
+        try:
+            assert run_training_job(job_id, settings) == "released"
+        finally:
+            STOPPING.clear()
+        with session_factory(settings.sqlalchemy_url)() as session:
+            row = session.get(Job, job_id)
+            assert (row.state, row.worker, row.attempts) == ("queued", None, 0)
+            assert row.progress["step"] == 1 and row.progress["steps"] > 1
+        kept = list((settings.artifacts / "work" / job_id / "checkpoint").glob("ckpt-00000001"))
+        assert kept, "no checkpoint at the step the worker stopped"
+        assert run_training_job(job_id, settings) == "succeeded"
+        done = c.get(f"/v1/jobs/{job_id}", headers=auth(ADMIN)).json()
+        assert done["progress"]["step"] == done["progress"]["steps"]
+        assert len(done["history"]) == 2
+
+
 def test_a_model_coming_to_replace_the_served_one_is_said_and_replaces_it(tmp_path, tiny_encoder):
     """Issue 60: while a job that ``replaces`` the served model's job runs (the first start's
     full model after its early one), /readyz names it with its time left and every annotate

@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_shutting_down
 from kombu.entity import Queue
 
 from mslm_settings import Settings, get_settings
@@ -28,6 +30,18 @@ TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE = "train", "eval", "annotate"
 QUEUES = (TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE)
 TRAIN_TASK, EVAL_TASK = "mslm.train", "mslm.evaluate"
 PLAN_TASK, CHUNK_TASK = "mslm.annotate_plan", "mslm.annotate_chunk"
+
+
+# Set when this worker is asked to stop (Celery's warm shutdown: SIGTERM, `mslm up` stopped or
+# killed). A running training job then stops at its next step, keeps a checkpoint and goes
+# back to the queue for the next worker to resume; else the warm shutdown would wait for it
+# to finish (an hour on a CPU), training on in a process nobody runs any more.
+STOPPING = threading.Event()
+
+
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def _stopping(**_: Any) -> None:
+    STOPPING.set()
 
 
 def worker_name() -> str:

@@ -26,6 +26,7 @@ from mslm_core.config import TrainConfig
 from mslm_core.errors import BundleError, MSLMError
 from mslm_core.sources import map_corpus
 from mslm_core.train import Callback, Pace, Trainer, TrainingCancelled, TrainingRun
+from mslm_core.train.checkpoint import save_checkpoint
 from mslm_core.typemap import TypeMap
 from mslm_settings import Settings
 from store import transitions
@@ -45,9 +46,13 @@ from store.tables import (
     JobDataset,
 )
 
-from .celery_app import worker_name
+from .celery_app import STOPPING, worker_name
 
 log = logging.getLogger(__name__)
+
+
+class Stopping(Exception):
+    """The worker is stopping: the job goes back to the queue, its checkpoint kept."""
 
 
 class LostClaim(Exception):
@@ -125,12 +130,12 @@ class Heartbeat:
 
 
 class JobProgress(Callback):
-    """Progress into the heartbeat — with the time left and the pace, which ``pace`` (a
-    callback ahead of this one) measures and every beat reads anew; cancel and lost claims
-    into the trainer's stop flag."""
+    """Progress into the heartbeat, and the time left and the pace, which ``pace`` (a callback
+    ahead of this one) measures and every beat reads anew (``Heartbeat.live``); cancel and lost
+    claims into the trainer's stop flag."""
 
     def __init__(self, heartbeat: Heartbeat, pace: Pace):
-        self.heartbeat, self.pace = heartbeat, pace
+        self.heartbeat = heartbeat
         heartbeat.live = lambda: pace.estimate().to_json()
 
     def _progress(self, run: TrainingRun) -> dict[str, Any]:
@@ -144,7 +149,6 @@ class JobProgress(Callback):
             "loss": st.loss,
             "dev_f1": last.get("dev_f1"),
             "best_dev_f1": None if st.best_f1 < 0 else st.best_f1,
-            **self.pace.estimate().to_json(),
         }
 
     def on_train_begin(self, run: TrainingRun) -> None:
@@ -156,6 +160,8 @@ class JobProgress(Callback):
             run.state.should_stop, run.state.stop_reason = True, "lost_claim"
         elif self.heartbeat.poll_cancel():
             run.state.should_stop, run.state.stop_reason = True, "cancelled"
+        elif STOPPING.is_set():
+            run.state.should_stop, run.state.stop_reason = True, "worker_stopping"
 
     def on_epoch_end(self, run: TrainingRun) -> None:
         self.heartbeat.update(progress=self._progress(run), history=list(run.state.history))
@@ -276,6 +282,10 @@ def run_training_job(job_id: str, settings: Settings) -> str:
                 except TrainingCancelled:
                     if trainer.state.stop_reason == "lost_claim":
                         raise LostClaim() from None
+                    if trainer.state.stop_reason == "worker_stopping":
+                        save_checkpoint(trainer.resumable())
+                        heartbeat.beat()  # the step it stopped at, in the row
+                        raise Stopping(trainer.state.global_step) from None
                     raise
             warnings = list(read_manifest(bundle).get("warnings") or [])
             if warnings and config.below_floor == "fail":  # before an export it would not use
@@ -355,6 +365,16 @@ def run_training_job(job_id: str, settings: Settings) -> str:
     except LostClaim:
         log.warning("job %s was taken from this worker (no heartbeat in time); stopping", job_id)
         return "lost"
+    except Stopping as stopped:
+        with factory() as session:
+            released = transitions.release(session, Job, job_id, worker)
+        log.warning(
+            "worker stopping: job %s %s at step %d; the next worker resumes it",
+            job_id,
+            "goes back to the queue" if released else "was no longer this worker's",
+            stopped.args[0],
+        )
+        return "released"
     except TrainingCancelled:
         shutil.rmtree(work, ignore_errors=True)
         return end(CANCELLED, error=None)

@@ -9,6 +9,7 @@ import asyncio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from mslm_core.timeleft import left_text
 from store.db import ping
 from worker.celery_app import ping_broker
 
@@ -50,7 +51,9 @@ async def readyz(request: Request, state: StateDep) -> JSONResponse:
     if active is None:
         why = state.models.last_error or "no model is loaded (none is active yet)"
         if coming is not None and state.models.last_error is None:
-            why += f"; the first model is being trained (job {coming['job_id']}{_left(coming)})"
+            left = left_text(coming.get("eta_s"))
+            why += f"; the first model is being trained (job {coming['job_id']}"
+            why += f", {left})" if left else ")"
         problems.append(why)
     code = 200 if not problems else 503
     status = "ready" if not problems else "not ready"
@@ -72,11 +75,6 @@ async def readyz(request: Request, state: StateDep) -> JSONResponse:
         "coming": coming,
     }
     return JSONResponse(body, status_code=code)
-
-
-def _left(coming: dict[str, object]) -> str:
-    eta = coming.get("eta_s")
-    return f", about {float(eta) / 60:.0f} min left" if isinstance(eta, (int, float)) else ""
 
 
 @router.get(

@@ -126,10 +126,9 @@ class Progress(Callback):
         self.bar: Any = None
 
     def _left(self) -> str:
-        eta = None if self.pace is None else self.pace.estimate().eta_s
-        if eta is None:
-            return ""
-        return f"{eta / 60:.0f} min" if eta >= 90 else f"{eta:.0f} s"
+        from ..timeleft import left_text
+
+        return "" if self.pace is None else left_text(self.pace.estimate().eta_s)
 
     def on_train_begin(self, run: TrainingRun) -> None:
         if self.interactive:
@@ -145,9 +144,8 @@ class Progress(Callback):
         if self.bar is not None:
             self.bar.update(1)
             left = self._left()
-            self.bar.set_postfix(
-                epoch=st.epoch + 1, loss=f"{st.loss:.4f}", **({"left": left} if left else {})
-            )
+            shown = [f"epoch={st.epoch + 1}", f"loss={st.loss:.4f}", *([left] if left else [])]
+            self.bar.set_postfix_str(", ".join(shown))
         elif st.global_step % self.every == 0:
             left = self._left()
             logging.getLogger("mslm").info(
@@ -156,7 +154,7 @@ class Progress(Callback):
                 st.total_steps,
                 st.epoch + 1,
                 st.loss,
-                f", about {left} left" if left else "",
+                f", {left}" if left else "",
             )
 
     def on_epoch_end(self, run: TrainingRun) -> None:

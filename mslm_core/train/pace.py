@@ -17,9 +17,8 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
+from ..timeleft import Estimate
 from .callbacks import Callback
 from .state import TrainingRun
 
@@ -30,9 +29,10 @@ EVAL_WINDOW_RATIO = 0.30
 #: The end of the run (finalize: dev and test predicted, calibration, the bundle written) in
 #: dev evaluations' worth of sentences of dev+test; :data:`FINISH_MASKED_LM` more dev
 #: evaluations when the run masks (the masked-LM loss on dev, a pass of its own). Fitted on
-#: the first start's two models (benchmarks/results/clinical/first-start.json): the plain
-#: early model's end took 14 s after a 3.5 s dev evaluation of 800 sentences (1,600 scored;
-#: 2026-12-04, first-start-early.json), the MSLM full model's 290 s (16,430 scored).
+#: the first start's two models on 2 CPU cores: the plain early model's end took 18 s after a
+#: 3.5 s dev evaluation of 800 sentences, 12 s of it before the relation scorer and the export
+#: (1,600 scored; benchmarks/results/clinical/first-start-early.json), the MSLM full model's
+#: 290 s before the export (16,430 scored; the first start of commit 0b04c4c).
 FINISH_RATIO = 1.72
 FINISH_MASKED_LM = 2.24
 #: The relation scorer's training (mslm_core.relations: three small networks, 60 epochs), in
@@ -43,27 +43,12 @@ RELATION_STEPS_PER_MODIFIER = 0.005  # a few seconds for MACCROBAT's 4,842 (the 
 #: CPU cores a step's time moves by a fifth from one 10 s to the next), short enough to
 #: forget a stage that ran at another pace.
 RECENT_STEPS = 1000
-#: No estimate before this many steps are timed: the first few are no pace.
+#: No estimate during training before this many steps are timed: the first few are no pace
+#: (the pace is shown from the first; a run of fewer steps is estimated once they are done).
 MIN_STEPS = 20
 #: The ONNX export with int8 quantization and its checks, in training steps (5 s for both of
 #: the same run's models, at 0.34 s a step).
 EXPORT_STEPS = 15.0
-
-
-@dataclass
-class Estimate:
-    phase: str
-    elapsed_s: float
-    steps_per_s: float | None
-    eta_s: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "phase": self.phase,
-            "elapsed_s": round(self.elapsed_s, 1),
-            "steps_per_s": None if self.steps_per_s is None else round(self.steps_per_s, 4),
-            "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
-        }
 
 
 class Pace(Callback):
@@ -98,7 +83,7 @@ class Pace(Callback):
             "mlm_epochs": cfg.mlm_epochs,
             "steps_per_epoch": st.steps_per_epoch,
             "modifiers": _modifiers(run),
-            "masks": int(run.collator.strategy is not None),
+            "masks": int(_masks(cfg.strategy)),
         }
         warm = cfg.mlm_head_warmup_steps and not st.mlm_head_warmed and st.global_step == 0
         self._phase = "warm-up" if warm else "training"
@@ -134,11 +119,10 @@ class Pace(Callback):
     # -- the estimate -----------------------------------------------------------------------
     @property
     def step_seconds(self) -> float | None:
-        """The mean of the latest :data:`RECENT_STEPS` steps timed; none before
-        :data:`MIN_STEPS` (a stage that ran at another pace is forgotten; batches of different
-        lengths average out)."""
+        """The mean of the latest :data:`RECENT_STEPS` steps timed (a stage that ran at another
+        pace is forgotten; batches of different lengths average out); none before a step is."""
         timed = len(self._elapsed) - 1
-        if timed < MIN_STEPS:
+        if timed < 1:
             return None
         window = min(RECENT_STEPS, timed)
         return (self._elapsed[-1] - self._elapsed[-1 - window]) / window
@@ -180,7 +164,7 @@ class Pace(Callback):
         step = self.step_seconds
         if self._end_at is not None:
             eta: float | None = max(0.0, self._end_at - now)
-        elif self._run is not None:
+        elif self._run is not None and len(self._elapsed) - 1 >= MIN_STEPS:
             eta = self._left(self._run)
             if eta is not None and self._last is not None:
                 eta = max(0.0, eta - (now - self._last))  # the step under way
@@ -198,6 +182,14 @@ def _modifiers(run: TrainingRun) -> int:
     if not any(s.relations for s in train):
         return 0
     return sum(1 for s in train for m in s.mentions if m.label in MODIFIERS)
+
+
+def _masks(strategy: str) -> bool:
+    """The run masks (its end scores the masked-LM loss on dev)."""
+    from ..config import STRATEGIES
+
+    spec = STRATEGIES.get(strategy)
+    return spec is not None and spec.masking is not None
 
 
 def _sentences(run: TrainingRun, split: str) -> int:
