@@ -30,6 +30,13 @@ TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE = "train", "eval", "annotate"
 QUEUES = (TRAIN_QUEUE, EVAL_QUEUE, ANNOTATE_QUEUE)
 TRAIN_TASK, EVAL_TASK = "mslm.train", "mslm.evaluate"
 PLAN_TASK, CHUNK_TASK = "mslm.annotate_plan", "mslm.annotate_chunk"
+# Each task's queue, declared once: the app's routes and every publish read it.
+ROUTES = {
+    TRAIN_TASK: TRAIN_QUEUE,
+    EVAL_TASK: EVAL_QUEUE,
+    PLAN_TASK: ANNOTATE_QUEUE,
+    CHUNK_TASK: ANNOTATE_QUEUE,
+}
 
 
 # Set when this worker is asked to stop (Celery's warm shutdown: SIGTERM, `mslm up` stopped or
@@ -71,12 +78,7 @@ def make_celery(settings: Settings) -> Celery:
         task_queues=tuple(Queue(q) for q in QUEUES),
         task_default_queue=TRAIN_QUEUE,
         task_create_missing_queues=False,
-        task_routes={
-            TRAIN_TASK: {"queue": TRAIN_QUEUE},
-            EVAL_TASK: {"queue": EVAL_QUEUE},
-            PLAN_TASK: {"queue": ANNOTATE_QUEUE},
-            CHUNK_TASK: {"queue": ANNOTATE_QUEUE},
-        },
+        task_routes={task: {"queue": queue} for task, queue in ROUTES.items()},
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
@@ -104,17 +106,16 @@ def celery_for(settings: Settings) -> Celery:
 
 
 def publish(app: Celery, task: str, row_id: str) -> None:
-    """Send a task message carrying only the row id."""
-    queue = TRAIN_QUEUE if task == TRAIN_TASK else EVAL_QUEUE
-    app.send_task(task, args=[row_id], queue=queue)
+    """Send a task message carrying only the row id, to the task's queue (:data:`ROUTES`)."""
+    app.send_task(task, args=[row_id], queue=ROUTES[task])
 
 
 def publish_plan(app: Celery, job_id: str) -> None:
-    app.send_task(PLAN_TASK, args=[job_id], queue=ANNOTATE_QUEUE)
+    app.send_task(PLAN_TASK, args=[job_id], queue=ROUTES[PLAN_TASK])
 
 
 def publish_chunk(app: Celery, job_id: str, seq: int) -> None:
-    app.send_task(CHUNK_TASK, args=[job_id, seq], queue=ANNOTATE_QUEUE)
+    app.send_task(CHUNK_TASK, args=[job_id, seq], queue=ROUTES[CHUNK_TASK])
 
 
 class CeleryQueue:
