@@ -194,7 +194,8 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
                 title = getattr(failure, "title", type(failure).__name__)
                 stats["check_failures"][title] = stats["check_failures"].get(title, 0) + 1
                 sent = case.body if isinstance(case.body, dict) else ""
-                problems.append(f"{case.method} {case.formatted_path} {sent}: {title}"[:400])
+                # the title first: a long generated body must not hide what failed
+                problems.append(f"{case.method} {case.formatted_path}: {title}: {sent}"[:400])
 
     def fuzz(op, headers):
         @settings(
