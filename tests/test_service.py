@@ -131,9 +131,7 @@ def test_a_model_below_its_floor_is_served_only_by_force(tmp_path, tiny_encoder)
 def test_a_stopping_worker_gives_its_training_job_back_to_be_resumed(tmp_path, tiny_encoder):
     """A worker asked to stop (Celery's warm shutdown: ``mslm up`` stopped or killed) stops
     its training job at the next step, keeps a checkpoint and puts the job back in the queue,
-    the attempt not counted; the next worker resumes it from that step to success. (Before,
-    the warm shutdown waited for the job to finish: an orphaned worker trained on for an
-    hour.)"""
+    the attempt not counted; the next worker resumes it from that step to success."""
     from store.db import session_factory
     from store.tables import Job
     from worker.celery_app import STOPPING

@@ -82,8 +82,7 @@ def test_quiet_starts_celery_without_its_banner(started):
 
 def test_every_task_is_routed_and_published_to_its_one_declared_queue(tmp_path):
     """Queue routing is declared once (celery_app.ROUTES): the app's routes, the tasks the
-    workers register and the publishers all read it (publish sent every task that was not
-    training to the eval queue)."""
+    workers register and the publishers all read it: each task lands in its own queue."""
     import worker.tasks  # noqa: F401  (registers the tasks)
     from worker import celery_app
     from worker.celery_app import QUEUES, ROUTES, make_celery, publish, publish_chunk
