@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -131,6 +132,24 @@ DOCUMENTS = {("POST", "/v1/datasets/{dataset_id}/documents")}
 FHIR = {("POST", "/v1/annotate/fhir")}
 
 
+def _python_patterns(node):
+    """The document with each ``pattern`` ending in ``$`` ending in ``\\Z`` instead: the
+    document's patterns are ECMA-262's, where ``$`` is the end of the string; the generator reads
+    them with Python's ``re``, where ``$`` also matches before a final newline, and so made
+    "schema-valid" strings with a control character at their end, which the API rightly
+    refuses."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str) and re.search(r"(?<!\\)\$$", value):
+                node[key] = value[:-1] + "\\Z"
+            else:
+                _python_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            _python_patterns(value)
+    return node
+
+
 def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
     import schemathesis
     from schemathesis.checks import CHECKS, load_all_checks
@@ -139,8 +158,8 @@ def test_fuzz_every_operation_no_5xx_and_problem_details(served, record):
     every_check = list(CHECKS.get_all())  # all of schemathesis's checks, not only 5xx
     clients = itertools.count(1)
 
-    schema = schemathesis.openapi.from_url(served["url"] + "/openapi.json")
     document = httpx.get(served["url"] + "/openapi.json", timeout=30).json()
+    schema = schemathesis.openapi.from_dict(_python_patterns(json.loads(json.dumps(document))))
     stats = {
         "operations": 0,
         "requests": 0,
