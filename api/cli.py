@@ -162,7 +162,7 @@ def run_up(args: argparse.Namespace) -> int:
         "filesystem (embedded)" if settings.embedded_broker else "configured",
         settings.artifacts,
     )
-    from worker.processes import WorkerProcess
+    from worker.processes import WorkerProcess, reaper_process
 
     from .bootstrap import FirstStartProgress, bootstrap
 
@@ -170,7 +170,12 @@ def run_up(args: argparse.Namespace) -> int:
     progress = FirstStartProgress(settings, job_ids) if job_ids else None
     # fine-tuning and bulk annotation each have a worker: neither waits for the other
     # (the first spawns its own evaluation process: an evaluation never waits either)
-    workers = [WorkerProcess("train,eval", quiet=True), WorkerProcess("annotate", quiet=True)]
+    # and the reaper watches for work whose worker died
+    workers = [
+        WorkerProcess("train,eval", quiet=True),
+        WorkerProcess("annotate", quiet=True),
+        reaper_process(),
+    ]
     for worker in workers:
         worker.start()
     if progress is not None:

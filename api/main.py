@@ -33,7 +33,7 @@ from .auth import (
     configured_keys,
     sync_configured_keys,
 )
-from .background import counts, follow_active_model, reaper
+from .background import counts, follow_active_model
 from .deps import AppState, authenticate, key_of_header
 from .metrics import Metrics
 from .middleware import BODY_METHODS
@@ -96,7 +96,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await state.models.refresh()
     loops = [
         asyncio.create_task(follow_active_model(state), name="follow-active-model"),
-        asyncio.create_task(reaper(state), name="reaper"),
     ]
     log.info("mslm %s API ready (store %s)", __version__, settings.sqlalchemy_url.split("@")[-1])
     try:

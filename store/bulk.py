@@ -1,12 +1,13 @@
 """Bulk annotation in the store: note files, annotation jobs, their chunks and every state
-change of them, each one atomic SQL statement (several workers and API replicas race):
+change of them, each one atomic SQL statement (several workers and reapers race):
 
     job    queued ──claim_plan──► running ──plan──► (chunks queued) ── last chunk final ──►
            succeeded | failed | cancelled
     chunk  queued ──claim──► running ──finish──► succeeded | failed      (cancel: cancelled)
-              ▲                 │
-              └──── reap ◄──────┘  no heartbeat: the worker died; queued again (the chunk's
-                                   writes are idempotent) or failed after MSLM_MAX_ATTEMPTS
+
+A job while it is planned and each chunk are leases (``store.leases``: ``PLANNING``,
+``CHUNK``): a worker that dies stops their heartbeat and the reaper queues them again (a
+chunk's writes are idempotent) or fails them after MSLM_MAX_ATTEMPTS.
 
 A chunk is the unit of commit: its notes are written in one transaction of the target (rows
 of this job for these notes replaced) or as one part file renamed into place, then the chunk
@@ -15,15 +16,12 @@ is marked succeeded. Running it twice writes the same result once.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from mslm_core.bundle import sha256_file
@@ -32,10 +30,12 @@ from mslm_core.notes import Note, NoteProblem, NotesSource, prepare_notes, read_
 from mslm_core.render import OUTPUTS
 from mslm_settings import Settings
 
+from . import leases
 from .access import get_owned, owned, owned_by, page
 from .db import rowcount
 from .errors import Conflict, NotFound
 from .files import IdSet, record, shown_name, staged
+from .leases import CHUNK, PLANNING
 from .tables import (
     CANCELLED,
     FAILED,
@@ -290,52 +290,22 @@ def cancel(session: Session, job_id: str, owner: str | None) -> AnnotationJob:
 
 def claim_plan(session: Session, job_id: str, worker: str) -> bool:
     """queued → running for the planner ``worker``; False when not queued (taken, cancelled)."""
-    now = utcnow()
-    result = session.execute(
-        update(AnnotationJob)
-        .where(AnnotationJob.id == job_id, AnnotationJob.state == QUEUED)
-        .values(
-            state=RUNNING,
-            worker=worker,
-            started_at=func.coalesce(AnnotationJob.started_at, now),
-            heartbeat_at=now,
-            attempts=AnnotationJob.attempts + 1,
-        )
-    )
-    session.commit()
-    return rowcount(result) == 1
-
-
-def _planned_by(job_id: str, worker: str) -> tuple[Any, ...]:
-    """The job is being planned by ``worker``: its claim is still that planner's."""
-    return (
-        AnnotationJob.id == job_id,
-        AnnotationJob.state == RUNNING,
-        AnnotationJob.worker == worker,
-        AnnotationJob.planned_at.is_(None),
-    )
+    started = func.coalesce(AnnotationJob.started_at, utcnow())
+    return leases.claim(session, PLANNING, job_id, worker, started_at=started)
 
 
 def plan_beat(session: Session, job_id: str, worker: str) -> tuple[bool, bool]:
     """The planner's heartbeat: (it still holds the job, a cancel was asked for)."""
-    result = session.execute(
-        update(AnnotationJob).where(*_planned_by(job_id, worker)).values(heartbeat_at=utcnow())
+    ours = leases.beat(session, PLANNING, job_id, worker)
+    cancelled = session.scalar(
+        select(AnnotationJob.cancel_requested).where(AnnotationJob.id == job_id)
     )
-    session.commit()
-    job = session.get(AnnotationJob, job_id)
-    if job is not None:
-        session.refresh(job)
-    return rowcount(result) == 1, bool(job is not None and job.cancel_requested)
+    return ours, bool(cancelled)
 
 
 def cancel_planning(session: Session, job_id: str, worker: str) -> None:
     """A job cancelled while it was planned: it ends ``cancelled``, with no chunk."""
-    session.execute(
-        update(AnnotationJob)
-        .where(*_planned_by(job_id, worker))
-        .values(state=CANCELLED, finished_at=utcnow())
-    )
-    session.commit()
+    leases.finish(session, PLANNING, job_id, worker, CANCELLED)
 
 
 def save_plan(
@@ -353,7 +323,7 @@ def save_plan(
     total = sum(n for _, _, n in ranges)
     result = session.execute(
         update(AnnotationJob)
-        .where(*_planned_by(job_id, worker))
+        .where(*PLANNING.held(job_id, worker))
         .values(
             planned_at=now,
             total=total,
@@ -522,50 +492,17 @@ def complete_if_done(session: Session, job_id: str) -> str | None:
 
 def claim_chunk(session: Session, job_id: str, seq: int, worker: str) -> bool:
     """queued → running for ``worker``, unless the job was cancelled or has ended."""
-    now = utcnow()
     live_job = exists().where(
         AnnotationJob.id == job_id,
         AnnotationJob.state == RUNNING,
         AnnotationJob.cancel_requested.is_(False),
     )
-    result = session.execute(
-        update(AnnotationChunk)
-        .where(
-            AnnotationChunk.job_id == job_id,
-            AnnotationChunk.seq == seq,
-            AnnotationChunk.state == QUEUED,
-            live_job,
-        )
-        .values(
-            state=RUNNING,
-            worker=worker,
-            started_at=now,
-            heartbeat_at=now,
-            attempts=AnnotationChunk.attempts + 1,
-        )
-    )
-    session.commit()
-    return rowcount(result) == 1
-
-
-def _mine(job_id: str, seq: int, worker: str) -> ColumnElement[bool]:
-    return and_(
-        AnnotationChunk.job_id == job_id,
-        AnnotationChunk.seq == seq,
-        AnnotationChunk.state == RUNNING,
-        AnnotationChunk.worker == worker,
-    )
+    return leases.claim(session, CHUNK, (job_id, seq), worker, live_job)
 
 
 def chunk_beat(session: Session, job_id: str, seq: int, worker: str, done: int) -> bool:
     """Heartbeat with the notes done so far; False when the claim was lost."""
-    result = session.execute(
-        update(AnnotationChunk)
-        .where(_mine(job_id, seq, worker))
-        .values(heartbeat_at=utcnow(), done=done)
-    )
-    session.commit()
-    return rowcount(result) == 1
+    return leases.beat(session, CHUNK, (job_id, seq), worker, done=done)
 
 
 def finish_chunk(
@@ -581,127 +518,23 @@ def finish_chunk(
     errors: list[dict[str, Any]],
     error: str | None = None,
 ) -> bool:
-    result = session.execute(
-        update(AnnotationChunk)
-        .where(_mine(job_id, seq, worker))
-        .values(
-            state=state,
-            finished_at=utcnow(),
-            done=done,
-            entities=entities,
-            seconds=seconds,
-            errors=errors[:ERRORS_PER_CHUNK],
-            error=error,
-        )
+    """The chunk ends ``state`` (the job with it when it was its last); False when the claim
+    was lost."""
+    won = leases.finish(
+        session,
+        CHUNK,
+        (job_id, seq),
+        worker,
+        state,
+        done=done,
+        entities=entities,
+        seconds=seconds,
+        errors=errors[:ERRORS_PER_CHUNK],
+        error=error,
     )
-    session.commit()
-    won = rowcount(result) == 1
     if won:
         complete_if_done(session, job_id)
     return won
-
-
-@dataclass
-class Reaped:
-    chunks: list[tuple[str, int]]  # queued again: publish each
-    plans: list[str]  # planning jobs queued again
-    failed: list[str]
-
-
-def reap(session: Session, timeout_s: float, max_attempts: int) -> Reaped:
-    """Running chunks (and planning jobs) whose heartbeat is older than ``timeout_s`` lost
-    their worker: queued again, or failed after ``max_attempts``."""
-    now = utcnow()
-    cutoff = now - dt.timedelta(seconds=timeout_s)
-    out = Reaped([], [], [])
-    stale = session.execute(
-        select(AnnotationChunk.job_id, AnnotationChunk.seq, AnnotationChunk.attempts).where(
-            AnnotationChunk.state == RUNNING, AnnotationChunk.heartbeat_at < cutoff
-        )
-    ).all()
-    for job_id, seq, attempts in stale:
-        base = update(AnnotationChunk).where(
-            AnnotationChunk.job_id == job_id,
-            AnnotationChunk.seq == seq,
-            AnnotationChunk.state == RUNNING,
-            AnnotationChunk.heartbeat_at < cutoff,
-        )
-        if attempts >= max_attempts:
-            reason = f"worker lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts}"
-            won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
-            if rowcount(won) == 1:
-                out.failed.append(f"{job_id}#{seq}")
-                session.commit()
-                complete_if_done(session, job_id)
-        else:
-            won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
-            if rowcount(won) == 1:
-                out.chunks.append((job_id, seq))
-    planning = session.execute(
-        select(AnnotationJob.id, AnnotationJob.attempts).where(
-            AnnotationJob.state == RUNNING,
-            AnnotationJob.planned_at.is_(None),
-            AnnotationJob.heartbeat_at < cutoff,
-        )
-    ).all()
-    for job_id, attempts in planning:
-        base = update(AnnotationJob).where(
-            AnnotationJob.id == job_id,
-            AnnotationJob.state == RUNNING,
-            AnnotationJob.planned_at.is_(None),
-            AnnotationJob.heartbeat_at < cutoff,
-        )
-        if attempts >= max_attempts:
-            reason = f"planner lost: no heartbeat for {timeout_s:.0f} s, attempt {attempts}"
-            won = session.execute(base.values(state=FAILED, finished_at=now, error=reason))
-            if rowcount(won) == 1:
-                out.failed.append(job_id)
-        else:
-            won = session.execute(base.values(state=QUEUED, worker=None, published_at=now))
-            if rowcount(won) == 1:
-                out.plans.append(job_id)
-    session.commit()
-    return out
-
-
-def unpublished(session: Session, older_than_s: float) -> tuple[list[str], list[tuple[str, int]]]:
-    """Queued jobs and chunks published more than ``older_than_s`` ago (their message may be
-    lost with a broker that kept nothing)."""
-    cutoff = utcnow() - dt.timedelta(seconds=older_than_s)
-    jobs = list(
-        session.scalars(
-            select(AnnotationJob.id).where(
-                AnnotationJob.state == QUEUED, AnnotationJob.published_at < cutoff
-            )
-        )
-    )
-    chunks = [
-        (j, s)
-        for j, s in session.execute(
-            select(AnnotationChunk.job_id, AnnotationChunk.seq).where(
-                AnnotationChunk.state == QUEUED, AnnotationChunk.published_at < cutoff
-            )
-        ).all()
-    ]
-    return jobs, chunks
-
-
-def mark_published(
-    session: Session, jobs: Iterable[str], chunks: Iterable[tuple[str, int]]
-) -> None:
-    now = utcnow()
-    jobs = list(jobs)
-    if jobs:
-        session.execute(
-            update(AnnotationJob).where(AnnotationJob.id.in_(jobs)).values(published_at=now)
-        )
-    for job_id, seq in chunks:
-        session.execute(
-            update(AnnotationChunk)
-            .where(AnnotationChunk.job_id == job_id, AnnotationChunk.seq == seq)
-            .values(published_at=now)
-        )
-    session.commit()
 
 
 # -- progress and reports ----------------------------------------------------------------------

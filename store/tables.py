@@ -28,7 +28,9 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
-# Job and evaluation states; the last three are final.
+
+# The states of leased work (jobs, evaluations, annotation jobs and chunks); the last three are
+# final.
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "queued",
     "running",
@@ -77,6 +79,18 @@ class Base(DeclarativeBase):
         list[Any]: JSONType,
         dt.datetime: UTCDateTime(),
     }
+
+
+class Leased:
+    """The columns of work a worker claims, holds and finishes (a mixin; ``store.leases``)."""
+
+    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
+    worker: Mapped[str | None] = mapped_column(String(200))  # the holder, while running
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # claims so far
+    published_at: Mapped[dt.datetime | None] = mapped_column()  # its last broker message
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
 
 
 class ApiKey(Base):
@@ -132,14 +146,13 @@ class DatasetVersion(Base):
     kept: Mapped[bool] = mapped_column(Boolean, default=True)
 
 
-class Job(Base):
+class Job(Leased, Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("created_by", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
     # the first of its datasets (all of them: ``datasets``); kept when the dataset is deleted
     # later (the job's record stays)
     dataset_id: Mapped[str | None] = mapped_column(
@@ -150,12 +163,6 @@ class Job(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200))  # unique per owner
     created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    published_at: Mapped[dt.datetime | None] = mapped_column()
-    started_at: Mapped[dt.datetime | None] = mapped_column()
-    finished_at: Mapped[dt.datetime | None] = mapped_column()
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(200))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     progress: Mapped[dict[str, Any]] = mapped_column(default=dict)
     history: Mapped[list[Any]] = mapped_column(default=list)
@@ -211,11 +218,10 @@ class Model(Base):
     warnings: Mapped[list[Any]] = mapped_column(default=list)
 
 
-class Evaluation(Base):
+class Evaluation(Leased, Base):
     __tablename__ = "evaluations"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
     model_id: Mapped[str] = mapped_column(String(80), index=True)
     dataset_id: Mapped[str | None] = mapped_column(
         ForeignKey("datasets.id", ondelete="SET NULL"), index=True
@@ -225,12 +231,6 @@ class Evaluation(Base):
     type_map: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    published_at: Mapped[dt.datetime | None] = mapped_column()
-    started_at: Mapped[dt.datetime | None] = mapped_column()
-    finished_at: Mapped[dt.datetime | None] = mapped_column()
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(200))
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
     error: Mapped[str | None] = mapped_column(Text)
 
@@ -301,7 +301,7 @@ class RefusedUpload(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
-class AnnotationJob(Base):
+class AnnotationJob(Leased, Base):
     """A bulk annotation job: notes from an uploaded file or a warehouse query, annotated in
     chunks by the workers, written to files or to a warehouse table (OMOP ``NOTE_NLP``).
 
@@ -310,7 +310,6 @@ class AnnotationJob(Base):
     __tablename__ = "annotation_jobs"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
     model_id: Mapped[str] = mapped_column(String(80))
     # {"kind": "file", "input": id} | {"kind": "sql", "warehouse": name, "query": …}
     source: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -322,19 +321,13 @@ class AnnotationJob(Base):
     chunks: Mapped[int | None] = mapped_column(Integer)
     created_by: Mapped[str | None] = mapped_column(String(40), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    published_at: Mapped[dt.datetime | None] = mapped_column()
-    started_at: Mapped[dt.datetime | None] = mapped_column()
     planned_at: Mapped[dt.datetime | None] = mapped_column()
-    finished_at: Mapped[dt.datetime | None] = mapped_column()
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()  # while planning
-    attempts: Mapped[int] = mapped_column(Integer, default=0)  # of planning
-    worker: Mapped[str | None] = mapped_column(String(200))  # the planner
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     problems: Mapped[list[Any]] = mapped_column(default=list)  # rows the plan could not use
     error: Mapped[str | None] = mapped_column(Text)
 
 
-class AnnotationChunk(Base):
+class AnnotationChunk(Leased, Base):
     """Notes ``first``..``last`` of a job (note ids for a warehouse source, positions in the
     file for an uploaded one): the unit a worker claims, writes and commits."""
 
@@ -347,13 +340,6 @@ class AnnotationChunk(Base):
     first: Mapped[int] = mapped_column(BigInteger)
     last: Mapped[int] = mapped_column(BigInteger)
     notes: Mapped[int] = mapped_column(Integer)
-    state: Mapped[str] = mapped_column(String(16), index=True, default=QUEUED)
-    worker: Mapped[str | None] = mapped_column(String(200))
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    published_at: Mapped[dt.datetime | None] = mapped_column()
-    started_at: Mapped[dt.datetime | None] = mapped_column()
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column()
-    finished_at: Mapped[dt.datetime | None] = mapped_column()
     done: Mapped[int] = mapped_column(Integer, default=0)  # notes annotated and written
     entities: Mapped[int] = mapped_column(Integer, default=0)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)  # of the last attempt

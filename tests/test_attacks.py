@@ -27,7 +27,13 @@ import pytest
 from conftest import TOY_CONLL
 from service_helpers import ADMIN, ANNOTATE, TRAIN, TRAIN2, auth, service_env, wait_for
 from test_hardening import BODIES, PATHS
-from test_service_e2e import api_client, free_port, postgres_database, redis_database
+from test_service_e2e import (
+    api_client,
+    free_port,
+    postgres_database,
+    process,
+    redis_database,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -1144,12 +1150,13 @@ def test_round3_item5_what_a_killed_worker_leaves_is_swept(api, record, tmp_path
     without a row; neither was ever swept."""
     _running(api)
     beats = {"heartbeat_seconds": 0.5, "heartbeat_timeout_seconds": 3, "requeue_after_seconds": 2}
-    server = _second_server(api, tmp_path, **beats)  # its reaper re-queues the killed job
+    server = _second_server(api, tmp_path, **beats)
     env = server.env
     api.stop()
     server.start()
-    try:
-        measured = _killed_during_export(server, env, tmp_path)
+    try:  # the deployment's reaper re-queues the killed job
+        with process(["reaper"], env, tmp_path / "reaper.log"):
+            measured = _killed_during_export(server, env, tmp_path)
     finally:
         server.stop()
         api.start()

@@ -30,10 +30,13 @@ from api.main import create_app
 from mslm_core import omop
 from mslm_core.notes import Note, NoteProblem, detect_note_format, read_notes
 from mslm_core.types import Assertion, Cue, Entity, LinkedConcept
-from store import bulk
+from store import bulk, leases
 from store.db import session_factory
+from store.leases import CHUNK, PLANNING
 from store.tables import AnnotationChunk
 from worker import bulk as runner
+from worker.celery_app import celery_for
+from worker.reaper import sweep
 from worker.runner import run_training_job
 
 
@@ -340,11 +343,11 @@ def test_a_dead_workers_chunk_is_queued_again_and_fails_after_max_attempts(serve
                     {"heartbeat_at": old}
                 )
                 session.commit()
-                reaped = bulk.reap(session, 60, settings.max_attempts)
+                reaped = sweep(settings, session, celery_for(settings))
             if attempt < settings.max_attempts:
-                assert reaped.chunks == [(job["id"], 0)]
+                assert reaped["requeued"] == [f"{job['id']}#0"]
             else:
-                assert reaped.failed == [f"{job['id']}#0"]
+                assert reaped["failed"] == [f"{job['id']}#0"]
         final = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ANNOTATE)).json()
         assert final["state"] == "failed" and "a chunk failed" in final["error"]
         errors = c.get(f"/v1/annotation-jobs/{job['id']}/errors", headers=auth(ANNOTATE)).json()
@@ -480,7 +483,7 @@ def test_sql_source_into_note_nlp_exactly_once(served, warehouse):
                 }
             )
             session.commit()
-            assert bulk.reap(session, 60, 3).chunks == [(job["id"], 0)]
+            assert leases.reap(session, CHUNK, 60, 3).requeued == [(job["id"], 0)]
         for _, seq in published:
             assert runner.run_chunk(job["id"], seq, settings) == "done"
         done = c.get(f"/v1/annotation-jobs/{job['id']}", headers=auth(ADMIN)).json()
@@ -821,8 +824,6 @@ def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(
 
     from pydantic import SecretStr
 
-    from store import bulk as store_bulk
-
     beats = {"heartbeat_seconds": 0.3, "heartbeat_timeout_seconds": 1.5}
     settings = served.model_copy(update={"warehouses": SecretStr(f"omop={warehouse}"), **beats})
     slow = "SELECT note_id, note_text FROM cdm.note, pg_sleep({})"
@@ -847,10 +848,10 @@ def test_planning_heartbeats_can_be_cancelled_and_has_a_statement_timeout(
         planner.start()
         time.sleep(2.5)
         with factory() as s:
-            reaped = store_bulk.reap(s, settings.heartbeat_timeout_seconds, 3)
+            reaped = leases.reap(s, PLANNING, settings.heartbeat_timeout_seconds, 3)
         planner.join(30)
-        assert answer == ["planned"] and job_id not in reaped.plans
-        figures = {"planned_past_the_heartbeat_timeout": answer[0], "reaped": len(reaped.plans)}
+        assert answer == ["planned"] and job_id not in reaped.requeued
+        figures = {"planned_past_the_heartbeat_timeout": answer[0], "reaped": len(reaped.requeued)}
         # cancelled while planning: its query is cancelled, the job ends at once
         job_id = submit(c, slow.format(30))
         answer.clear()

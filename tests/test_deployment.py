@@ -169,19 +169,22 @@ def test_dockerignore_keeps_secrets_and_state_out():
 def test_compose_file_check_list():
     c = compose()
     s = c["services"]
-    assert {"redis", "postgres", "migrate", "api", "worker", "annotator"} <= set(s)
-    for name in ("redis", "postgres", "api", "worker", "annotator"):
+    assert {"redis", "postgres", "migrate", "api", "worker", "annotator", "reaper"} <= set(s)
+    for name in ("redis", "postgres", "api", "worker", "annotator", "reaper"):
         test = s[name]["healthcheck"]["test"]
         # Podman's Docker-compatible API splits exec-form arguments at spaces: an argument
         # with a space must be a CMD-SHELL string (found running the stack, issue 30)
         assert (test[0] == "CMD-SHELL" and len(test) == 2) or not any(" " in a for a in test), name
         assert s[name]["restart"] == "unless-stopped", name
         assert s[name]["deploy"]["resources"]["limits"], name
-    for name in ("api", "worker", "annotator"):
+    for name in ("api", "worker", "annotator", "reaper"):
         deps = s[name]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully"
         assert deps["postgres"]["condition"] == deps["redis"]["condition"] == "service_healthy"
     assert s["migrate"]["command"] == ["mslm", "migrate"]
+    # one reaper for the deployment, on the API's image, not a loop in every API replica
+    assert s["reaper"]["command"][:2] == ["mslm", "reaper"] and "profiles" not in s["reaper"]
+    assert s["reaper"]["image"] == s["api"]["image"] and s["reaper"]["init"] is True
     # a stop during start-up was ignored by Python as PID 1 for the whole grace period (60 s
     # for a worker) before SIGKILL: found running the stack, issue 30
     assert s["api"]["init"] is True and s["worker"]["init"] is True
@@ -276,7 +279,10 @@ def test_compose_smoke_round_trip(tmp_path, compose_database, redis_url):
     def argv(service: str, port: int | None = None) -> tuple[list[str], dict]:
         spec = services[service]
         cmd = [
-            c.replace("/tmp/mslm-worker.alive", str(tmp_path / "alive")) for c in spec["command"]
+            c.replace("/tmp/mslm-worker.alive", str(tmp_path / "alive")).replace(
+                "/tmp/mslm-reaper.alive", str(tmp_path / "reaper-alive")
+            )
+            for c in spec["command"]
         ]
         assert cmd[0] == "mslm"
         if port is not None:
@@ -297,7 +303,12 @@ def test_compose_smoke_round_trip(tmp_path, compose_database, redis_url):
     port = free_port()
     api_cmd, api_env = argv("api", port)
     worker_cmd, worker_env = argv("worker")
-    with process(api_cmd, {**api_env, **slim}, log), process(worker_cmd, worker_env, log):
+    reaper_cmd, reaper_env = argv("reaper")
+    with (
+        process(api_cmd, {**api_env, **slim}, log),
+        process(worker_cmd, worker_env, log),
+        process(reaper_cmd, {**reaper_env, **slim}, log),  # on the API's image too
+    ):
         client = api_client(port, log)
         dataset = upload(client, tmp_path / "corpus")
         r = client.post(
@@ -337,6 +348,7 @@ def test_compose_smoke_round_trip(tmp_path, compose_database, redis_url):
         for service, replace in (
             ("api", ("8000", str(port))),
             ("worker", ("/tmp/mslm-worker.alive", str(tmp_path / "alive"))),
+            ("reaper", ("/tmp/mslm-reaper.alive", str(tmp_path / "reaper-alive"))),
         ):
             kind, command = services[service]["healthcheck"]["test"]
             assert kind == "CMD-SHELL" and command.startswith("python ")

@@ -217,7 +217,7 @@ def test_redis_restart_while_queued_and_while_running(
     )
     port, log = free_port(), tmp_path / "service.log"
     measured = {}
-    with process(["serve", "--port", str(port)], env, log):
+    with process(["serve", "--port", str(port)], env, log), process(["reaper"], env, log):
         client = api_client(port, log)
         served = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
         dataset = upload(client, tmp_path / "corpus")
@@ -267,7 +267,11 @@ def test_postgres_restart_while_running(
     )
     port, log = free_port(), tmp_path / "service.log"
     measured = {}
-    with process(["serve", "--port", str(port)], env, log), process(["worker"], env, log):
+    with (
+        process(["serve", "--port", str(port)], env, log),
+        process(["reaper"], env, log),
+        process(["worker"], env, log),
+    ):
         client = api_client(port, log)
         served = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
         dataset = upload(client, tmp_path / "corpus")
@@ -332,7 +336,11 @@ def test_disk_full_during_export(tmp_path, tiny_encoder, tiny_bundle, record):
         )
         port, log = free_port(), tmp_path / "service.log"
         measured = {}
-        with process(["serve", "--port", str(port)], env, log), process(["worker"], env, log):
+        with (
+            process(["serve", "--port", str(port)], env, log),
+            process(["reaper"], env, log),
+            process(["worker"], env, log),
+        ):
             client = api_client(port, log)
             served = client.get("/readyz", headers=auth(ANNOTATE)).json()["model"]["id"]
             dataset = upload(client, tmp_path / "corpus")

@@ -28,12 +28,12 @@ from service_helpers import (
     wait_for,
 )
 
-from api.background import sweep
 from api.main import create_app
 from mslm_core.errors import ConfigError, CorpusError
 from mslm_settings import Settings
 from store.tables import Job
 from worker.celery_app import TRAIN_QUEUE, queue_depth
+from worker.reaper import sweep
 from worker.runner import run_evaluation, run_training_job
 
 
@@ -694,23 +694,36 @@ def test_orphaned_uploads_and_stagings_are_swept_at_start(tmp_path, tiny_encoder
     assert "swept 3 orphaned" in caplog.text and "Aspirin" not in caplog.text
 
 
-def test_a_running_api_sweeps_orphans_too(tmp_path, tiny_encoder, monkeypatch):
-    """Issue 18 item 7: a replica that runs for months sweeps as it goes, not only at start."""
+def test_the_reaper_sweeps_orphans_as_it_runs(tmp_path, tiny_encoder, monkeypatch):
+    """A deployment that runs for months has what killed uploads left swept as it goes, not
+    only when an API replica starts: the reaper's pass does it."""
     import os
+    import threading
 
-    from api import background
+    from worker import reaper
 
-    monkeypatch.setattr(background, "ORPHAN_SWEEP_EVERY_S", 0.0)
+    monkeypatch.setattr(reaper, "ORPHAN_SWEEP_EVERY_S", 0.0)
     settings = make_settings(
         tmp_path, tiny_encoder, heartbeat_seconds=1, heartbeat_timeout_seconds=4
     )
-    with TestClient(create_app(settings)):
+    with TestClient(create_app(settings)) as client:
+        state = client.app.state.mslm
+        stop = threading.Event()
+        loop = threading.Thread(
+            target=reaper.run, args=(settings, state.factory, state.celery, stop), daemon=True
+        )
+        loop.start()
         orphan = settings.artifacts / "uploads" / "tmp-killed"
         orphan.parent.mkdir(parents=True, exist_ok=True)
         orphan.write_bytes(b"Aspirin\tB-Chemical\n")
         old = time.time() - 2 * 3600
         os.utime(orphan, (old, old))
-        wait_for(orphan.exists, lambda exists: not exists, timeout=10)
+        try:
+            wait_for(orphan.exists, lambda exists: not exists, timeout=10)
+        finally:
+            stop.set()
+            loop.join(10)
+        assert not loop.is_alive()
 
 
 @pytest.mark.parametrize(
@@ -868,7 +881,8 @@ def test_lost_worker_is_requeued_then_failed_never_left_running(client, settings
             row.state, row.heartbeat_at, row.attempts, row.worker = "running", stale, attempt, "w"
             s.commit()
         before = queue_depth(state.celery, TRAIN_QUEUE)
-        out = sweep(state)
+        with state.factory() as session:
+            out = sweep(settings, session, state.celery)
         if attempt < settings.max_attempts:
             assert out["requeued"] == [job["id"]]
             assert queue_depth(state.celery, TRAIN_QUEUE) == before + 1
@@ -879,6 +893,67 @@ def test_lost_worker_is_requeued_then_failed_never_left_running(client, settings
             assert out["failed"] == [job["id"]]
     final = client.get(f"/v1/jobs/{job['id']}", headers=auth(TRAIN)).json()
     assert final["state"] == "failed" and "worker lost" in final["error"]
+
+
+def test_every_lease_is_reaped_and_republished(client, settings):
+    """The reaper's one pass covers every kind of leased work (worker.reaper.SWEPT): a
+    training job, an evaluation, an annotation job being planned and an annotation chunk, each
+    running with a stale heartbeat, are queued again and published to their task's queue;
+    queued again with their messages lost (the queues purged), each is published again."""
+    import datetime as dt
+
+    from store.tables import AnnotationChunk, AnnotationJob, Evaluation, utcnow
+    from worker.celery_app import ROUTES
+    from worker.reaper import SWEPT
+
+    state = client.app.state.mslm
+    stale = utcnow() - dt.timedelta(hours=1)
+    lease = {"state": "running", "heartbeat_at": stale, "attempts": 1, "worker": "dead"}
+    with state.factory() as s:
+        s.add(Job(id="job-1", **lease))
+        s.add(Evaluation(id="eval-1", model_id="m", split="test", **lease))
+        s.add(AnnotationJob(id="plan-1", model_id="m", chunk_size=10, **lease))
+        s.add(
+            AnnotationJob(
+                id="bulk-1", model_id="m", chunk_size=10, state="running", planned_at=stale
+            )
+        )
+        s.flush()  # the job before its chunk
+        s.add(
+            AnnotationChunk(
+                job_id="bulk-1", seq=0, first=0, last=9, notes=10, published_at=stale, **lease
+            )
+        )
+        s.commit()
+    names = {"job-1", "eval-1", "plan-1", "bulk-1#0"}
+    queues = sorted(set(ROUTES.values()))
+
+    def depths() -> dict[str, int]:
+        return {q: queue_depth(state.celery, q) or 0 for q in queues}
+
+    def expected() -> dict[str, int]:
+        routed = [ROUTES[task] for _, task in SWEPT]
+        return {q: before[q] + routed.count(q) for q in queues}
+
+    before = depths()
+    with state.factory() as session:
+        out = sweep(settings, session, state.celery)
+    assert set(out["requeued"]) == names and out["failed"] == []
+    assert depths() == expected()
+    with state.factory() as session:  # not yet waited long: nothing published again
+        assert sweep(settings, session, state.celery)["republished"] == []
+    with state.celery.connection_for_write() as conn:
+        for q in queues:
+            conn.default_channel.queue_purge(q)
+    with state.factory() as s:
+        for cls in (Job, Evaluation, AnnotationJob, AnnotationChunk):
+            s.query(cls).filter(cls.state == "queued").update({"published_at": stale})
+        s.commit()
+    before = depths()
+    with state.factory() as session:
+        out = sweep(settings, session, state.celery)
+    assert set(out["republished"]) == names and out["requeued"] == []
+    assert depths() == expected()
 
 
 def test_hot_swap_drops_no_request_and_a_corrupt_bundle_is_refused(trained_service, tmp_path):

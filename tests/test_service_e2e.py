@@ -229,6 +229,7 @@ def test_redis_and_postgresql(tmp_path, tiny_encoder, postgres_url, redis_url):
         process(["serve", "--port", str(port)], env, log),
         process(["worker"], env, log),
         process(["worker", "--queues", "annotate"], env, log),
+        process(["reaper"], env, log),
     ):
         client = api_client(port, log)
         job = fine_tune_then_annotate(client, tmp_path)
@@ -282,7 +283,7 @@ def test_killed_worker_job_is_resumed_by_another(
     port = free_port()
     log = tmp_path / "service.log"
     epochs = 120
-    with process(["serve", "--port", str(port)], env, log):
+    with process(["serve", "--port", str(port)], env, log), process(["reaper"], env, log):
         client = api_client(port, log)
         dataset = upload(client, tmp_path / "corpus")
         job_id = client.post(

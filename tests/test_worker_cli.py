@@ -81,27 +81,21 @@ def test_quiet_starts_celery_without_its_banner(started):
 
 
 def test_every_task_is_routed_and_published_to_its_one_declared_queue(tmp_path):
-    """Queue routing is declared once (celery_app.ROUTES): the app's routes, the tasks the
-    workers register and the publishers all read it: each task lands in its own queue."""
+    """Queue routing is declared once (celery_app.ROUTES): the app's routes and the tasks the
+    workers register read it, and a message sent with publish() lands in its task's queue."""
     import worker.tasks  # noqa: F401  (registers the tasks)
-    from worker import celery_app
-    from worker.celery_app import QUEUES, ROUTES, make_celery, publish, publish_chunk
-
-    class Sender:
-        def __init__(self) -> None:
-            self.sent: list[tuple[str, str]] = []
-
-        def send_task(self, name: str, args: list, queue: str) -> None:
-            self.sent.append((name, queue))
-
     from mslm_settings import Settings
+    from worker.celery_app import QUEUES, ROUTES, make_celery, publish
 
     app = make_celery(Settings(home=tmp_path, broker_url=""))  # the embedded broker in tmp
     ours = {name for name in app.tasks if name.startswith("mslm.")}
     assert ours == set(ROUTES) and set(ROUTES.values()) == set(QUEUES)
-    assert app.conf.task_routes == {task: {"queue": q} for task, q in ROUTES.items()}
-    sender = Sender()
     for task in ROUTES:
-        publish(sender, task, "row")  # type: ignore[arg-type]
-    publish_chunk(sender, "job", 3)  # type: ignore[arg-type]
-    assert sender.sent == [*ROUTES.items(), (celery_app.CHUNK_TASK, "annotate")]
+        publish(app, task, "job", 3)
+    with app.connection_for_write() as conn:
+        waiting = {
+            queue: conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+            for queue in QUEUES
+        }
+    routed = [ROUTES[task] for task in ROUTES]
+    assert waiting == {queue: routed.count(queue) for queue in QUEUES}

@@ -105,17 +105,10 @@ def celery_for(settings: Settings) -> Celery:
     return _APPS[key]
 
 
-def publish(app: Celery, task: str, row_id: str) -> None:
-    """Send a task message carrying only the row id, to the task's queue (:data:`ROUTES`)."""
-    app.send_task(task, args=[row_id], queue=ROUTES[task])
-
-
-def publish_plan(app: Celery, job_id: str) -> None:
-    app.send_task(PLAN_TASK, args=[job_id], queue=ROUTES[PLAN_TASK])
-
-
-def publish_chunk(app: Celery, job_id: str, seq: int) -> None:
-    app.send_task(CHUNK_TASK, args=[job_id, seq], queue=ROUTES[CHUNK_TASK])
+def publish(app: Celery, task: str, *key: Any) -> None:
+    """Send a task message carrying only the row's key; Celery routes it to the task's queue
+    (the app's ``task_routes``, from :data:`ROUTES`)."""
+    app.send_task(task, args=list(key))
 
 
 class CeleryQueue:
@@ -131,7 +124,7 @@ class CeleryQueue:
         publish(self.app, EVAL_TASK, evaluation_id)
 
     def annotate(self, job_id: str) -> None:
-        publish_plan(self.app, job_id)
+        publish(self.app, PLAN_TASK, job_id)
 
 
 def queue_depth(app: Celery, queue: str) -> int | None:

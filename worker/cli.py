@@ -1,5 +1,5 @@
-"""``mslm worker`` (registered with the ``mslm`` command through the ``mslm.commands`` entry
-points, so that ``mslm_core`` never imports the service)."""
+"""``mslm worker`` and ``mslm reaper`` (registered with the ``mslm`` command through the
+``mslm.commands`` entry points, so that ``mslm_core`` never imports the service)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,51 @@ def _keep_touching(path: str, every: float = 10.0) -> None:
             time.sleep(every)
 
     threading.Thread(target=loop, name="alive-file", daemon=True).start()
+
+
+def reaper(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "reaper",
+        help="watch the store: queue again (or fail) work whose worker died, publish again "
+        "work whose broker message was lost, release annotation jobs' next chunks, remove "
+        "orphaned uploads (one per deployment)",
+    )
+    p.add_argument("--once", action="store_true", help="one pass, then exit")
+    p.add_argument("--quiet", action="store_true", help="warnings and errors only (mslm up)")
+    p.add_argument(
+        "--alive-file",
+        help="touch this file after every pass (a container health check reads its age)",
+    )
+    p.set_defaults(handler=run_reaper)
+
+
+def run_reaper(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+    from pathlib import Path
+
+    from mslm_settings import get_settings
+    from store.db import session_factory
+    from store.migrate import wait_for_schema
+
+    from .celery_app import celery_for
+    from .reaper import run
+
+    settings = get_settings()
+    if args.quiet:
+        logging.getLogger().setLevel(logging.WARNING)
+    wait_for_schema(settings.sqlalchemy_url)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    log.info("reaper: every %.0f s", min(15.0, settings.heartbeat_timeout_seconds / 4))
+    factory = session_factory(settings.sqlalchemy_url)
+    alive = None
+    if args.alive_file:
+        alive = Path(args.alive_file)
+        alive.parent.mkdir(parents=True, exist_ok=True)
+    run(settings, factory, celery_for(settings), stop, once=args.once, alive=alive)
+    return 0
 
 
 def run_worker(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
-"""Worker processes a command supervises: ``mslm up``'s workers, and the evaluation slot of a
-``mslm worker`` that takes both fine-tuning and evaluations (so that an evaluation never waits
-behind a training job)."""
+"""Processes a command supervises: ``mslm up``'s workers and reaper, and the evaluation slot of
+a ``mslm worker`` that takes both fine-tuning and evaluations (so that an evaluation never
+waits behind a training job)."""
 
 from __future__ import annotations
 
@@ -25,22 +25,20 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-class WorkerProcess:
-    """A ``mslm worker`` child for ``queues``, restarted if it dies, stopped with its parent.
-    ``quiet``: no Celery banner, warnings and errors only (``mslm up``'s console)."""
+class Supervised:
+    """A ``mslm`` child (``argv``: its command and flags), restarted if it dies, stopped with
+    its parent."""
 
-    def __init__(self, queues: str, quiet: bool = False, name: str | None = None) -> None:
-        self.queues, self.quiet, self.name = queues, quiet, name
+    def __init__(self, argv: list[str], label: str) -> None:
+        self.argv, self.label = argv, label
         self.proc: subprocess.Popen[bytes] | None = None
         self.stopping = False
-        self.thread = threading.Thread(target=self._supervise, daemon=True, name="worker-sup")
+        self.thread = threading.Thread(target=self._supervise, daemon=True, name=f"{label}-sup")
 
     def _spawn(self) -> None:
-        cmd = [sys.executable, "-m", "mslm_core.cli", "worker", "--queues", self.queues]
-        cmd += ["--quiet"] if self.quiet else []
-        cmd += ["--name", self.name] if self.name else []
+        cmd = [sys.executable, "-m", "mslm_core.cli", *self.argv]
         self.proc = subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=_die_with_parent)
-        log.info("worker for %s started (pid %d)", self.queues, self.proc.pid)
+        log.info("%s started (pid %d)", self.label, self.proc.pid)
 
     def _supervise(self) -> None:
         backoff = 1.0
@@ -49,7 +47,7 @@ class WorkerProcess:
             code = self.proc.wait()
             if self.stopping or code == 0:  # 0: it was asked to stop (a signal to the group)
                 return
-            log.error("worker exited with %s; restarting in %.0f s", code, backoff)
+            log.error("%s exited with %s; restarting in %.0f s", self.label, code, backoff)
             time.sleep(backoff)
             backoff = min(backoff * 2, 60.0)
             self._spawn()
@@ -66,3 +64,18 @@ class WorkerProcess:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+class WorkerProcess(Supervised):
+    """A ``mslm worker`` child for ``queues``. ``quiet``: no Celery banner, warnings and errors
+    only (``mslm up``'s console)."""
+
+    def __init__(self, queues: str, quiet: bool = False, name: str | None = None) -> None:
+        argv = ["worker", "--queues", queues, *(["--quiet"] if quiet else [])]
+        super().__init__(argv + (["--name", name] if name else []), f"worker for {queues}")
+        self.queues, self.quiet, self.name = queues, quiet, name
+
+
+def reaper_process() -> Supervised:
+    """``mslm up``'s reaper (``worker.reaper``)."""
+    return Supervised(["reaper", "--quiet"], "reaper")

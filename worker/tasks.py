@@ -29,22 +29,22 @@ def evaluate(evaluation_id: str) -> str:
 @shared_task(name=PLAN_TASK, acks_late=True, reject_on_worker_lost=True)
 def annotate_plan(job_id: str) -> str:
     from .bulk import run_plan
-    from .celery_app import celery_for, publish_chunk
+    from .celery_app import CHUNK_TASK, celery_for, publish
 
     settings = get_settings()
     app = celery_for(settings)
-    return run_plan(job_id, settings, lambda j, s: publish_chunk(app, j, s))
+    return run_plan(job_id, settings, lambda j, s: publish(app, CHUNK_TASK, j, s))
 
 
 @shared_task(name=CHUNK_TASK, acks_late=True, reject_on_worker_lost=True)
 def annotate_chunk(job_id: str, seq: int) -> str:
     from .bulk import ChunkRetry, run_chunk
-    from .celery_app import celery_for, publish_chunk
+    from .celery_app import CHUNK_TASK, celery_for, publish
 
     settings = get_settings()
     app = celery_for(settings)
     try:
-        return run_chunk(job_id, seq, settings, lambda j, s: publish_chunk(app, j, s))
+        return run_chunk(job_id, seq, settings, lambda j, s: publish(app, CHUNK_TASK, j, s))
     except ChunkRetry:
         # the chunk stays running with a stale heartbeat: the reaper queues it again after
         # MSLM_HEARTBEAT_TIMEOUT_SECONDS (and fails it after MSLM_MAX_ATTEMPTS)
