@@ -2,5 +2,5 @@
 ``store.bulk.OUTPUT_FORMATS`` (a test keeps them equal). Plain constants, so that ``mslm
 bulk``'s parser is built without importing httpx."""
 
-NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir", "parquet")
+NOTE_FORMATS = ("parquet", "fhir", "bioc", "jsonl", "tsv", "csv", "pubtator", "text")
 OUTPUT_FORMATS = ("jsonl", "bioc", "pubtator", "fhir", "note_nlp_csv", "note_nlp_parquet")

@@ -17,7 +17,7 @@ from .active import STRATEGIES as ACTIVE_STRATEGIES
 from .config import BASE_DEFAULTS, STRATEGY_CHOICES, TrainConfig
 from .corpus import FORMATS
 from .errors import ConfigError, MSLMError
-from .notes import NOTE_FORMATS, Note
+from .notes import NOTE_FORMATS, Note, formats_help
 from .pipeline import ANNOTATE_OPTIONS, STYLE_HELP, AnnotateOptions
 
 if TYPE_CHECKING:
@@ -27,6 +27,12 @@ log = logging.getLogger("mslm")
 
 # docs/design.md's short spellings of some config fields
 _ALIASES = {"learning_rate": ["--lr"]}
+
+
+#: --notes-format's help: every notes format (mslm_core.notes.NOTES), % escaped for argparse.
+NOTES_FORMAT_HELP = ("default: told by the file's name or content; " + formats_help()).replace(
+    "%", "%%"
+)
 
 
 def _field_type(field: dataclasses.Field[Any]) -> type:
@@ -165,10 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lines", action="store_true", help="stdin holds one text per line")
     p.add_argument(
         "--notes",
-        help="a notes file: JSONL {id, text} (offsets into each record's text), text one note "
-        "a line, CSV/TSV with a header, BioC, PubTator or Parquet; the results carry the ids",
+        help="a notes file, in any of --notes-format's formats (offsets into each note's "
+        "text); the results carry the ids",
     )
-    p.add_argument("--notes-format", choices=NOTE_FORMATS, help="default: told by the file")
+    p.add_argument("--notes-format", choices=NOTE_FORMATS, help=NOTES_FORMAT_HELP)
     p.add_argument("--notes-encoding", help="the notes file's encoding (default: told)")
     _annotate_option_flags(p)
     p.add_argument(
@@ -207,9 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="bundle directory")
     p.add_argument(
         "notes",
-        help="a notes file: JSONL {id, text}, text lines, CSV/TSV, BioC, PubTator or Parquet",
+        help="a notes file, in any of --notes-format's formats",
     )
-    p.add_argument("--notes-format", choices=NOTE_FORMATS, help="(default: told by the file)")
+    p.add_argument("--notes-format", choices=NOTE_FORMATS, help=NOTES_FORMAT_HELP)
     p.add_argument("--notes-encoding", help="the notes file's encoding (default: told)")
     p.add_argument("--limit", type=int, default=10, help="notes to suggest (default: 10)")
     p.add_argument(

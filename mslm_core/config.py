@@ -78,9 +78,8 @@ AUTO_BY_SIZE: tuple[SizeRule, ...] = (
 )
 STRATEGY_CHOICES: tuple[str, ...] = (*STRATEGIES, AUTO)
 # The default: the learning curve's choice (benchmarks/results/mslm-curve; docs/benchmarks.md,
-# "Does MSLM help?"): its winner changes with the training set's size, so ``auto``.
-# Until the curve had decided it was ``mslm_tapt``, the honest-mslm study's choice; runs made
-# then name it (the protocols' ``default`` variants, the clinical recipe).
+# "Does MSLM help?"): its winner changes with the training set's size, so ``auto``. Runs that
+# name ``mslm_tapt`` (the protocols' ``default`` variants, the clinical recipe) keep it.
 DEFAULT_STRATEGY = AUTO
 
 

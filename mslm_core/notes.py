@@ -1,20 +1,9 @@
 """Notes to annotate in bulk, read from a file: each note an id and its text.
 
-Formats (``NOTE_FORMATS``), told by the file's name or content when not given:
-
-- ``jsonl``: one JSON object per line, ``{"id": …, "text": …}`` (``note_id`` / ``note_text``,
-  the OMOP ``NOTE`` columns, are read too); a missing id is the line number.
-- ``text``: one note per line, its line number as id (empty lines are skipped).
-- ``csv`` and ``tsv``: a header naming the id column (``id`` or ``note_id``; none: the
-  record's number) and the text column (``text`` or ``note_text``), then one note per record;
-  a field in double quotes may hold the delimiter, quotes doubled and line breaks (RFC 4180).
-- ``fhir``: FHIR R4 ``DocumentReference`` resources — one, a ``Bundle`` of them, or NDJSON of
-  either (``mslm_core.fhir``): a note each, its id the resource's, its text the attachment's
-  ``data``.
-- ``parquet``: the same columns as CSV, read a batch of rows at a time.
-- ``bioc``: a BioC collection (JSON or XML): one note per document, its passages placed at
-  their offsets (the gaps filled with spaces, so every offset in the file indexes the note).
-- ``pubtator``: one note per document, ``title + " " + abstract`` (how PubTator counts offsets).
+Formats: the catalogue :data:`NOTES`, each format a :class:`NoteFormat` registered at the end
+of this module (its reader, the extensions that imply it, how its content is told, one line of
+help that the API's document, ``mslm annotate``/``mslm bulk`` and docs/bulk.md show). A file's
+format is the one given, else told by its name, else by its first bytes.
 
 A text file is read in the encoding ``mslm_core.charsets`` tells or is given, so every format
 but Parquet comes in any encoding. A line or document that cannot be read does not stop the
@@ -27,7 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,9 +24,6 @@ from . import charsets
 from .errors import ConfigError
 from .text import character_problem
 
-NOTE_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir", "parquet")
-#: Formats read from text (the others from bytes of their own).
-TEXT_FORMATS = ("jsonl", "text", "csv", "tsv", "bioc", "pubtator", "fhir")
 ID_COLUMNS = ("id", "note_id")
 TEXT_COLUMNS = ("text", "note_text")
 
@@ -58,6 +44,46 @@ class NoteProblem:
     id: str | None = None
 
 
+#: A format's reader: the notes of a file (and a problem for each one it cannot read); the
+#: longest note it may build (a BioC document's passages are placed at their offsets).
+ReadNotes = Callable[[Path, int], Iterator[Note | NoteProblem]]
+
+
+@dataclass(frozen=True)
+class NoteFormat:
+    """A notes format. ``extensions`` (lower case, with the dot) imply it. ``magic``: the first
+    bytes of any file of it (told before anything is decoded); ``sniff``: whether a text's
+    first characters (up to 4,096, a byte-order mark and leading blanks removed) are of this
+    format — asked in the catalogue's order, the first to say yes wins; a format with neither
+    is told by its name only, or is the fallback (``fallback``). ``text``: read from text in
+    any encoding (else from its own bytes). ``help``: what a file of it holds, in one line."""
+
+    name: str
+    read: ReadNotes
+    extensions: tuple[str, ...]
+    help: str
+    sniff: Callable[[str], bool] | None = None
+    magic: bytes | None = None
+    text: bool = True
+    fallback: bool = False
+
+
+#: The notes formats, in the order their content is told.
+NOTES: dict[str, NoteFormat] = {}
+
+
+def register(fmt: NoteFormat) -> NoteFormat:
+    if fmt.name in NOTES:
+        raise ValueError(f"notes format {fmt.name!r} is registered twice")
+    NOTES[fmt.name] = fmt
+    return fmt
+
+
+def formats_help() -> str:
+    """Every notes format and its help, for a flag's or a field's description."""
+    return "; ".join(f"{f.name}: {f.help}" for f in NOTES.values())
+
+
 _PUBTATOR_LINE = re.compile(r"([^\s|]+)\|([ta])\|(.*)")
 
 
@@ -65,12 +91,16 @@ def _header_names(line: str, delimiter: str) -> list[str]:
     return [c.strip().strip('"').strip().lower() for c in line.split(delimiter)]
 
 
-def is_parquet(path: Path, name: str | None = None) -> bool:
-    """Whether ``path`` is a Parquet file: by its name, else by its magic number."""
-    if Path(name or path.name).suffix.lower() == ".parquet":
-        return True
+def _by_magic(path: Path) -> str | None:
+    """The format whose magic number ``path`` starts with, if any."""
     with open(path, "rb") as binary:
-        return binary.read(4) == b"PAR1"
+        head = binary.read(16)
+    return next((f.name for f in NOTES.values() if f.magic and head.startswith(f.magic)), None)
+
+
+def _by_name(name: str) -> str | None:
+    suffix = Path(name).suffix.lower()
+    return next((f.name for f in NOTES.values() if suffix in f.extensions), None)
 
 
 @dataclass(frozen=True)
@@ -97,56 +127,31 @@ def prepare_notes(
     ``mslm_core.charsets`` tells, written to ``scratch`` as UTF-8 unless it is UTF-8 already;
     its format ``format``, else told by ``filename`` (or its own name) and its content."""
     name = filename or path.name
-    parquet = format == "parquet" or (format is None and is_parquet(path, name))
-    told = None if parquet else charsets.detect(path, encoding, name)
+    fmt = format or _by_name(name) or _by_magic(path)
+    told = None
+    if fmt is None or NOTES[fmt].text:
+        told = charsets.detect(path, encoding, name)
     source, count = path, 0
     undecodable: list[charsets.Undecodable] = []
     if told is not None and (told.name != "utf-8" or told.confidence is not None):
         source = scratch
         undecodable, count = charsets.to_utf8(path, scratch, told.name)
-    fmt = "parquet" if parquet else format or detect_note_format(source, name)
+    fmt = fmt or detect_note_format(source, name)
     return NotesSource(source, fmt, told, undecodable, count)
 
 
 def detect_note_format(path: Path, name: str | None = None) -> str:
-    """The format by the file's name (``.jsonl``, ``.txt``, ``.csv``, ``.tsv``, ``.xml``,
-    ``.parquet``, ``.pubtator``), else by its first bytes: Parquet's magic number, a BioC
-    document, a JSON object, a header naming a text column, a PubTator title line."""
-    suffix = Path(name or path.name).suffix.lower()
-    by_suffix = {
-        ".jsonl": "jsonl",
-        ".ndjson": "jsonl",
-        ".txt": "text",
-        ".xml": "bioc",
-        ".csv": "csv",
-        ".tsv": "tsv",
-        ".tab": "tsv",
-        ".parquet": "parquet",
-        ".pubtator": "pubtator",
-        ".pub": "pubtator",
-    }
-    if suffix in by_suffix:
-        return by_suffix[suffix]
-    with open(path, "rb") as binary:
-        if binary.read(4) == b"PAR1":
-            return "parquet"
+    """The format by the file's name (a format's ``extensions``), else by its first bytes (a
+    ``magic`` number, then each ``sniff`` in the catalogue's order), else the fallback."""
+    told = _by_name(name or path.name) or _by_magic(path)
+    if told is not None:
+        return told
     with open(path, encoding="utf-8", errors="replace") as handle:
         head = handle.read(4096).lstrip("\ufeff \t\r\n")
-    if head.startswith("<"):
-        return "bioc"
-    if head.startswith("{") and '"resourceType"' in head:
-        return "fhir"
-    if head.startswith("{") and '"documents"' in head and "\n{" not in head[:200]:
-        return "bioc"
-    if head.startswith("{"):
-        return "jsonl"
-    first = head.split("\n", 1)[0]
-    for delimiter, fmt in (("\t", "tsv"), (",", "csv")):
-        if set(_header_names(first, delimiter)) & set(TEXT_COLUMNS):
-            return fmt
-    if _PUBTATOR_LINE.match(first):
-        return "pubtator"
-    return "text"
+    for fmt in NOTES.values():
+        if fmt.sniff is not None and fmt.sniff(head):
+            return fmt.name
+    return next(f.name for f in NOTES.values() if f.fallback)
 
 
 #: The longest note a BioC document may spread its passages' offsets over (its gaps are
@@ -160,18 +165,9 @@ def read_notes(
     """The notes of ``path`` in file order, and a problem for each one that cannot be read.
     ``max_chars``: a BioC document whose passages' offsets reach past it is a problem, never
     built (a note of another format is as long as its bytes in the file)."""
-    if format not in NOTE_FORMATS:
-        raise ValueError(f"unknown notes format {format!r}; valid: {', '.join(NOTE_FORMATS)}")
-    if format == "bioc":
-        items = _bioc(path, max_chars)
-    elif format in ("csv", "tsv"):
-        items = _delimited(path, "," if format == "csv" else "\t", max_chars)
-    elif format == "parquet":
-        items = _parquet(path)
-    elif format == "fhir":
-        items = _fhir(path)
-    else:
-        items = {"jsonl": _jsonl, "text": _text, "pubtator": _pubtator}[format](path)
+    if format not in NOTES:
+        raise ValueError(f"unknown notes format {format!r}; valid: {', '.join(NOTES)}")
+    items = NOTES[format].read(path, max_chars)
     for k, item in enumerate(items, 1):
         yield _usable(item, k)
 
@@ -407,3 +403,98 @@ def _bioc(path: Path, max_chars: int) -> Iterator[Note | NoteProblem]:
             "MSLM_MAX_TEXT_CHARS)",
             doc_id,
         )
+
+
+def _header_sniff(delimiter: str) -> Callable[[str], bool]:
+    def sniff(head: str) -> bool:
+        first = head.split("\n", 1)[0]
+        return bool(set(_header_names(first, delimiter)) & set(TEXT_COLUMNS))
+
+    return sniff
+
+
+_COLUMNS_HELP = (
+    "a header naming the text column (text or note_text) and, when there is one, the id column "
+    "(id or note_id; none: the record's number); RFC 4180 quoting: a quoted field holds the "
+    "delimiter, doubled quotes and line breaks"
+)
+register(
+    NoteFormat(
+        "parquet",
+        lambda path, _: _parquet(path),
+        (".parquet",),
+        "the columns of csv (id or note_id, text or note_text), read a batch of rows at a time",
+        magic=b"PAR1",
+        text=False,
+    )
+)
+register(
+    NoteFormat(
+        "fhir",
+        lambda path, _: _fhir(path),
+        (),
+        "FHIR R4 DocumentReference resources (one, a Bundle, or NDJSON): a note each, its id "
+        "the resource's, its text the attachment's data",
+        sniff=lambda head: head.startswith("{") and '"resourceType"' in head,
+    )
+)
+register(
+    NoteFormat(
+        "bioc",
+        _bioc,
+        (".xml",),
+        "a BioC collection (JSON or XML): a note a document, its passages at their offsets",
+        sniff=lambda head: (
+            head.startswith("<")
+            or (head.startswith("{") and '"documents"' in head and "\n{" not in head[:200])
+        ),
+    )
+)
+register(
+    NoteFormat(
+        "jsonl",
+        lambda path, _: _jsonl(path),
+        (".jsonl", ".ndjson"),
+        'one JSON object a line, {"id", "text"} (or note_id, note_text); no id: the line number',
+        sniff=lambda head: head.startswith("{"),
+    )
+)
+register(
+    NoteFormat(
+        "tsv",
+        lambda path, max_chars: _delimited(path, "\t", max_chars),
+        (".tsv", ".tab"),
+        "tab-separated, " + _COLUMNS_HELP,
+        sniff=_header_sniff("\t"),
+    )
+)
+register(
+    NoteFormat(
+        "csv",
+        lambda path, max_chars: _delimited(path, ",", max_chars),
+        (".csv",),
+        "comma-separated, " + _COLUMNS_HELP,
+        sniff=_header_sniff(","),
+    )
+)
+register(
+    NoteFormat(
+        "pubtator",
+        lambda path, _: _pubtator(path),
+        (".pubtator", ".pub"),
+        "a note a document, its title and abstract",
+        sniff=lambda head: bool(_PUBTATOR_LINE.match(head.split("\n", 1)[0])),
+    )
+)
+register(
+    NoteFormat(
+        "text",
+        lambda path, _: _text(path),
+        (".txt",),
+        "one note a line, its line number as id (empty lines skipped)",
+        fallback=True,
+    )
+)
+
+#: The formats' names (the API's enum, the commands' choices, the client's list).
+NOTE_FORMATS = tuple(NOTES)

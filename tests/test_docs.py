@@ -169,3 +169,19 @@ def test_the_pace_constants_quoted_are_the_code():
     assert len(quoted) >= 4, row
     for name, value in quoted:
         assert getattr(pace, name) == float(value.replace(",", "")), name
+
+
+def test_the_notes_formats_table_is_the_catalogue():
+    """docs/bulk.md's table of notes formats is mslm_core.notes.NOTES, row for row and in the
+    order their content is told: a format registered, renamed or re-described shows there."""
+    from mslm_core.notes import NOTES
+
+    rows = []
+    for f in NOTES.values():
+        told = [", ".join(f"`{x}`" for x in f.extensions)] if f.extensions else []
+        told += ["its magic number"] * bool(f.magic) + ["its first bytes"] * bool(f.sniff)
+        told += ["anything else"] * f.fallback
+        rows.append(f"| `{f.name}` | {f.help} | {'; '.join(told)} |")
+    text = (REPO / "docs" / "bulk.md").read_text()
+    table = text[text.index("| format | what it holds | told by |") :].split("\n\n", 1)[0]
+    assert table.splitlines()[2:] == rows

@@ -13,7 +13,7 @@ from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
 from mslm_core.bundle import check_style
-from mslm_core.notes import NOTE_FORMATS
+from mslm_core.notes import NOTE_FORMATS, formats_help
 from mslm_core.render import OUTPUTS
 from store import bulk
 from store import models as stored_models
@@ -60,16 +60,14 @@ def upload_notes(
     key: AnnotateKey,
     file: Annotated[
         UploadFile,
-        File(
-            description="notes: JSONL, text (one per line), CSV or TSV with a header naming "
-            "the id and text columns, BioC, PubTator, Parquet"
-        ),
+        File(description="notes, in one of the formats of `format`"),
     ],
     format: Annotated[
         str | None,
         Form(
             pattern="^(" + "|".join(NOTE_FORMATS) + ")$",
-            description="told by the file's name or content when not given",
+            description="the file's format, told by its name or content when not given: "
+            + formats_help(),
         ),
     ] = None,
     encoding: Annotated[

@@ -116,7 +116,7 @@ class TrainRequest(_Loose):
     )
 
 
-#: The longest task or annotation id kept (a 3 MB one was stored).
+#: The longest task or annotation id kept (a longer one is refused, never stored).
 MAX_ID_CHARS = 200
 
 

@@ -41,10 +41,10 @@ CACHED = 50_000
 #: scores the best of them exactly (:meth:`LinkerIndex.search`).
 RETRIEVE, RESCORED = 12, 64
 #: An n-gram in more names than this retrieves none (its names are still scored by it): in a
-#: vocabulary of 700,000 names the heaviest n-grams of a mention were shared by up to 14,000
-#: names each, and their product was most of a look-up. Above the most names an n-gram has in
-#: the packaged MeSH (3,440: its index leaves out those in more than 2 %), which it leaves as
-#: it was. A text whose n-grams are all that common retrieves by them all the same.
+#: vocabulary of 700,000 names the heaviest n-grams of a mention are shared by up to 14,000
+#: names each, and their product would be most of a look-up. Above the most names an n-gram
+#: has in the packaged MeSH (3,440: its index leaves out those in more than 2 %), which it
+#: leaves whole. A text whose n-grams are all that common retrieves by them all the same.
 RETRIEVE_MAX_NAMES = 4000
 
 
