@@ -575,9 +575,6 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     pipeline = AnnotationPipeline(_extractor(args), context, linker)
     options = pipeline.options(options)
     rendered = pipeline.render(texts, pipeline(texts, options), options, ids)
-    if options.format == "json" and ids is not None and isinstance(rendered.body, dict):
-        for result, note_id in zip(rendered.body["results"], ids, strict=True):  # its note
-            result["id"] = note_id
     if isinstance(rendered.body, str):
         sys.stdout.write(rendered.body)
     else:

@@ -42,7 +42,7 @@ from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
 from .layout import Layout, findings_with_their_site
-from .render import PREDICTION_FORMATS, annotation_json, media_type, render_predictions
+from .render import PREDICTION_FORMATS, media_type, render_predictions
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
 
@@ -381,13 +381,16 @@ class AnnotationPipeline:
         """The response of ``texts`` and their entities in ``options.format``; ``ids`` name
         the texts in BioC and PubTator (default: their indices)."""
         fmt = options.format
-        if fmt == "json":
-            described = annotation_json(
-                self.describe(), entities, self.linking(options), self.other_languages(texts)
-            )
-            return Rendered(described, "application/json")
+
+        def service() -> dict[str, Any]:
+            return {
+                "model": self.describe(),
+                "linking": self.linking(options),
+                "languages": self.other_languages(texts),
+            }
+
         body = render_predictions(
-            fmt, texts, entities, self.id, options.from_name, options.to_name, ids
+            fmt, texts, entities, self.id, options.from_name, options.to_name, ids, service
         )
         return Rendered(body, media_type(fmt))
 

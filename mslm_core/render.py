@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import PREDICTION_FORMATS as CORPUS_PREDICTION_FORMATS
 from .corpus import formats
 from .corpus.bioc import predictions_to_bioc
 from .corpus.pubtator import predictions_to_pubtator
@@ -22,6 +21,7 @@ from .types import Entity
 
 __all__ = [
     "OUTPUTS",
+    "PREDICTIONS",
     "PREDICTION_FORMATS",
     "OutputFormat",
     "annotation_json",
@@ -38,19 +38,37 @@ def _fhir_bundle(
     return bundle(texts, entities, options.model, options.ids)
 
 
-#: Prediction formats that are no corpus format: FHIR R4, a Bundle of resources
+def _service_json(
+    texts: Sequence[str], entities: Sequence[Sequence[Entity]], options: formats.RenderOptions
+) -> dict[str, Any]:
+    """This service's own shape (:func:`annotation_json`); with ``ids``, each result names its
+    text."""
+    said = options.service() if options.service is not None else {}
+    body = annotation_json(
+        said.get("model", {"id": options.model}),
+        entities,
+        said.get("linking"),
+        said.get("languages"),
+    )
+    if options.ids is not None:
+        for result, text_id in zip(body["results"], options.ids, strict=True):
+            result["id"] = text_id
+    return body
+
+
+#: Every format predictions are rendered in, the first the default: this service's ``json``,
+#: the corpus formats' renderers (``corpus.formats``), and FHIR R4, a Bundle of resources
 #: (``mslm_core.fhir``).
-OWN_PREDICTIONS: dict[str, formats.Predictions] = {
+PREDICTIONS: dict[str, formats.Predictions] = {
+    "json": formats.Predictions(_service_json),
+    **{
+        name: predictions
+        for name, fmt in formats.formats().items()
+        if (predictions := fmt.predictions) is not None
+    },
     "fhir": formats.Predictions(_fhir_bundle, "application/fhir+json"),
 }
-#: Every format predictions are rendered in: ``json`` (this service's), the corpus formats'
-#: and our own.
-PREDICTION_FORMATS = (*CORPUS_PREDICTION_FORMATS, *OWN_PREDICTIONS)
-
-
-def _predictions(format: str) -> formats.Predictions | None:
-    fmt = formats.formats().get(format)
-    return fmt.predictions if fmt is not None else OWN_PREDICTIONS.get(format)
+PREDICTION_FORMATS = tuple(PREDICTIONS)
 
 
 def annotation_json(
@@ -90,24 +108,25 @@ def render_predictions(
     from_name: str = "label",
     to_name: str = "text",
     ids: Sequence[str] | None = None,
+    service: Callable[[], dict[str, Any]] | None = None,
 ) -> str | dict[str, Any] | list[dict[str, Any]]:
-    """Predictions (one list of entities per text) in ``format``, one of the corpus formats
-    that render predictions (``corpus.registry``): ``"bioc"`` (a BioC collection),
-    ``"labelstudio"`` (tasks with pre-annotations; ``from_name``/``to_name``: the control and
-    object names of the project's labelling config) or ``"pubtator"`` (text); ``model`` names
-    the model that made them; ``ids`` name the texts (BioC document ids, PubTator PMIDs;
-    default: their indices). ``"json"``: :func:`annotation_json`."""
-    found = _predictions(format)
-    if found is not None:
-        return found.render(texts, entities, formats.RenderOptions(model, ids, from_name, to_name))
-    valid = ", ".join(f for f in PREDICTION_FORMATS if f != "json")
-    raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
+    """Predictions (one list of entities per text) in ``format``, one of :data:`PREDICTIONS`:
+    ``model`` names the model that made them; ``ids`` name the texts (BioC document ids,
+    PubTator PMIDs, the results of ``json``; default: their indices); ``from_name`` and
+    ``to_name``: the control and object names of a Label Studio labelling config;
+    ``service``: what the service's ``json`` says beside the entities
+    (``formats.RenderOptions``)."""
+    found = PREDICTIONS.get(format)
+    if found is None:
+        valid = ", ".join(PREDICTIONS)
+        raise ValueError(f"unknown prediction format {format!r}; valid: {valid}")
+    options = formats.RenderOptions(model, ids, from_name, to_name, service)
+    return found.render(texts, entities, options)
 
 
 def media_type(format: str) -> str:
     """The media type of predictions rendered in ``format``."""
-    found = _predictions(format)
-    return "application/json" if found is None else found.media_type
+    return PREDICTIONS[format].media_type
 
 
 # -- annotation jobs' file outputs --------------------------------------------------------------

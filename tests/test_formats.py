@@ -1206,8 +1206,8 @@ def test_the_format_tables_come_from_the_registry(tmp_path):
     and the API all follow it, and a corpus stored under a format's suffix reads back as it."""
     from api.schemas import AnnotateRequest
     from mslm_core.corpus import EXTENSIONS, PREDICTION_FORMATS, SUFFIXES, formats, write_corpus
-    from mslm_core.render import OWN_PREDICTIONS, render_predictions
     from mslm_core.render import PREDICTION_FORMATS as EVERY_PREDICTION_FORMAT
+    from mslm_core.render import PREDICTIONS, render_predictions
 
     declared = formats.formats()
     assert tuple(declared) == FORMATS
@@ -1219,12 +1219,13 @@ def test_the_format_tables_come_from_the_registry(tmp_path):
         write_corpus(corpus, stored, name)
         assert detect_format(stored) == name
     rendering = [n for n, f in declared.items() if f.predictions is not None]
-    assert ("json", *rendering) == PREDICTION_FORMATS
-    # and the prediction formats that are no corpus format (FHIR)
-    assert (*PREDICTION_FORMATS, *OWN_PREDICTIONS) == EVERY_PREDICTION_FORMAT
+    assert tuple(rendering) == PREDICTION_FORMATS
+    # one table of every prediction format: the service's json (the default), the corpus
+    # formats', FHIR
+    assert ("json", *PREDICTION_FORMATS, "fhir") == EVERY_PREDICTION_FORMAT == tuple(PREDICTIONS)
     enum = AnnotateRequest.model_json_schema()["properties"]["format"]["enum"]
     assert enum == list(EVERY_PREDICTION_FORMAT)
-    for name in [*rendering, *OWN_PREDICTIONS]:
+    for name in PREDICTIONS:
         assert render_predictions(name, TEXTS, _entities(), "m")
     with pytest.raises(ValueError, match="unknown prediction format 'brat'"):
         render_predictions("brat", TEXTS, _entities(), "m")

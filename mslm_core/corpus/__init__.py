@@ -85,11 +85,10 @@ EXTENSIONS, _SHARED_EXTENSIONS = _extensions()
 #: as that format.
 SUFFIXES: dict[str, str] = {name: fmt.suffix for name, fmt in formats.formats().items()}
 
-#: Formats for predictions (``mslm annotate --format``, ``POST /v1/annotate``): ``json`` is
-#: the service's own shape; all are rendered by ``mslm_core.render``.
-PREDICTION_FORMATS = (
-    "json",
-    *(name for name, fmt in formats.formats().items() if fmt.predictions is not None),
+#: The corpus formats that render predictions (``mslm_core.render.PREDICTIONS`` adds the
+#: service's own shape and FHIR).
+PREDICTION_FORMATS = tuple(
+    name for name, fmt in formats.formats().items() if fmt.predictions is not None
 )
 
 #: File stems (lower case) recognised by :func:`load_splits`, per split.

@@ -31,12 +31,15 @@ class FillTrusting(Protocol):
 class RenderOptions:
     """``model`` names the model that made the predictions; ``ids`` name the texts (default:
     their indices); ``from_name``/``to_name``: the names of a Label Studio labelling config
-    (other formats ignore them)."""
+    (other formats ignore them); ``service``: what an answer of the service says beside its
+    entities — ``{"model": …, "linking": …, "languages": […]}``, asked only by a format that
+    shows it (this service's ``json``)."""
 
     model: str
     ids: Sequence[str] | None = None
     from_name: str = "label"
     to_name: str = "text"
+    service: Callable[[], dict[str, Any]] | None = None
 
 
 #: Predictions (one list of entities per text) as a document of the format.
