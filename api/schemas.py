@@ -26,9 +26,10 @@ from mslm_core.config import (
     STRATEGY_CHOICES,
     TrainConfig,
 )
+from mslm_core.notes import NOTE_FORMATS
 from mslm_core.pipeline import ANNOTATE_OPTIONS, AnnotateOptions
 from mslm_core.pipeline import JOB_OPTIONS as ANNOTATION_JOB_OPTIONS
-from mslm_core.render import OUTPUTS
+from mslm_core.render import OUTPUTS, outputs_help
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
 from mslm_core.types import ASSERTION_ATTRIBUTES
 from store.documents import MAX_DOCUMENTS
@@ -839,7 +840,7 @@ class NoteInputOut(BaseModel):
 
     id: str
     filename: str
-    format: str = Field(description="jsonl, text, csv, tsv, bioc, pubtator or parquet")
+    format: str = Field(description="the file's format: " + ", ".join(NOTE_FORMATS))
     bytes: int
     sha256: str
     notes: int = Field(description="notes read")
@@ -879,10 +880,7 @@ class FileOutput(Strict):
     kind: Literal["file"]
     format: Literal[OUTPUT_FORMATS] = Field(  # type: ignore[valid-type]
         "jsonl",
-        description="jsonl: one note per line, its id and entities; bioc: a BioC JSON "
-        "collection; pubtator: PubTator text; note_nlp_csv, note_nlp_parquet: OMOP CDM v5.4 "
-        "NOTE_NLP rows as a CSV file (loads with COPY … CSV HEADER) or Parquet, no warehouse "
-        "needed (the notes' ids must be integers)",
+        description=outputs_help(),
     )
 
 

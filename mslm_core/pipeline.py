@@ -42,7 +42,7 @@ from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
 from .layout import Layout, findings_with_their_site
-from .render import PREDICTION_FORMATS, media_type, render_predictions
+from .render import PREDICTION_FORMATS, media_type, predictions_help, render_predictions
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
 
@@ -93,11 +93,7 @@ STYLE_HELP = (
     "a model trained with source styles: read the texts as this corpus's (one of its styles; "
     "'': none, for a model with a blank style or none); default: the model's own"
 )
-FORMAT_HELP = (
-    "json: this service's entities with their scores; bioc: a BioC JSON collection; pubtator: "
-    "PubTator text; labelstudio: Label Studio tasks with pre-annotations; fhir: a FHIR R4 "
-    "Bundle (Condition, MedicationStatement, Observation, Procedure, Provenance)"
-)
+FORMAT_HELP = predictions_help()
 
 
 @dataclass(frozen=True)

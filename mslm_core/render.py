@@ -60,15 +60,24 @@ def _service_json(
 #: the corpus formats' renderers (``corpus.formats``), and FHIR R4, a Bundle of resources
 #: (``mslm_core.fhir``).
 PREDICTIONS: dict[str, formats.Predictions] = {
-    "json": formats.Predictions(_service_json),
+    "json": formats.Predictions(_service_json, help="this service's entities with their scores"),
     **{
         name: predictions
         for name, fmt in formats.formats().items()
         if (predictions := fmt.predictions) is not None
     },
-    "fhir": formats.Predictions(_fhir_bundle, "application/fhir+json"),
+    "fhir": formats.Predictions(
+        _fhir_bundle,
+        "application/fhir+json",
+        "a FHIR R4 Bundle (Condition, MedicationStatement, Observation, Procedure, Provenance)",
+    ),
 }
 PREDICTION_FORMATS = tuple(PREDICTIONS)
+
+
+def predictions_help() -> str:
+    """Every prediction format and what it is, for a field's or a flag's description."""
+    return "; ".join(f"{name}: {p.help}" for name, p in PREDICTIONS.items())
 
 
 def annotation_json(
@@ -321,20 +330,45 @@ class OutputFormat:
     #: whether a note's id must be an integer (an OMOP ``note_id``); a note whose id is not
     #: is reported, not written
     integer_ids: bool = False
+    help: str = ""  # what the file holds, in a few words
 
 
-#: The file outputs of annotation jobs (``store.bulk``, the worker's file sink, the output
-#: route, the client and the web page follow this table): JSONL (one note per line: its id and
-#: its entities in this service's JSON), a BioC JSON collection, PubTator text, FHIR R4
-#: resources (NDJSON, one a line) and OMOP CDM v5.4 ``NOTE_NLP`` rows as CSV or Parquet (no
-#: warehouse needed).
+#: The file outputs of annotation jobs, each with what it holds (``store.bulk``, the worker's
+#: file sink, the output route, the API's document, the client and the web page follow this
+#: table).
 OUTPUTS: dict[str, OutputFormat] = {
-    "jsonl": OutputFormat("application/x-ndjson", "jsonl", "jsonl", _jsonl_part),
-    "bioc": OutputFormat("application/json", "bioc.json", "json", _bioc_part, _bioc_document),
-    "pubtator": OutputFormat("text/plain", "pubtator", "txt", _pubtator_part),
-    "fhir": OutputFormat("application/fhir+ndjson", "fhir.ndjson", "ndjson", _fhir_part),
+    "jsonl": OutputFormat(
+        "application/x-ndjson",
+        "jsonl",
+        "jsonl",
+        _jsonl_part,
+        help="one note per line, its id and entities",
+    ),
+    "bioc": OutputFormat(
+        "application/json",
+        "bioc.json",
+        "json",
+        _bioc_part,
+        _bioc_document,
+        help="a BioC JSON collection",
+    ),
+    "pubtator": OutputFormat("text/plain", "pubtator", "txt", _pubtator_part, help="PubTator text"),
+    "fhir": OutputFormat(
+        "application/fhir+ndjson",
+        "fhir.ndjson",
+        "ndjson",
+        _fhir_part,
+        help="FHIR R4 resources, NDJSON (one a line)",
+    ),
     "note_nlp_csv": OutputFormat(
-        "text/csv", "note_nlp.csv", "nlp.jsonl", _note_nlp_part, _note_nlp_csv, True
+        "text/csv",
+        "note_nlp.csv",
+        "nlp.jsonl",
+        _note_nlp_part,
+        _note_nlp_csv,
+        True,
+        "OMOP CDM v5.4 NOTE_NLP rows as CSV (loads with COPY … CSV HEADER), no warehouse needed "
+        "(the notes' ids must be integers)",
     ),
     "note_nlp_parquet": OutputFormat(
         "application/vnd.apache.parquet",
@@ -343,5 +377,11 @@ OUTPUTS: dict[str, OutputFormat] = {
         _note_nlp_part,
         _note_nlp_parquet,
         True,
+        "OMOP CDM v5.4 NOTE_NLP rows as Parquet (the notes' ids must be integers)",
     ),
 }
+
+
+def outputs_help() -> str:
+    """Every file output of annotation jobs and what it holds, for a field's description."""
+    return "; ".join(f"{name}: {o.help}" for name, o in OUTPUTS.items())

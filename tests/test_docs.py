@@ -185,3 +185,15 @@ def test_the_notes_formats_table_is_the_catalogue():
     text = (REPO / "docs" / "bulk.md").read_text()
     table = text[text.index("| format | what it holds | told by |") :].split("\n\n", 1)[0]
     assert table.splitlines()[2:] == rows
+
+
+def test_the_command_pages_format_lists_are_the_catalogues():
+    """docs/cli.md writes out the prediction formats and annotation jobs' file outputs; they
+    are the catalogues' (FHIR was missing from both)."""
+    from mslm_core.render import OUTPUTS, PREDICTIONS
+
+    text = (REPO / "docs" / "cli.md").read_text()
+    predictions = re.search(r"--format ([a-z_|]+)\]", text)
+    outputs = re.search(r"--output-format ([a-z_|]+)", text)
+    assert predictions and predictions.group(1).split("|") == list(PREDICTIONS)
+    assert outputs and outputs.group(1).split("|") == list(OUTPUTS)

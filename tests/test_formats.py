@@ -1268,3 +1268,43 @@ def test_a_new_format_is_one_registration(monkeypatch, tmp_path):
         formats.register(
             formats.Format("other", fill_conll, write_conll, (".tsv",), ".tsv", sniff=None)
         )
+
+
+def test_every_format_describes_itself_where_it_is_offered(tmp_path, tiny_encoder):
+    """The prediction formats, the notes formats and the file outputs each carry their help in
+    their catalogue; the API's document and the command's help show every one of them, so
+    none is offered without a word (FHIR was missing from two hand-written lists)."""
+    from fastapi.testclient import TestClient
+    from service_helpers import make_settings
+
+    from api.main import create_app
+    from mslm_core.cli import build_parser
+    from mslm_core.notes import NOTES
+    from mslm_core.render import OUTPUTS, PREDICTIONS
+
+    catalogues = {
+        "predictions": {n: p.help for n, p in PREDICTIONS.items()},
+        "notes": {n: f.help for n, f in NOTES.items()},
+        "outputs": {n: o.help for n, o in OUTPUTS.items()},
+    }
+    for catalogue in catalogues.values():
+        assert all(catalogue.values()), catalogue
+    with TestClient(create_app(make_settings(tmp_path, tiny_encoder))) as client:
+        document = client.get("/openapi.json").json()
+
+    def descriptions(node) -> list[str]:
+        if isinstance(node, dict):
+            own = [node["description"]] if isinstance(node.get("description"), str) else []
+            return own + [d for v in node.values() for d in descriptions(v)]
+        if isinstance(node, list):
+            return [d for v in node for d in descriptions(v)]
+        return []
+
+    described = " ".join(descriptions(document))
+    annotate = build_parser()._subparsers._group_actions[0].choices["annotate"]
+    annotate_help = " ".join(annotate.format_help().split())
+    for kind, catalogue in catalogues.items():
+        for name, words in catalogue.items():
+            assert f"{name}: {words}" in described, (kind, name)
+            if kind != "outputs":  # annotation jobs' outputs are mslm bulk's (the client's)
+                assert f"{name}: {' '.join(words.split())}" in annotate_help, (kind, name)

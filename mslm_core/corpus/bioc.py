@@ -545,6 +545,6 @@ register(
         also_reads=(".json",),
         sniff=_sniff,
         sniff_rank=20,
-        predictions=Predictions(_render),
+        predictions=Predictions(_render, help="a BioC JSON collection"),
     )
 )

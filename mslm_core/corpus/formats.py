@@ -52,10 +52,12 @@ RenderPredictions = Callable[
 @dataclass(frozen=True)
 class Predictions:
     """How a format renders predictions: ``render`` returns text (served as ``media_type``) or
-    a JSON document."""
+    a JSON document; ``help``: what it is, in a few words (the API's document, ``mslm annotate
+    --help``)."""
 
     render: RenderPredictions
     media_type: str = "application/json"
+    help: str = ""
 
 
 @dataclass(frozen=True)

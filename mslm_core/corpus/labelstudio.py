@@ -394,6 +394,6 @@ register(
         also_reads=(".json",),
         sniff=lambda head: head.startswith(b"["),  # an export is an array of tasks
         sniff_rank=10,
-        predictions=Predictions(_render),
+        predictions=Predictions(_render, help="Label Studio tasks with pre-annotations"),
     )
 )

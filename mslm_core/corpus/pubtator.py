@@ -261,6 +261,6 @@ register(
         sniff=_sniff,
         sniff_rank=40,
         fill_trusting=fill_pubtator,
-        predictions=Predictions(_render, "text/plain; charset=utf-8"),
+        predictions=Predictions(_render, "text/plain; charset=utf-8", "PubTator text"),
     )
 )
