@@ -144,6 +144,20 @@ def toy_bundle(toy_corpus, tiny_encoder, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def toy_onnx_bundle(toy_bundle, tmp_path_factory) -> Path:
+    """:func:`toy_bundle` with its ONNX export (fp32), for what serves it with ONNX Runtime.
+    Shared: copy it to change it."""
+    import shutil
+
+    from mslm_core.export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "toy-onnx"
+    shutil.copytree(toy_bundle, out)
+    export_bundle(out)
+    return out
+
+
 def toy_config(toy_corpus, encoder, **kw):
     """A config that overfits the toy corpus (train = dev = test) in a few seconds."""
     from mslm_core.config import TrainConfig

@@ -36,7 +36,7 @@ def service_env(home: Path, encoder: Path, **extra: Any) -> dict[str, str]:
         "MSLM_DEVICE": "cpu",
         "MSLM_MODEL_POLL_SECONDS": "0.5",
         "MSLM_BOOTSTRAP": "none",  # a test that wants a first model asks for one
-        # no quotas: a test that is about them sets them (tests/test_attacks.py, round 3)
+        # no quotas: a test that is about them sets them (tests/test_live_attacks.py, round 3)
         "MSLM_QUOTA_QUEUED_JOBS": "0",
         "MSLM_QUOTA_RUNNING_JOBS": "0",
         "MSLM_QUOTA_UPLOADS_PER_HOUR": "0",

@@ -20,13 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import TOY_CONLL
 from service_helpers import ANNOTATE, JOB, TRAIN, auth, service_env, wait_for
 from test_service_e2e import api_client, free_port, postgres_url, process, redis_url, upload
-
-from mslm_core.config import TrainConfig
-from mslm_core.export import export_bundle
-from mslm_core.train import train
 
 pytestmark = pytest.mark.reliability
 __all__ = ["postgres_url", "redis_url"]
@@ -130,26 +125,6 @@ class Prober:
         self._thread.join(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def tiny_bundle(tmp_path_factory, tiny_encoder) -> Path:
-    tmp = tmp_path_factory.mktemp("faults")
-    (tmp / "toy.tsv").write_text(TOY_CONLL, encoding="utf-8")
-    cfg = TrainConfig(
-        train=str(tmp / "toy.tsv"),
-        dev=str(tmp / "toy.tsv"),
-        base_model=str(tiny_encoder),
-        epochs=20,
-        batch_size=2,
-        learning_rate=3e-3,
-        warmup_ratio=0.0,
-        max_length=32,
-        seed=3,
-    )
-    train(cfg, tmp / "bundle")
-    export_bundle(tmp / "bundle")
-    return tmp / "bundle"
-
-
 def install(home: Path, encoder: Path, bundle: Path, **settings) -> dict[str, str]:
     """An install's environment, with ``bundle`` imported and active (served from the start)."""
     env = service_env(
@@ -161,13 +136,14 @@ def install(home: Path, encoder: Path, bundle: Path, **settings) -> dict[str, st
         **settings,
     )
     full = {**os.environ, **env, "HF_HUB_OFFLINE": "1"}
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "mslm_core.cli", "import-model", str(bundle), "--activate"],
         env=full,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=120,
     )
+    assert done.returncode == 0, f"import-model: exit {done.returncode}: {done.stderr[-2000:]}"
     return env
 
 
@@ -206,12 +182,12 @@ def final(job: dict) -> bool:
 
 
 def test_redis_restart_while_queued_and_while_running(
-    tmp_path, tiny_encoder, tiny_bundle, postgres_url, redis_url, record
+    tmp_path, tiny_encoder, toy_onnx_bundle, postgres_url, redis_url, record
 ):
     env = install(
         tmp_path / "home",
         tiny_encoder,
-        tiny_bundle,
+        toy_onnx_bundle,
         database_url=postgres_url,
         broker_url=redis_url,
     )
@@ -256,12 +232,12 @@ def test_redis_restart_while_queued_and_while_running(
 
 
 def test_postgres_restart_while_running(
-    tmp_path, tiny_encoder, tiny_bundle, postgres_url, redis_url, record
+    tmp_path, tiny_encoder, toy_onnx_bundle, postgres_url, redis_url, record
 ):
     env = install(
         tmp_path / "home",
         tiny_encoder,
-        tiny_bundle,
+        toy_onnx_bundle,
         database_url=postgres_url,
         broker_url=redis_url,
     )
@@ -324,12 +300,12 @@ def fill(path: Path) -> int:
     return written
 
 
-def test_disk_full_during_export(tmp_path, tiny_encoder, tiny_bundle, record):
+def test_disk_full_during_export(tmp_path, tiny_encoder, toy_onnx_bundle, record):
     with small_disk(tmp_path / "artifacts", 64) as artifacts:
         env = install(
             tmp_path / "home",
             tiny_encoder,
-            tiny_bundle,
+            toy_onnx_bundle,
             artifacts_dir=artifacts,
             database_url="",
             broker_url="",

@@ -1,8 +1,9 @@
-"""Issue 18's ten attacks, replayed as the outside attacker ran them: against a real ``mslm
-serve`` on this machine's PostgreSQL and Redis, serving MiniLM bundles (the size the attack
-met), with keys of each scope. One test per item of the issue, in an order that keeps one
-attack's after-effects (a throttled address, a killed process) out of the next; each records
-what it measured for docs/reliability.md (``benchmarks/reliability.py``)."""
+"""Attacks on a live service, as an outside attacker runs them: against a real ``mslm serve``
+on this machine's PostgreSQL and Redis, serving MiniLM bundles, with keys of each scope — slow
+and huge requests, trigger words, races, killed processes, floods. One test per attack, in an
+order that keeps one attack's after-effects (a throttled address, a killed process) out of the
+next; each records what it measured for docs/reliability.md (``benchmarks/reliability.py``),
+under the round and item of the review that found it."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import httpx
 import pytest
 from conftest import TOY_CONLL
 from service_helpers import ADMIN, ANNOTATE, TRAIN, TRAIN2, auth, service_env, wait_for
-from test_hardening import BODIES, PATHS
+from test_refusals import BODIES, PATHS
 from test_service_e2e import (
     api_client,
     free_port,
@@ -2048,7 +2049,7 @@ def test_round4_item14_assorted(round4, record):
         "delete a model an annotation job waits for; GET /v1/models/ with Host evil.example; "
         "read a model's manifest with an annotate key; an annotate key's activate, then its "
         "access-log line (zero-step weights and 3 MB Label Studio ids: tests/"
-        "test_multi_corpus.py, tests/test_hardening.py)",
+        "test_multi_corpus.py, tests/test_refusals.py)",
         measured,
         "409 naming the job; 404 with no Location; file names only; the key id logged"
         if ok

@@ -187,7 +187,7 @@ def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
 
 
 def test_a_short_request_never_shares_a_batch_with_long_ones(metrics):
-    """Issue 18, item 5, as replayed on MiniLM (tests/test_attacks.py): a short request that
+    """Issue 18, item 5, as replayed on MiniLM (tests/test_live_attacks.py): a short request that
     queued with three 100,000-character texts joined their batch and waited for all their
     steps (50 s). A batch gathers at most BATCH_CHARS characters: the long texts each start
     their own, and the short one gets its turns beside them."""
