@@ -68,7 +68,8 @@ def peak_rss_mb(pid: int) -> float:
 
 
 class Stack:
-    """The API and annotate workers as real processes."""
+    """The API, the reaper and annotate workers as real processes (a deployment's: the reaper
+    queues again the chunks of a killed worker)."""
 
     def __init__(self, home: Path, env: dict[str, str]):
         self.home, self.env = home, env
@@ -89,6 +90,7 @@ class Stack:
 
     def api(self) -> httpx.Client:
         self._spawn("api", ["serve", "--host", "127.0.0.1", "--port", str(self.port)])
+        self._spawn("reaper", ["reaper"])
         client = httpx.Client(
             base_url=f"http://127.0.0.1:{self.port}",
             headers={"Authorization": f"Bearer {KEY}"},

@@ -70,7 +70,7 @@ def main() -> None:
         )
         port = free_port()
         with open(tmp / "service.log", "wb") as log:
-            for cmd in (["serve", "--port", str(port)], ["worker"]):
+            for cmd in (["serve", "--port", str(port)], ["worker"], ["reaper"]):
                 procs.append(
                     subprocess.Popen(
                         [*cli, *cmd],
