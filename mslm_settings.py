@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     context_rules_mode: Literal["extend", "replace"] = Field(
         "extend", description="extend: the site's rules join ours (same phrase: theirs); replace"
     )
+    context_profile: Literal["omop", "context"] = Field(
+        "omop",
+        description="the clinical context's conventions when a request or job names none: omop "
+        "(a finding to rule out is hypothetical) or context (ConText's: affirmed)",
+    )
     vocabulary: str = Field(
         "mesh",
         description="the deployment's own vocabulary, which entities are linked to unless an "

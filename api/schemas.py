@@ -340,10 +340,20 @@ class LinkedVocabulary(BaseModel):
     )
 
 
+class ContextUsed(BaseModel):
+    profile: str = Field(
+        description="the conventions the clinical context followed: omop or context "
+        "(the option context_profile)"
+    )
+
+
 class AnnotateResponse(BaseModel):
     model: ServedModel
     linking: LinkedVocabulary | None = Field(
         description="what the entities were linked to; null: no linking"
+    )
+    context: ContextUsed | None = Field(
+        None, description="the clinical context's conventions; null: no clinical context"
     )
     results: list[TextResult]
 

@@ -40,6 +40,7 @@ class AnnotateOptions(TypedDict, total=False):
     min_confidence: float | None  # drop entities below this
     min_confidence_per_type: Mapping[str, float] | None  # per type, over min_confidence
     context: bool  # each finding's clinical context and section (default True)
+    context_profile: str  # default (the service's), omop or context: its conventions
     linking: bool  # each entity's concept (default True)
 
 
@@ -368,6 +369,7 @@ class AnnotationJobOptions(TypedDict, total=False):
     min_confidence: float
     min_confidence_per_type: Mapping[str, float]
     context: bool  # ConText assertions and sections (default True)
+    context_profile: str  # default (the service's), omop or context: its conventions
     linking: bool  # concepts from the served vocabulary (default True)
     chunk_size: int | None  # notes per chunk (default MSLM_BULK_CHUNK_NOTES)
 

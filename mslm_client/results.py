@@ -359,18 +359,32 @@ class LinkedVocabulary:
 
 
 @dataclass(frozen=True)
+class ContextUsed:
+    """The conventions an answer's clinical context followed."""
+
+    profile: str  # omop or context
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ContextUsed:
+        return cls(str(d["profile"]))
+
+
+@dataclass(frozen=True)
 class AnnotateResponse:
     model: ServedModel
     linking: LinkedVocabulary | None  # None: no linking
     results: list[TextResult]  # one per submitted text, in order
+    context: ContextUsed | None = None  # None: no clinical context
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AnnotateResponse:
         linking = d.get("linking")
+        context = d.get("context")
         return cls(
             model=ServedModel.from_dict(d["model"]),
             linking=LinkedVocabulary.from_dict(linking) if linking else None,
             results=[TextResult.from_dict(r) for r in d["results"]],
+            context=ContextUsed.from_dict(context) if context else None,
         )
 
 

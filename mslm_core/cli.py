@@ -549,7 +549,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     """The service's annotation of texts: the same pipeline, options and defaults."""
-    from .context import ContextEngine, rules_for
+    from .context import ContextEngine
     from .pipeline import AnnotationPipeline
 
     options = _annotate_options(args)  # everything is checked before the model loads
@@ -559,7 +559,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         raise ConfigError("give --model DIR (a bundle) or --url URL (a running service)")
     context = None
     if options.context:
-        context = ContextEngine(rules_for(args.context_rules, args.context_rules_mode))
+        context = ContextEngine.configured(args.context_rules, args.context_rules_mode)
     linker = None
     if options.linking and args.vocabulary.lower() != "none":
         from .linking import builtin

@@ -38,6 +38,7 @@ from .active import check_strategy, raw_uncertainties
 from .bundle import check_style
 from .clinical_types import context_applies, context_attributes, linked
 from .config import Bounds
+from .context.rules import PROFILES
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
@@ -115,6 +116,14 @@ class AnnotateOptions:
         True,
         "the clinical context of each finding (negated, possible, hypothetical, historical, "
         "family, allergy) and its section",
+    )
+    context_profile: str = _option(
+        "default",
+        "the conventions of the clinical context: omop (a finding to rule out or evaluate for "
+        "is hypothetical, as OMOP's Rule_out), context (ConText's and NegEx's reference "
+        "conventions: it is affirmed, under consideration); default: the deployment's "
+        "(MSLM_CONTEXT_PROFILE)",
+        choices=("default", *PROFILES),
     )
     linking: bool = _option(True, "each entity's concept in the linked vocabulary")
     format: str = _option("json", FORMAT_HELP, job=False, choices=PREDICTION_FORMATS)
@@ -257,6 +266,19 @@ class AnnotationPipeline:
             "calibrated": linker.calibration is not None,
         }
 
+    def context_of(self, options: AnnotateOptions = DEFAULTS) -> dict[str, Any] | None:
+        """The clinical context of an answer under ``options``: the conventions it followed
+        (None: no context)."""
+        engine = self._context_engine(options)
+        return None if engine is None else {"profile": engine.profile}
+
+    def _context_engine(self, options: AnnotateOptions) -> ContextEngine | None:
+        if self.context is None or not options.context:
+            return None
+        if options.context_profile == "default":
+            return self.context
+        return self.context.with_profile(options.context_profile)
+
     def describe(self) -> dict[str, Any]:
         """The model as every answer names it: its id, what serves it, its types and the
         language it reads."""
@@ -347,15 +369,11 @@ class AnnotationPipeline:
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity
             out = [self.relations.attach(t, es) for t, es in zip(texts, out, strict=True)]
-        context = self.context
-        if context is not None:
-
-            def in_context(texts: Sequence[str], ents: list[list[Entity]]) -> list[list[Entity]]:
-                found = context.sectioned_all(texts, ents)  # every entity: its section
-                found = _for_types(context.apply_all, texts, found, context_applies)
-                return [[_attributes_of_its_type(e) for e in es] for es in found]
-
-            out = _where(in_context, texts, out, [o.context for o in per])
+        if self.context is not None:
+            engines = [self._context_engine(o) for o in per]
+            for engine in {id(e): e for e in engines if e is not None}.values():
+                under = [e is engine for e in engines]  # the texts under this profile
+                out = _where(partial(_in_context, engine), texts, out, under)
             out = [
                 [_measured(e) if (e.start, e.end) in spans and e.type == "Test" else e for e in es]
                 for es, spans in zip(out, measured, strict=True)
@@ -382,6 +400,7 @@ class AnnotationPipeline:
             return {
                 "model": self.describe(),
                 "linking": self.linking(options),
+                "context": self.context_of(options),
                 "languages": self.other_languages(texts),
             }
 
@@ -423,6 +442,15 @@ def _per_text(options: Options, n: int) -> list[AnnotateOptions]:
 
 
 Step = Callable[[Sequence[str], list[list[Entity]]], list[list[Entity]]]
+
+
+def _in_context(
+    engine: ContextEngine, texts: Sequence[str], entities: list[list[Entity]]
+) -> list[list[Entity]]:
+    """The clinical context of each entity under ``engine``: its section, then ConText."""
+    found = engine.sectioned_all(texts, entities)  # every entity: its section
+    found = _for_types(engine.apply_all, texts, found, context_applies)
+    return [[_attributes_of_its_type(e) for e in es] for es in found]
 
 
 def _where(

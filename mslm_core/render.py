@@ -49,6 +49,7 @@ def _service_json(
         entities,
         said.get("linking"),
         said.get("languages"),
+        said.get("context"),
     )
     if options.ids is not None:
         for result, text_id in zip(body["results"], options.ids, strict=True):
@@ -85,17 +86,20 @@ def annotation_json(
     entities: Sequence[Sequence[Entity]],
     linking: dict[str, Any] | None = None,
     languages: Sequence[Language | None] | None = None,
+    context: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``{"model": …, "linking": …, "results": [{"entities": [{start, end, text, type,
-    confidence, detection_score, type_score, …}, …], "relations": […], "facts": {…},
-    "warnings": […], "language": …}, …]}`` (relations and facts: ``mslm_core.facts``):
-    one result per text, in order; ``linking`` what the concepts come from (None: no
-    linking); ``languages``: per text, the other language it is written in (None: the
-    model's, or too short to tell), said as a warning."""
+    """``{"model": …, "linking": …, "context": …, "results": [{"entities": [{start, end,
+    text, type, confidence, detection_score, type_score, …}, …], "relations": […],
+    "facts": {…}, "warnings": […], "language": …}, …]}`` (relations and facts:
+    ``mslm_core.facts``): one result per text, in order; ``linking`` what the concepts come
+    from (None: no linking); ``context`` the conventions the clinical context followed
+    (``{"profile": …}``; None: no context); ``languages``: per text, the other language it is
+    written in (None: the model's, or too short to tell), said as a warning."""
     others = languages if languages is not None else [None] * len(entities)
     return {
         "model": model,
         "linking": linking,
+        "context": context,
         "results": [
             {
                 "entities": [e.to_dict() for e in ents],

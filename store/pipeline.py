@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from mslm_core.context import ContextEngine, rules_for
+from mslm_core.context import ContextEngine
 from mslm_core.pipeline import AnnotationPipeline
 from mslm_settings import Settings
 
@@ -28,9 +28,11 @@ def context_engine(settings: Settings) -> ContextEngine | None:
     names file, rule and field."""
     if not settings.context:
         return None
-    rules = rules_for(settings.context_rules, settings.context_rules_mode)
-    log.info("ConText: %d rules (%s)", len(rules), rules.origin)
-    return ContextEngine(rules)
+    engine = ContextEngine.configured(
+        settings.context_rules, settings.context_rules_mode, settings.context_profile
+    )
+    log.info("ConText: %d rules (%s)", len(engine.rules), engine.rules.origin)
+    return engine
 
 
 def load_pipeline(

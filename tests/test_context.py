@@ -575,3 +575,38 @@ def test_every_format_that_can_carry_the_section_carries_it():
     assert "section" not in plain[0].to_dict()
     infons = predictions_to_bioc(["Asthma."], [plain], "m1")["documents"][0]["passages"][0]
     assert "section" not in infons["annotations"][0]["infons"]
+
+
+def test_a_profile_is_laid_over_the_rules_and_a_site_s_rules_win_over_it(tmp_path):
+    """The context profile (ConText's conventions) turns our rule-out triggers into
+    pseudo-triggers; a site's rule on the same words wins over the profile's, and an
+    engine's profiles are made once."""
+    from mslm_core.context import PROFILES, rules_for
+    from mslm_core.errors import ConfigError
+
+    text = "Admitted to rule out MI; evaluate for sepsis."
+    a, b = text.index("MI"), text.index("sepsis")
+    ents = [
+        Entity(a, a + 2, "MI", "Problem", 1, 1, 1),
+        Entity(b, b + 6, "sepsis", "Problem", 1, 1, 1),
+    ]
+
+    def hypothetical(engine: ContextEngine) -> list[bool]:
+        return [e.assertion.hypothetical for e in engine.apply(text, ents)]
+
+    assert PROFILES == ("omop", "context")
+    omop = ContextEngine.default()
+    assert hypothetical(omop) == [True, True]
+    assert hypothetical(omop.with_profile("context")) == [False, False]
+    assert omop.with_profile("context").with_profile("omop") is omop  # made once
+    site = tmp_path / "site.json"
+    site.write_text(
+        json.dumps(
+            {"rules": [{"literal": "rule out", "category": "HYPOTHETICAL", "direction": "FORWARD"}]}
+        )
+    )
+    assert hypothetical(ContextEngine.configured(site, "extend", "context")) == [True, False]
+    custom = ContextEngine(rules_for(None))  # rules given as they are: the profile laid over
+    assert hypothetical(custom.with_profile("context")) == [False, False]
+    with pytest.raises(ConfigError, match="context profile must be one of omop, context"):
+        rules_for(None, profile="negex")

@@ -137,6 +137,43 @@ def test_each_text_is_postprocessed_under_its_own_options(tmp_path):
         pipeline.postprocess(texts, ents, options[:2])
 
 
+def test_each_text_s_context_follows_the_profile_it_names_and_the_answer_says_which():
+    """``context_profile``: "rule out" makes a finding hypothetical under omop (the
+    deployment's default here) and leaves it affirmed under context (ConText's convention);
+    texts of one call may name different profiles, and the JSON answer says which it
+    followed (null with the context off)."""
+    text = "CT to rule out pneumonia; no fever."
+    a, b = text.index("pneumonia"), text.index("fever")
+    ents = [
+        Entity(a, a + 9, "pneumonia", "Problem", 0.9, 0.9, 1.0),
+        Entity(b, b + 5, "fever", "Problem", 0.9, 0.9, 1.0),
+    ]
+    pipeline = AnnotationPipeline(None, ContextEngine.default(), None)  # type: ignore[arg-type]
+    options = [
+        AnnotateOptions(),
+        AnnotateOptions(context_profile="context"),
+        AnnotateOptions(context_profile="omop"),
+    ]
+    found = pipeline.postprocess([text] * 3, [ents] * 3, options)
+    hypothetical = [[e.assertion.hypothetical for e in es] for es in found]
+    negated = [[e.assertion.negated for e in es] for es in found]
+    assert hypothetical == [[True, False], [False, False], [True, False]]
+    assert negated == [[False, True]] * 3  # the rest of the rules alike
+    assert [pipeline.context_of(o) for o in options] == [
+        {"profile": "omop"},
+        {"profile": "context"},
+        {"profile": "omop"},
+    ]
+    assert pipeline.context_of(AnnotateOptions(context=False)) is None
+    under_context = ContextEngine.configured(profile="context")
+    deployment = AnnotationPipeline(None, under_context, None)  # type: ignore[arg-type]
+    (default,) = deployment.postprocess([text], [ents], AnnotateOptions())
+    assert not default[0].assertion.hypothetical  # "default": the deployment's profile
+    assert deployment.context_of(AnnotateOptions()) == {"profile": "context"}
+    with pytest.raises(OptionsError, match="context_profile"):
+        AnnotateOptions(context_profile="negex")
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, tiny_encoder):
     """An install with one trained, exported, active model, linking to a small vocabulary."""

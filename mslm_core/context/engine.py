@@ -23,10 +23,20 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..text import sentence_spans, word_spans
 from ..types import Assertion, Cue, Entity
-from .rules import ALL, ATTRIBUTES, CATEGORIES, Rule, RuleSet, default_rules
+from .rules import (
+    ALL,
+    ATTRIBUTES,
+    CATEGORIES,
+    DEFAULT_PROFILE,
+    Rule,
+    RuleSet,
+    rules_for,
+    with_profile,
+)
 from .sections import Section, Sectionizer
 
 #: With a rule that reaches to the end of its sentence (no max_scope), an entity looks at this
@@ -72,11 +82,22 @@ def _scope_units(text: str) -> list[tuple[int, int]]:
 class ContextEngine:
     """``engine.apply(text, entities)`` → the entities with their :class:`Assertion`."""
 
-    def __init__(self, rules: RuleSet, max_scope: int | str | None = "rules"):
+    def __init__(
+        self,
+        rules: RuleSet,
+        max_scope: int | str | None = "rules",
+        profile: str = DEFAULT_PROFILE,
+        site: tuple[str | Path | None, str] | None = None,
+    ):
         """``max_scope``: words (punctuation not counted) a trigger reaches at most when its
         rule sets none; ``"rules"``: the rule set's own default; None: to the end of the
-        sentence or the next terminator."""
+        sentence or the next terminator. ``profile``: the conventions ``rules`` follow
+        (``rules.PROFILES``); ``site``: the site's rules file and mode they were made with
+        (:meth:`configured`), so that :meth:`with_profile` makes them again under another."""
         self.rules = rules
+        self.profile = profile
+        self._site = site
+        self._profiles: dict[str, ContextEngine] = {profile: self}
         if isinstance(max_scope, str) and max_scope != "rules":
             raise ValueError(f'max_scope must be a number, None or "rules", got {max_scope!r}')
         self.max_scope: int | None = rules.max_scope if isinstance(max_scope, str) else max_scope
@@ -105,7 +126,31 @@ class ContextEngine:
 
     @classmethod
     def default(cls) -> ContextEngine:
-        return cls(default_rules())
+        return cls.configured()
+
+    @classmethod
+    def configured(
+        cls,
+        site_file: str | Path | None = None,
+        mode: str = "extend",
+        profile: str = DEFAULT_PROFILE,
+    ) -> ContextEngine:
+        """Our rules under ``profile``, extended or replaced by a site's file
+        (``rules.rules_for``)."""
+        return cls(rules_for(site_file, mode, profile), profile=profile, site=(site_file, mode))
+
+    def with_profile(self, profile: str) -> ContextEngine:
+        """This engine under ``profile``'s conventions (made once, then kept): its rules made
+        again under it, or, for rules given as they are, the profile laid over them."""
+        found = self._profiles.get(profile)
+        if found is None:
+            if self._site is not None:
+                found = ContextEngine.configured(*self._site, profile)
+            else:
+                found = ContextEngine(with_profile(self.rules, profile), profile=profile)
+            found._profiles = self._profiles  # one family: each profile made once
+            self._profiles[profile] = found
+        return found
 
     # -- matching ---------------------------------------------------------------------------
     def matches(self, words: Sequence[str]) -> list[Match]:

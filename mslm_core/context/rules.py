@@ -218,11 +218,40 @@ def default_rules() -> RuleSet:
     return RuleSet(rules.rules, rules.origin, rules.max_scope, default_sections())
 
 
-def rules_for(site_file: str | Path | None, mode: str = "extend") -> RuleSet:
-    """The rules a service runs: ours, ``extend``-ed by a site's file or ``replace``-d by it."""
+#: The conventions a finding's context can follow, each a named profile: ``omop`` (our rules as
+#: they are: a finding to rule out or evaluate for is hypothetical, as OMOP's Rule_out) and
+#: ``context`` (ConText's and NegEx's reference conventions: such a finding is affirmed, under
+#: consideration), each laid over the rules by its ``profile-NAME.json`` (none for ``omop``).
+PROFILES = ("omop", "context")
+DEFAULT_PROFILE = "omop"
+
+
+def profile_rules(profile: str) -> RuleSet | None:
+    """What ``profile`` lays over the rules (None: nothing, for ``omop``)."""
+    if profile not in PROFILES:
+        raise ConfigError(f"context profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    if profile == DEFAULT_PROFILE:
+        return None
+    name = f"profile-{profile}.json"
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return parse_rules(json.loads(text), f"mslm_core/context/{name}")
+
+
+def with_profile(rules: RuleSet, profile: str) -> RuleSet:
+    """``rules`` under ``profile``'s conventions."""
+    overlay = profile_rules(profile)
+    return rules if overlay is None else rules.extended_by(overlay)
+
+
+def rules_for(
+    site_file: str | Path | None, mode: str = "extend", profile: str = DEFAULT_PROFILE
+) -> RuleSet:
+    """The rules a service runs: ours under ``profile``'s conventions, ``extend``-ed by a
+    site's file (its rules win over the profile's) or ``replace``-d by it (the profile laid
+    over the site's)."""
     if mode not in ("extend", "replace"):
         raise ConfigError(f"context rules mode must be extend or replace, got {mode!r}")
-    if not site_file:
-        return default_rules()
-    site = load_rules(site_file)
-    return site if mode == "replace" else default_rules().extended_by(site)
+    if site_file and mode == "replace":
+        return with_profile(load_rules(site_file), profile)
+    ours = with_profile(default_rules(), profile)
+    return ours.extended_by(load_rules(site_file)) if site_file else ours

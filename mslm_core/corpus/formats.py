@@ -32,8 +32,8 @@ class RenderOptions:
     """``model`` names the model that made the predictions; ``ids`` name the texts (default:
     their indices); ``from_name``/``to_name``: the names of a Label Studio labelling config
     (other formats ignore them); ``service``: what an answer of the service says beside its
-    entities — ``{"model": …, "linking": …, "languages": […]}``, asked only by a format that
-    shows it (this service's ``json``)."""
+    entities — ``{"model": …, "linking": …, "context": …, "languages": […]}``, asked only by
+    a format that shows it (this service's ``json``)."""
 
     model: str
     ids: Sequence[str] | None = None
