@@ -3,10 +3,12 @@
 
     python benchmarks/context_scaling.py [--sizes 1000 3000 10000 30000 100000] [--rounds 3]
 
-Five texts per size (characters): trigger words only after one entity ("Cisplatin no no …"),
+Eight texts per size (characters): trigger words only after one entity ("Cisplatin no no …"),
 a finding after every trigger ("no fever no fever …", an entity every two words), a plain
 clinical sentence repeated, a section header on every line ("Plan: fever", issue 31) and one
-negated list as long as the text ("denies fever, fever, …": the list-aware scope). The engine
+negated list as long as the text ("denies fever, fever, …": the list-aware scope), one list
+announced by a colon in a sentence and one on the lines below it ("Return if you develop:" then
+"- fever" on every line), and a colon ending every line ("- fever, call if:"). The engine
 runs on the entities as the service gives them; the figure is the median time per character
 over ``--rounds``. Flat from the smallest size to the largest means linear. Writes
 ``results/context_scaling.json``; the last line printed is its headline.
@@ -43,6 +45,9 @@ def texts(size: int) -> dict[str, tuple[str, list[Entity]]]:
     plain = (SENTENCE * (size // len(SENTENCE) + 1))[:size]
     headers = ("Plan: fever\nPMH: fever\n" * size)[:size]
     listed = ("denies " + "fever, " * size)[:size]
+    announced = ("Call your doctor if you develop any of the following: " + "fever, " * size)[:size]
+    bullets = ("Return if you develop:\n" + "- fever\n" * size)[:size]
+    nested = ("- fever, call if:\n" * size)[:size]
     return {
         "one entity, then trigger words": (
             triggers,
@@ -52,6 +57,9 @@ def texts(size: int) -> dict[str, tuple[str, list[Entity]]]:
         "clinical sentences": (plain, entities(plain, "fever") + entities(plain, "diabetes")),
         "a section header on every line": (headers, entities(headers, "fever")),
         "one negated list": (listed, entities(listed, "fever")),
+        "one announced list": (announced, entities(announced, "fever")),
+        "one announced list of lines": (bullets, entities(bullets, "fever")),
+        "every line announcing one": (nested, entities(nested, "fever")),
     }
 
 

@@ -610,3 +610,58 @@ def test_a_profile_is_laid_over_the_rules_and_a_site_s_rules_win_over_it(tmp_pat
     assert hypothetical(custom.with_profile("context")) == [False, False]
     with pytest.raises(ConfigError, match="context profile must be one of omop, context"):
         rules_for(None, profile="negex")
+
+
+def _said(text: str, words: list[str], attribute: str) -> list[bool]:
+    ents = []
+    for w in words:
+        at = text.index(w)
+        ents.append(Entity(at, at + len(w), w, "Problem", 1, 1, 1))
+    out = ContextEngine.default().apply(text, sorted(ents, key=lambda e: e.start))
+    return [getattr(e.assertion, attribute) for e in out]
+
+
+def test_a_list_announced_with_a_colon_is_reached_whole_however_long_its_items():
+    """Discharge instructions: every item of a conditional list is hypothetical, the items
+    longer than a coordinated list's (weight gain of more than three pounds per day) too."""
+    text = (
+        "Call your doctor for any of the following: fever greater than 101, nausea, severe "
+        "calf pain, weight gain of more than three pounds per day, or dizziness. No rash."
+    )
+    items = ["fever", "nausea", "severe calf pain", "weight gain", "dizziness", "rash"]
+    assert _said(text, items, "hypothetical") == [True] * 5 + [False]
+    noted = (
+        "She will alert the physician if any of the following are noted: nosebleeds, black stools."
+    )
+    assert _said(noted, ["nosebleeds", "black stools"], "hypothetical") == [True, True]
+    # no colon: a coordinated list, whose long stretch is a new clause
+    plain = "Denies fever, chills, weight gain of more than three pounds per day and cough."
+    assert _said(plain, ["fever", "chills", "cough"], "negated") == [True, True, False]
+
+
+def test_a_line_ending_with_a_colon_carries_its_trigger_to_the_list_items_below():
+    text = (
+        "Return to the ER if you develop:\n- chest pain\n- shortness of breath\n2) fainting\n"
+        "Diet: low salt with dyspnea noted today.\n- edema"
+    )
+    found = _said(
+        text, ["chest pain", "shortness of breath", "fainting", "dyspnea", "edema"], "hypothetical"
+    )
+    assert found == [True, True, True, False, False]  # a line that is no item ends the list
+    denied = "Patient denies:\n- fever\n- chills"
+    assert _said(denied, ["fever", "chills"], "negated") == [True, True]
+
+
+def test_irrealis_history_without_history_of_and_a_duration_that_is_not_history():
+    assert _said(
+        "She felt lightheaded as if she was going to pass out.",
+        ["lightheaded", "pass out"],
+        "hypothetical",
+    ) == [False, True]
+    assert _said("There is an adjacent old rib fracture.", ["rib fracture"], "historical") == [True]
+    assert _said(
+        "A 45-year-old man with a 3 years old scar and diabetes.", ["diabetes"], "historical"
+    ) == [False]
+    assert _said("She had anxiety in the past.", ["anxiety"], "historical") == [True]
+    assert _said("She reports a two-day history of fever.", ["fever"], "historical") == [False]
+    assert _said("She reports a history of fever.", ["fever"], "historical") == [True]

@@ -21,6 +21,7 @@ reaches to the end of its sentence.
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,6 +50,15 @@ MAX_TRIGGERS_SEEN = 64
 LIST_SEPARATORS = frozenset({",", "and", "or", "nor", "/"})
 LIST_ITEM_WORDS = 4
 LIST_ITEMS = 64
+#: An announced list: a forward trigger followed, within this many words, by a colon ("call
+#: your doctor for any of the following: fever greater than 101, …, weight gain of more than
+#: three pounds per day, or dizziness") reaches every item to its clause's end, however long
+#: each item is; on a line that ends with the colon, the list items on the lines below it
+#: ("Return if you develop:" then "- chest pain", "- fainting").
+ANNOUNCED_WITHIN = 6
+#: A line that is an item of a list: a bullet or a number first ("- chest pain", "2) fainting").
+LIST_ITEM_LINE = re.compile(r"\s*(?:[-*\u2022\u00b7\u25aa\u2023\u2013]|\d{1,2}[.)])\s+\S")
+_CARRIED = 1 << 40  # a carried cue's "distance": after the triggers of the entity's own line
 #: A section's attribute that gives way to a trigger of another attribute on the entity: a
 #: relative's illness named under Past Medical History is the family's, not the patient's past.
 SECTION_YIELDS: dict[str, frozenset[str]] = {"historical": frozenset({"family"})}
@@ -202,6 +212,8 @@ class ContextEngine:
         if rule.direction in ("FORWARD", "BIDIRECTIONAL"):
             clause = min(n, stops.next_start(rule, trigger.end))
             hi = clause
+            if stops.announces(trigger.end, clause, rank):
+                max_scope = None  # an announced list: to its clause's end
             if max_scope is not None:  # the first index past max_scope words
                 hi = min(hi, bisect.bisect_left(rank, rank[trigger.end] + max_scope + 1) - 1)
                 if hi < clause:
@@ -258,6 +270,11 @@ class ContextEngine:
         for idx, e in enumerate(entities):
             u = bisect.bisect_right(starts, e.start) - 1
             by_unit.setdefault(max(u, 0), []).append(idx)
+        for u, carried in self._announced_lines(text, units, by_unit).items():
+            for idx in by_unit[u]:
+                for rule, cue in carried:
+                    if rule.applies_to(entities[idx].type):
+                        cues[idx].append((_CARRIED, cue))
         for u, members in by_unit.items():
             a, b = units[u] if units else (0, len(text))
             spans = [(a + s, a + t) for s, t in word_spans(text[a:b])]
@@ -316,6 +333,47 @@ class ContextEngine:
             flags = {attr: any(c.attribute == attr for c in ordered) for attr in ATTRIBUTES}
             assertion = Assertion(**flags, cues=ordered)
             out.append(replace(e, assertion=assertion, section=s.category if s else None))
+        return out
+
+    def _announced_lines(
+        self, text: str, units: Sequence[tuple[int, int]], by_unit: dict[int, list[int]]
+    ) -> dict[int, list[tuple[Rule, Cue]]]:
+        """The cues a line ending with a colon carries to the list items on the lines below it
+        ("Return to the ER if you develop:" then "- chest pain", "- fainting"): those of its
+        forward triggers whose scope reaches the colon. Each line is looked at once."""
+        out: dict[int, list[tuple[Rule, Cue]]] = {}
+        for u, (a, b) in enumerate(units):
+            if not text[a:b].rstrip().endswith(":") or u + 1 not in by_unit:
+                continue
+            items = []
+            v = u + 1
+            while v < len(units) and LIST_ITEM_LINE.match(text, units[v][0], units[v][1]):
+                items.append(v)
+                if text[units[v][0] : units[v][1]].rstrip().endswith(":"):
+                    break  # an item that announces a list of its own: its items are its
+                v += 1
+            if not any(i in by_unit for i in items):
+                continue
+            spans = [(a + s, a + t) for s, t in word_spans(text[a:b])]
+            words = [text[s:t].lower() for s, t in spans]
+            matches = self.matches(words)
+            stops = Stops(matches, words)
+            rank = [0]
+            for w in words:
+                rank.append(rank[-1] + (w[0].isalnum() or w[0] == "_"))
+            carried = []
+            for t in matches:
+                if t.rule.direction not in ("FORWARD", "BIDIRECTIONAL"):
+                    continue
+                reach = self.scopes(t, stops, rank)
+                if any(hi >= len(words) - 1 and lo >= t.end for lo, hi in reach):
+                    c_start, c_end = spans[t.start][0], spans[t.end - 1][1]
+                    cue = Cue(CATEGORIES[t.rule.category], text[c_start:c_end], c_start, c_end)
+                    carried.append((t.rule, cue))
+            if carried:
+                for i in items:
+                    if i in by_unit:
+                        out[i] = carried
         return out
 
     def _near(
@@ -390,6 +448,7 @@ class Stops:
     def __init__(self, matches: Sequence[Match], words: Sequence[str] = ()):
         """``words``: the sentence's (lower-cased), where its list separators are."""
         self.separators = [i for i, w in enumerate(words) if w in LIST_SEPARATORS]
+        self.colons = [i for i, w in enumerate(words) if w == ":"]
         terminators: dict[str, list[Match]] = {}
         triggers: dict[str, list[Match]] = {}
         for m in matches:
@@ -407,6 +466,19 @@ class Stops:
             for kind, table in (("term", terminators), ("trig", triggers))
             for c, ms in table.items()
         }
+
+    def announces(self, start: int, clause: int, rank: Sequence[int]) -> bool:
+        """Whether a colon follows ``start`` within :data:`ANNOUNCED_WITHIN` words, inside its
+        clause, with words after it: the trigger announces a list."""
+        i = bisect.bisect_left(self.colons, start)
+        if i == len(self.colons):
+            return False
+        colon = self.colons[i]
+        return (
+            colon < clause - 1
+            and rank[colon] - rank[start] <= ANNOUNCED_WITHIN
+            and rank[clause] > rank[colon + 1]
+        )
 
     def through_list(self, start: int, hi: int, clause: int, rank: Sequence[int]) -> int:
         """Where a forward scope from ``start``, cut at ``hi`` by its word limit, ends when it
