@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -378,6 +379,111 @@ def side_by_side(
     return out
 
 
+#: The discharge-style check set (issue 55): sentences of our own, each finding written
+#: ``[words]{attributes}``; a line and the list-item lines below it are one note.
+CHECK_SET = Path(__file__).resolve().parent / "data" / "context-discharge.txt"
+CHECK_ATTRIBUTES = ("negated", "possible", "hypothetical", "historical", "family")
+_CODES = {"neg": "negated", "poss": "possible", "hyp": "hypothetical", "hist": "historical"}
+_FINDING = re.compile(r"\[([^\]]+)\]\{([a-z,]*)\}")
+_ITEM = re.compile(r"\s*(?:[-*]|\d{1,2}[.)])\s")
+
+
+def check_set(path: Path = CHECK_SET) -> list[tuple[str, str, list[tuple[int, int, set[str]]]]]:
+    """The check set's notes: (section, text, findings as (start, end, attributes))."""
+    notes: list[tuple[str, str, list[tuple[int, int, set[str]]]]] = []
+    section = ""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("## "):
+            section = line[3:].strip()
+            continue
+        if not line.strip() or line.startswith("#"):
+            continue
+        text, found, at = "", [], 0
+        for m in _FINDING.finditer(line):
+            text += line[at : m.start()]
+            codes = {c for c in m.group(2).split(",") if c}
+            unknown = codes - {*_CODES, "fam"}
+            if unknown:
+                raise SystemExit(f"{path}:{number}: unknown attribute(s) {sorted(unknown)}")
+            attrs = {_CODES.get(c, "family") for c in codes}
+            found.append((len(text), len(text) + len(m.group(1)), attrs))
+            text += m.group(1)
+            at = m.end()
+        text += line[at:]
+        if notes and _ITEM.match(line) and notes[-1][0] == section:
+            _, prev, prev_found = notes[-1]
+            shift = len(prev) + 1
+            notes[-1] = (
+                section,
+                prev + "\n" + text,
+                prev_found + [(a + shift, b + shift, s) for a, b, s in found],
+            )
+        else:
+            notes.append((section, text, found))
+    return notes
+
+
+def score_check_set(systems: dict[str, list[list[dict]]], notes: list) -> dict:
+    """Per system, per attribute: precision, recall and F1 over the check set's findings; and
+    per section the F1 of each attribute it has."""
+    out: dict = {}
+    for name, said in systems.items():
+        block: dict = {}
+        for attribute in CHECK_ATTRIBUTES:
+            rows = [
+                (attribute in attrs, bool(s.get(attribute)))
+                for (_, _, found), per in zip(notes, said, strict=True)
+                for (_, _, attrs), s in zip(found, per, strict=True)
+                if attribute in s
+            ]
+            if not rows or not any(g for g, _ in rows):
+                continue
+            tp = sum(g and s for g, s in rows)
+            fp = sum(s and not g for g, s in rows)
+            fn = sum(g and not s for g, s in rows)
+            block[attribute] = prf(tp, fp, fn)
+        out[name] = block
+    return out
+
+
+def discharge_check_set(baselines: bool) -> dict:
+    """Ours under each convention profile (and medspaCy with ``baselines``) on the check set's
+    findings, each typed Problem."""
+    from mslm_core.context import PROFILES
+
+    notes = check_set()
+    docs = [
+        GoldDocument(
+            f"{section}-{k}",
+            text,
+            [GoldEntity(a, b, "Finding", "negated" in s, "possible" in s) for a, b, s in found],
+        )
+        for k, (section, text, found) in enumerate(notes)
+    ]
+    systems: dict[str, list[list[dict]]] = {}
+    for profile in PROFILES:
+        engine = ContextEngine.configured(profile=profile)
+        said = []
+        for _, text, found in notes:
+            ents = [Entity(a, b, text[a:b], "Problem", 1.0, 1.0, 1.0) for a, b, _ in found]
+            out = engine.apply(text, ents)
+            said.append([{a: getattr(e.assertion, a) for a in CHECK_ATTRIBUTES} for e in out])
+        systems[f"ours ({profile})"] = said
+    if baselines:
+        systems["medspacy"] = run_baseline("medspacy", docs, {"Finding"})[0]
+    counts = {
+        a: sum(a in s for _, _, found in notes for _, _, s in found) for a in CHECK_ATTRIBUTES
+    }
+    return {
+        "file": str(CHECK_SET.relative_to(REPO)),
+        "notes": len(notes),
+        "findings": sum(len(found) for _, _, found in notes),
+        "gold_positive": counts,
+        "sections": sorted({section for section, _, _ in notes}),
+        "scores": score_check_set(systems, notes),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -548,6 +654,8 @@ def main() -> None:
             **sections_side_by_side(notes, systems["context"]),
         }
         print("sections", json.dumps(out["sections"]), file=sys.stderr)
+    out["check_set"] = discharge_check_set(args.baselines)
+    print("check set", json.dumps(out["check_set"]["scores"]), file=sys.stderr)
     headline = {
         name: {
             "negated_f1_context": c["gold_spans"]["all"]["context"]["negated"]["f1"],
@@ -578,6 +686,10 @@ def main() -> None:
             | {c: out["sections"][system][c]["f1"] for c in ATTRIBUTE_SECTIONS}
             for system in ("ours", "medspacy")
         }
+    headline["check_set"] = {
+        system: {a: s["f1"] for a, s in block.items()}
+        for system, block in out["check_set"]["scores"].items()
+    }
     out["headline"] = headline
     out["models"] = args.model
     out["own_styles"] = args.own_styles
