@@ -292,6 +292,28 @@ def test_fine_tune_activate_annotate_evaluate(trained_service):
         assert f'mslm_annotated_texts_total{{model="{model_id}"}}' in metrics
 
 
+def test_a_request_names_its_context_profile_and_the_answer_says_which(trained_service):
+    """``context_profile``: the deployment's (MSLM_CONTEXT_PROFILE) by default, or the one a
+    request names; the answer says which its context followed (null with the context off), and
+    an unknown profile is a 422 naming the field."""
+    settings, _, _ = trained_service
+    text = "Chest CT to rule out cancer ."
+
+    def said(app_settings, **options) -> object:
+        with TestClient(create_app(app_settings)) as c:
+            r = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text], **options})
+        return r.json()["context"] if r.status_code == 200 else (r.status_code, r.json())
+
+    assert said(settings) == {"profile": "omop"}
+    assert said(settings, context_profile="context") == {"profile": "context"}
+    assert said(settings, context=False) is None
+    deployment = settings.model_copy(update={"context_profile": "context"})
+    assert said(deployment) == {"profile": "context"}
+    assert said(deployment, context_profile="omop") == {"profile": "omop"}
+    status, problem = said(settings, context_profile="negex")
+    assert status == 422 and any("context_profile" in e["field"] for e in problem["errors"])
+
+
 def test_annotate_links_concepts_in_every_format(trained_service, tmp_path):
     """Issue 21: with MSLM_VOCABULARY each entity carries its concept and candidates; the
     offsets and the rest of the entity are unchanged; no vocabulary, no keys."""
