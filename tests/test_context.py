@@ -665,3 +665,17 @@ def test_irrealis_history_without_history_of_and_a_duration_that_is_not_history(
     assert _said("She had anxiety in the past.", ["anxiety"], "historical") == [True]
     assert _said("She reports a two-day history of fever.", ["fever"], "historical") == [False]
     assert _said("She reports a history of fever.", ["fever"], "historical") == [True]
+
+
+def test_a_header_inside_a_line_sets_its_attribute_on_that_line_only():
+    """A section header found after a sentence's end ("… today. Past medical history: …")
+    sets its attribute to its line's end; a header at a line's start reaches the next one."""
+    text = (
+        "CT chest done today. Past medical history: asthma.\n"
+        "There is a right lower lobe pneumonia.\n"
+        "Past medical history:\n- diabetes\n\n- hypertension"
+    )
+    found = _said(text, ["asthma", "pneumonia", "diabetes", "hypertension"], "historical")
+    assert found == [True, False, True, True]
+    joined = "CT chest done today. Past medical history: asthma. A right lower lobe pneumonia."
+    assert _said(joined, ["asthma", "pneumonia"], "historical") == [True, True]  # one line

@@ -262,6 +262,8 @@ class ContextEngine:
         cues: list[list[tuple[int, Cue]]] = [[] for _ in entities]
         for idx, s in enumerate(sections):
             if s is not None and s.category in set_by:
+                if s.inline and text.find("\n", s.header_end, entities[idx].start) != -1:
+                    continue  # a header inside a line sets its attribute on that line only
                 cue = Cue(set_by[s.category], s.header, s.header_start, s.header_end)
                 cues[idx].append((_HEADER, cue))
         units = _scope_units(text)

@@ -140,6 +140,10 @@ class Section:
     header_start: int
     header_end: int
     header: str
+    #: found inside a line, after a sentence's end ("… was stable. Family history: …"): the
+    #: attribute it sets reaches the end of that line only (in a note whose lines were
+    #: joined, the whole note)
+    inline: bool = False
 
 
 class Sectionizer:
@@ -157,7 +161,7 @@ class Sectionizer:
             a, b = m.span(group)
             category = self._category.get(ocr_folded(" ".join(words(text[a:b]))))
             if category is not None:
-                out.append(Section(category, a, a, b, text[a:b]))
+                out.append(Section(category, a, a, b, text[a:b], group == "inline"))
         return out
 
     @staticmethod
