@@ -617,6 +617,10 @@ def main() -> None:
         if args.baselines:
             findings = FINDINGS[name]
             compared = {"ours": run_ours(systems["context"], docs, findings)}
+            # ours under ConText's conventions too (the default is the omop profile)
+            compared["ours (context profile)"] = run_ours(
+                ContextEngine.configured(profile="context"), docs, findings
+            )
             for engine in BASELINES:
                 compared[engine] = run_baseline(engine, docs, findings)
             entry["side_by_side"] = side_by_side(docs, findings, compared)
