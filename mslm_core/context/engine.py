@@ -89,6 +89,25 @@ def _scope_units(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _words(text: str, a: int, b: int) -> tuple[list[tuple[int, int]], list[str]]:
+    """The words of ``text[a:b]``: their spans in ``text`` and their lower-cased forms."""
+    spans = [(a + s, a + t) for s, t in word_spans(text[a:b])]
+    return spans, [text[s:t].lower() for s, t in spans]
+
+
+def _ranks(words: Sequence[str]) -> list[int]:
+    """``rank[i]``: the words (not punctuation) before word ``i``; ``len(words) + 1`` long."""
+    rank = [0]
+    for w in words:
+        rank.append(rank[-1] + (w[0].isalnum() or w[0] == "_"))
+    return rank
+
+
+def _ends_with_colon(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` ends with a colon, trailing blanks aside."""
+    return text[a:b].rstrip().endswith(":")
+
+
 class ContextEngine:
     """``engine.apply(text, entities)`` → the entities with their :class:`Assertion`."""
 
@@ -279,17 +298,14 @@ class ContextEngine:
                         cues[idx].append((_CARRIED, cue))
         for u, members in by_unit.items():
             a, b = units[u] if units else (0, len(text))
-            spans = [(a + s, a + t) for s, t in word_spans(text[a:b])]
+            spans, words = _words(text, a, b)
             if not spans:
                 continue
-            words = [text[s:t].lower() for s, t in spans]
             matches = self.matches(words)
             triggers = [m for m in matches if m.rule.is_trigger]
             if not triggers:
                 continue
-            rank = [0]
-            for w in words:
-                rank.append(rank[-1] + (w[0].isalnum() or w[0] == "_"))
+            rank = _ranks(words)
             # each trigger's scopes and cue, once per sentence
             stops = Stops(matches, words)
             reach = []
@@ -345,24 +361,21 @@ class ContextEngine:
         forward triggers whose scope reaches the colon. Each line is looked at once."""
         out: dict[int, list[tuple[Rule, Cue]]] = {}
         for u, (a, b) in enumerate(units):
-            if not text[a:b].rstrip().endswith(":") or u + 1 not in by_unit:
+            if u + 1 not in by_unit or not _ends_with_colon(text, a, b):
                 continue
             items = []
             v = u + 1
             while v < len(units) and LIST_ITEM_LINE.match(text, units[v][0], units[v][1]):
                 items.append(v)
-                if text[units[v][0] : units[v][1]].rstrip().endswith(":"):
+                if _ends_with_colon(text, *units[v]):
                     break  # an item that announces a list of its own: its items are its
                 v += 1
             if not any(i in by_unit for i in items):
                 continue
-            spans = [(a + s, a + t) for s, t in word_spans(text[a:b])]
-            words = [text[s:t].lower() for s, t in spans]
+            spans, words = _words(text, a, b)
             matches = self.matches(words)
             stops = Stops(matches, words)
-            rank = [0]
-            for w in words:
-                rank.append(rank[-1] + (w[0].isalnum() or w[0] == "_"))
+            rank = _ranks(words)
             carried = []
             for t in matches:
                 if t.rule.direction not in ("FORWARD", "BIDIRECTIONAL"):
