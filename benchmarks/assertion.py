@@ -382,6 +382,9 @@ def side_by_side(
 #: The discharge-style check set (issue 55): sentences of our own, each finding written
 #: ``[words]{attributes}``; a line and the list-item lines below it are one note.
 CHECK_SET = Path(__file__).resolve().parent / "data" / "context-discharge.txt"
+#: A second set in the same form, written by a helper that saw neither the rules nor the first
+#: set, committed before the second round of issue 55's rules (see its header).
+HELD_OUT_CHECK_SET = CHECK_SET.with_name("context-discharge-heldout.txt")
 CHECK_ATTRIBUTES = ("negated", "possible", "hypothetical", "historical", "family")
 _CODES = {"neg": "negated", "poss": "possible", "hyp": "hypothetical", "hist": "historical"}
 _FINDING = re.compile(r"\[([^\]]+)\]\{([a-z,]*)\}")
@@ -446,12 +449,12 @@ def score_check_set(systems: dict[str, list[list[dict]]], notes: list) -> dict:
     return out
 
 
-def discharge_check_set(baselines: bool) -> dict:
-    """Ours under each convention profile (and medspaCy with ``baselines``) on the check set's
+def discharge_check_set(baselines: bool, path: Path = CHECK_SET) -> dict:
+    """Ours under each convention profile (and medspaCy with ``baselines``) on a check set's
     findings, each typed Problem."""
     from mslm_core.context import PROFILES
 
-    notes = check_set()
+    notes = check_set(path)
     docs = [
         GoldDocument(
             f"{section}-{k}",
@@ -475,7 +478,7 @@ def discharge_check_set(baselines: bool) -> dict:
         a: sum(a in s for _, _, found in notes for _, _, s in found) for a in CHECK_ATTRIBUTES
     }
     return {
-        "file": str(CHECK_SET.relative_to(REPO)),
+        "file": str(path.relative_to(REPO)),
         "notes": len(notes),
         "findings": sum(len(found) for _, _, found in notes),
         "gold_positive": counts,
@@ -660,6 +663,8 @@ def main() -> None:
         print("sections", json.dumps(out["sections"]), file=sys.stderr)
     out["check_set"] = discharge_check_set(args.baselines)
     print("check set", json.dumps(out["check_set"]["scores"]), file=sys.stderr)
+    out["held_out_check_set"] = discharge_check_set(args.baselines, HELD_OUT_CHECK_SET)
+    print("held-out check set", json.dumps(out["held_out_check_set"]["scores"]), file=sys.stderr)
     headline = {
         name: {
             "negated_f1_context": c["gold_spans"]["all"]["context"]["negated"]["f1"],
@@ -690,10 +695,11 @@ def main() -> None:
             | {c: out["sections"][system][c]["f1"] for c in ATTRIBUTE_SECTIONS}
             for system in ("ours", "medspacy")
         }
-    headline["check_set"] = {
-        system: {a: s["f1"] for a, s in block.items()}
-        for system, block in out["check_set"]["scores"].items()
-    }
+    for key in ("check_set", "held_out_check_set"):
+        headline[key] = {
+            system: {a: s["f1"] for a, s in block.items()}
+            for system, block in out[key]["scores"].items()
+        }
     out["headline"] = headline
     out["models"] = args.model
     out["own_styles"] = args.own_styles

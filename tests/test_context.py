@@ -248,7 +248,7 @@ def test_not_ruled_out_is_uncertain_not_negated():
         # pseudo-triggers and terminators of the other categories
         ("Follow up as soon as possible for the rash.", "rash", {"present"}),
         ("Possible pneumonia, confirmed by CT, and effusion.", "effusion", {"present"}),
-        ("Tylenol if needed for pain.", "pain", {"present"}),
+        ("Tylenol if needed and ice for the pain.", "pain", {"present"}),
         ("HISTORY OF PRESENT ILLNESS: The patient reports chest pain.", "chest pain", {"present"}),
         ("Plan discussed with family, patient reports headache.", "headache", {"present"}),
         ("Her family physician noted a rash.", "rash", {"present"}),
@@ -612,12 +612,15 @@ def test_a_profile_is_laid_over_the_rules_and_a_site_s_rules_win_over_it(tmp_pat
         rules_for(None, profile="negex")
 
 
-def _said(text: str, words: list[str], attribute: str) -> list[bool]:
+def _said(
+    text: str, words: list[str], attribute: str, engine: ContextEngine | None = None
+) -> list[bool]:
     ents = []
     for w in words:
         at = text.index(w)
         ents.append(Entity(at, at + len(w), w, "Problem", 1, 1, 1))
-    out = ContextEngine.default().apply(text, sorted(ents, key=lambda e: e.start))
+    engine = engine or ContextEngine.default()
+    out = engine.apply(text, sorted(ents, key=lambda e: e.start))
     return [getattr(e.assertion, attribute) for e in out]
 
 
@@ -679,3 +682,179 @@ def test_a_header_inside_a_line_sets_its_attribute_on_that_line_only():
     assert found == [True, False, True, True]
     joined = "CT chest done today. Past medical history: asthma. A right lower lobe pneumonia."
     assert _said(joined, ["asthma", "pneumonia"], "historical") == [True, True]  # one line
+
+
+CONTEXT = ContextEngine.configured(profile="context")
+
+
+def test_a_trigger_the_entity_runs_past_reaches_its_words_after_the_trigger():
+    assert _said("No evidence of obstruction.", ["evidence of obstruction"], "negated") == [True]
+    assert _said(
+        "Monitor for symptoms of low blood sugar.", ["symptoms of low blood sugar"], "hypothetical"
+    ) == [True]
+    # an entity inside its trigger, or holding it whole, is still not its own cue's
+    assert _said("No evidence of obstruction.", ["evidence"], "negated") == [False]
+
+
+def test_conditional_instructions_side_effects_and_as_needed_are_hypothetical():
+    cases = [
+        ("Oxycodone may cause drowsiness and constipation.", ["drowsiness", "constipation"]),
+        ("Take acetaminophen as needed for pain.", ["pain"]),
+        ("Tylenol if needed for pain.", ["pain"]),  # issue 55: a symptom treated as needed
+        (
+            "Call 911 right away for trouble breathing or chest pressure.",
+            ["trouble breathing", "chest pressure"],
+        ),
+        (
+            "Seek care immediately for slurred speech, facial droop or arm weakness.",
+            ["slurred speech", "arm weakness"],
+        ),
+        ("Report any new numbness or tingling in your feet.", ["new numbness", "tingling"]),
+        ("In the event of seizure, turn her on her side.", ["seizure"]),
+        ("You may feel tired for a few weeks after surgery.", ["tired"]),
+        (
+            "Reasons to call your surgeon:\n* Redness spreading\n* Foul-smelling drainage",
+            ["Redness", "Foul-smelling drainage"],
+        ),
+    ]
+    for text, words in cases:
+        assert _said(text, words, "hypothetical") == [True] * len(words), text
+    # a possibility about the patient, not an instruction; "as needed" alone is no trigger
+    assert _said("The patient may have pneumonia.", ["pneumonia"], "hypothetical") == [False]
+    assert _said("Albuterol as needed. Wheezing today.", ["Wheezing"], "hypothetical") == [False]
+    # an instruction not to act negates the act, not the finding after it
+    text = "Do not take ibuprofen because it may worsen your kidney function."
+    assert _said(text, ["kidney function"], "negated") == [False]
+    assert _said(text, ["kidney function"], "hypothetical") == [True]
+
+
+def test_suspected_and_likely_at_a_clause_end_are_possible_a_likely_cause_is_not():
+    assert _said("Suspected septic arthritis; aspiration.", ["septic arthritis"], "possible") == [
+        True
+    ]
+    assert _said("Pulmonary edema is likely.", ["Pulmonary edema"], "possible") == [True]
+    text = "The rash on your arms is likely an allergic reaction."
+    assert _said(text, ["rash"], "possible") == [False]
+
+
+def test_history_told_by_a_date_or_prior_follows_the_context_profile_only():
+    """ConText's temporality (began more than two weeks ago) under the context profile; the
+    omop profile leaves dates alone (in case reports a date tells the illness's course)."""
+    cases = [
+        ("She had breast cancer in 2010, treated with lumpectomy.", "breast cancer"),
+        ("Pneumonia in January 2020, fully recovered.", "Pneumonia"),
+        ("Heroin use in the 1990s, none since.", "Heroin use"),
+        ("He used cocaine in his 20s.", "cocaine"),
+        ("Prior ORIF of a left femoral neck fracture.", "femoral neck fracture"),
+        ("Former smoker.", "smoker"),
+    ]
+    for text, word in cases:
+        assert _said(text, [word], "historical", engine=CONTEXT) == [True], text
+        assert _said(text, [word], "historical") == [False], text
+    # a time of life is history under both; what remains now is not
+    assert _said("As a child he had rheumatic fever.", ["rheumatic fever"], "historical") == [True]
+    assert _said("Hepatitis B as a young adult.", ["Hepatitis B"], "historical") == [True]
+    text = "He had a prior stroke with mild residual left-sided weakness."
+    assert _said(text, ["stroke", "left-sided weakness"], "historical", engine=CONTEXT) == [
+        True,
+        False,
+    ]
+    # a radiology request's label is no history
+    assert _said(
+        "Clinical history: rule out pulmonary embolism.", ["pulmonary embolism"], "historical"
+    ) == [False]
+
+
+def test_a_finding_said_to_be_absent_has_no_past_under_the_context_profile():
+    text = "No prior history of seizures. Status post lumpectomy, with no recurrence."
+    found = CONTEXT.apply(text, ents(text, "seizures", "recurrence"))
+    assert [(e.assertion.negated, e.assertion.historical) for e in found] == [
+        (True, False),
+        (True, False),
+    ]
+    assert all(c.attribute != "historical" for e in found for c in e.assertion.cues)
+    omop = DEFAULT.apply(text, ents(text, "seizures"))
+    assert (omop[0].assertion.negated, omop[0].assertion.historical) == (True, True)
+
+
+def test_social_history_is_history_and_instructions_are_hypothetical_until_told_otherwise():
+    text = (
+        "SOCIAL HISTORY:\nSmokes cigarettes daily.\n"
+        "DISCHARGE INSTRUCTIONS:\nYou were admitted for pneumonia.\n"
+        "Mild bruising around the catheter site.\nNo signs of infection at discharge."
+    )
+    found = {
+        e.text: e.assertion
+        for e in DEFAULT.apply(
+            text, ents(text, "cigarettes", "pneumonia", "bruising", "signs of infection")
+        )
+    }
+    assert found["cigarettes"].historical
+    assert not found["pneumonia"].hypothetical  # told what happened: "you were"
+    assert found["bruising"].hypothetical
+    assert found["signs of infection"].negated and not found["signs of infection"].hypothetical
+
+
+def test_an_indication_is_under_consideration_in_the_context_profile():
+    text = "Indication: evaluate for appendicitis."
+    assert _said(text, ["appendicitis"], "possible", engine=CONTEXT) == [False]
+    assert _said(text, ["appendicitis"], "hypothetical", engine=CONTEXT) == [False]
+    assert _said(text, ["appendicitis"], "hypothetical") == [True]  # omop: a Rule_out
+
+
+def test_a_number_is_matched_by_its_shape_and_a_phrase_names_it_one_way(tmp_path):
+    rules = parse_rules(
+        {
+            "rules": [
+                {
+                    "literal": "in 2010",
+                    "category": "HISTORICAL",
+                    "direction": "BACKWARD",
+                    "pattern": [{"LOWER": "in"}, {"SHAPE": {"IN": ["dddd", "ddddx"]}}],
+                },
+                {"literal": "x2", "category": "HISTORICAL", "direction": "BACKWARD"},
+            ]
+        },
+        "site.json",
+    )
+    engine = ContextEngine(rules)
+    text = "Asthma in 1999. Gout in 1980s. Flu in 99. Cough x2."
+    assert _said(text, ["Asthma", "Gout", "Flu", "Cough"], "historical", engine=engine) == [
+        True,
+        True,
+        False,
+        True,
+    ]
+    with pytest.raises(ConfigError, match=r"rules\[0\].*pattern.*by SHAPE, not by its digits"):
+        parse_rules(
+            {
+                "rules": [
+                    {
+                        "literal": "in 2010",
+                        "category": "HISTORICAL",
+                        "direction": "BACKWARD",
+                        "pattern": [{"LOWER": {"IN": ["in", "24"]}}, {"SHAPE": "dddd"}],
+                    }
+                ]
+            },
+            "site.json",
+        )
+    with pytest.raises(ConfigError, match=r"SHAPE.*shape of d, x, X"):
+        parse_rules(
+            {
+                "rules": [
+                    {
+                        "literal": "in 2010",
+                        "category": "HISTORICAL",
+                        "direction": "BACKWARD",
+                        "pattern": [{"LOWER": "in"}, {"SHAPE": "9999"}],
+                    }
+                ]
+            },
+            "site.json",
+        )
+    with pytest.raises(ConfigError, match="one of LOWER"):  # headers are words only
+        parse_rules(
+            {"sections": [{"literal": "year", "category": "x", "pattern": [{"SHAPE": "dddd"}]}]},
+            "site.json",
+        )

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..text import sentence_spans, word_spans
 from ..types import Assertion, Cue, Entity
+from .phrases import SHAPED, has_digit, shape
 from .rules import (
     ALL,
     ATTRIBUTES,
@@ -61,7 +62,16 @@ LIST_ITEM_LINE = re.compile(r"\s*(?:[-*\u2022\u00b7\u25aa\u2023\u2013]|\d{1,2}[.
 _CARRIED = 1 << 40  # a carried cue's "distance": after the triggers of the entity's own line
 #: A section's attribute that gives way to a trigger of another attribute on the entity: a
 #: relative's illness named under Past Medical History is the family's, not the patient's past.
-SECTION_YIELDS: dict[str, frozenset[str]] = {"historical": frozenset({"family"})}
+SECTION_YIELDS: dict[str, frozenset[str]] = {
+    "historical": frozenset({"family"}),
+    "hypothetical": frozenset({"negated"}),  # "Discharge instructions: … no signs of infection"
+}
+#: Per profile, an attribute that gives way to another's cue on the same finding, whatever set
+#: it. ConText's convention: a finding said to be absent has no past of its own ("no history of
+#: seizures", "s/p lumpectomy, with no recurrence": negated, not historical); MACCROBAT marks
+#: such findings historical, and the default profile keeps both.
+YIELDS: dict[str, dict[str, frozenset[str]]] = {"context": {"historical": frozenset({"negated"})}}
+_CATEGORY_OF = {attribute: category for category, attribute in CATEGORIES.items()}
 _HEADER = 1 << 62  # a section header's "distance": its cue comes after every trigger's
 #: Shorthand that negates itself: "NKDA" (no known drug allergies), "NAD" (no acute distress)
 #: is a finding said to be absent, its own cue.
@@ -140,6 +150,7 @@ class ContextEngine:
         self._index = {
             first: sorted(by_length.items(), reverse=True) for first, by_length in by_first.items()
         }
+        self._shaped = any(w.startswith(SHAPED) for r in rules.rules for p in r.phrases for w in p)
         # the farthest any trigger reaches, in words (None: some rule reaches to the end of
         # its sentence)
         reaches = [
@@ -189,11 +200,19 @@ class ContextEngine:
         the words alone. Pseudo-triggers are dropped last."""
         found: list[Match] = []
         n = len(words)
+        # a word with a digit is also read as its shape ("2010" → dddd: "in 2010")
+        shaped = [shape(w) if has_digit(w) else w for w in words]
         for i, w in enumerate(words):
             for k, phrases in self._index.get(w, ()):
                 if i + k <= n:
                     for rule in phrases.get(tuple(words[i : i + k]), ()):
                         found.append(Match(i, i + k, rule))
+            for k, phrases in self._index.get(shaped[i], ()) if self._shaped else ():
+                if i + k <= n:
+                    key = tuple(shaped[i : i + k])
+                    if key != tuple(words[i : i + k]):  # a phrase with a shape in it
+                        for rule in phrases.get(key, ()):
+                            found.append(Match(i, i + k, rule))
         # longest first; of the same words, a pseudo-trigger first (it then takes them all). A
         # shorter trigger inside a longer one of its category whose scope runs the other way
         # stays ("EXTREMITIES: No edema": ": no" looks back, "no" forward)
@@ -302,6 +321,7 @@ class ContextEngine:
             if not spans:
                 continue
             matches = self.matches(words)
+            self._section_terminated(text, spans, matches, members, entities, cues)
             triggers = [m for m in matches if m.rule.is_trigger]
             if not triggers:
                 continue
@@ -331,10 +351,12 @@ class ContextEngine:
                     continue
                 for k in self._near(trigger_starts, triggers, lo, hi, far):
                     t, scopes, cue = reach[k]
-                    if not t.rule.applies_to(e.type) or (t.start < hi and lo < t.end):
+                    # a trigger the entity holds whole is no cue of it; one the entity runs
+                    # past reaches the words after it ("No [evidence of obstruction]")
+                    if not t.rule.applies_to(e.type) or (lo <= t.start and t.end <= hi):
                         continue
                     if any(s_lo < hi and lo < s_hi for s_lo, s_hi in scopes):
-                        distance = t.start - hi if t.start >= hi else lo - t.end
+                        distance = max(0, t.start - hi if t.start >= hi else lo - t.end)
                         cues[idx].append((distance, cue))
         out: list[Entity] = []
         for found in cues:  # a section's attribute that a trigger on the entity overrides
@@ -342,16 +364,42 @@ class ContextEngine:
                 header = found[0][1]
                 if any(c.attribute in SECTION_YIELDS.get(header.attribute, ()) for _, c in found):
                     del found[0]
+        yields = YIELDS.get(self.profile, {})
         for e, found, s in zip(entities, cues, sections, strict=True):
             ordered = _without_repeats(
                 tuple(c for _, c in sorted(found, key=lambda dc: (dc[0], dc[1].start)))
             )
             if e.text.lower().replace(".", "") in SELF_NEGATED:
                 ordered = (Cue("negated", e.text, e.start, e.end), *ordered)
+            said = {c.attribute for c in ordered}
+            ordered = tuple(c for c in ordered if not yields.get(c.attribute, set()) & said)
             flags = {attr: any(c.attribute == attr for c in ordered) for attr in ATTRIBUTES}
             assertion = Assertion(**flags, cues=ordered)
             out.append(replace(e, assertion=assertion, section=s.category if s else None))
         return out
+
+    @staticmethod
+    def _section_terminated(
+        text: str,
+        spans: Sequence[tuple[int, int]],
+        matches: Sequence[Match],
+        members: Sequence[int],
+        entities: Sequence[Entity],
+        cues: list[list[tuple[int, Cue]]],
+    ) -> None:
+        """A section's cue on an entity ends at a terminator of its category before the entity
+        in its sentence: under Discharge Instructions (hypothetical) "You were admitted for
+        pneumonia" tells what happened (`you were`), it is no instruction."""
+        first: dict[str, int] = {}  # category → where its first terminator here ends
+        for m in matches:
+            if m.rule.direction == "TERMINATE":
+                first.setdefault(m.rule.category, spans[m.end - 1][1])
+        for idx in members:
+            found = cues[idx]
+            if first and found and found[0][0] == _HEADER:
+                category = _CATEGORY_OF.get(found[0][1].attribute, "")
+                if first.get(category, len(text) + 1) <= entities[idx].start:
+                    del found[0]
 
     def _announced_lines(
         self, text: str, units: Sequence[tuple[int, int]], by_unit: dict[int, list[int]]

@@ -9,7 +9,8 @@ RULE::
      "category": "NEGATED_EXISTENCE",      # see CATEGORIES, or "ALL" for a terminator
      "direction": "FORWARD",               # see DIRECTIONS
      "pattern": null,                      # optional: words, each {"LOWER": "w"} or
-                                           #   {"LOWER": {"IN": ["w1", "w2 w3"]}}, "OP": "?"
+                                           #   {"LOWER": {"IN": ["w1", "w2 w3"]}}, "OP": "?",
+                                           #   or a number by its shape {"SHAPE": "dddd"}
      "max_scope": null,                    # optional: at most this many words of scope
      "allowed_types": null,                # optional: only entities of these types
      "excluded_types": null,               # optional: never entities of these types
@@ -17,8 +18,9 @@ RULE::
      "source": "medspacy"}                 # optional: where the rule comes from
 
 The pattern form is the subset of spaCy's token patterns that medspaCy's ``context_rules.json``
-uses (``LOWER`` with a word or ``IN`` a list, ``OP: "?"``), so those rules read unchanged; each
-pattern is expanded here into the literal word sequences it matches.
+uses (``LOWER`` with a word or ``IN`` a list, ``OP: "?"``), so those rules read unchanged, and
+``SHAPE`` for a number ("in 2010": ``{"SHAPE": "dddd"}``; ``phrases.shape``); each pattern is
+expanded here into the word sequences it matches.
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def parse_rule(raw: Any, where: str) -> Rule:
             where, "category", f"must be one of {', '.join(allowed_cats)}, got {category!r}"
         )
     pattern = raw.get("pattern")
-    phrases = expand(pattern, where) if pattern is not None else (words(literal),)
+    phrases = expand(pattern, where, shapes=True) if pattern is not None else (words(literal),)
     max_scope = _scope(raw.get("max_scope"), where)
     terminated_by = raw.get("terminated_by") or []
     if not isinstance(terminated_by, list) or any(c not in CATEGORIES for c in terminated_by):
