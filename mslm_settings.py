@@ -94,7 +94,8 @@ class Settings(BaseSettings):
     context_profile: Literal["omop", "context"] = Field(
         "omop",
         description="the clinical context's conventions when a request or job names none: omop "
-        "(a finding to rule out is hypothetical) or context (ConText's: affirmed)",
+        "(a finding to rule out is hypothetical) or context (ConText's: affirmed; a dated or "
+        "'prior' finding historical; a denied one not also historical)",
     )
     vocabulary: str = Field(
         "mesh",

@@ -121,7 +121,8 @@ class AnnotateOptions:
         "default",
         "the conventions of the clinical context: omop (a finding to rule out or evaluate for "
         "is hypothetical, as OMOP's Rule_out), context (ConText's and NegEx's reference "
-        "conventions: it is affirmed, under consideration); default: the deployment's "
+        "conventions: it is affirmed, under consideration; history told by a date or 'prior' "
+        "is historical; a denied finding is not also historical); default: the deployment's "
         "(MSLM_CONTEXT_PROFILE)",
         choices=("default", *PROFILES),
     )

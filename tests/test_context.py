@@ -719,6 +719,13 @@ def test_conditional_instructions_side_effects_and_as_needed_are_hypothetical():
     ]
     for text, words in cases:
         assert _said(text, words, "hypothetical") == [True] * len(words), text
+    # what may come is not history, under both profiles; a frequency is no condition
+    text = "Once the infection is completely resolved, you may resume exercise."
+    for engine in (DEFAULT, CONTEXT):
+        assert _said(text, ["infection"], "hypothetical", engine=engine) == [True]
+        assert _said(text, ["infection"], "historical", engine=engine) == [False]
+    text = "Amoxicillin once daily for the infection, until recently on cefalexin for cellulitis."
+    assert _said(text, ["infection", "cellulitis"], "hypothetical") == [False, False]
     # a possibility about the patient, not an instruction; "as needed" alone is no trigger
     assert _said("The patient may have pneumonia.", ["pneumonia"], "hypothetical") == [False]
     assert _said("Albuterol as needed. Wheezing today.", ["Wheezing"], "hypothetical") == [False]

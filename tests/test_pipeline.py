@@ -296,3 +296,16 @@ def test_every_option_is_a_flag_of_the_command(capsys):
             ["annotate", "--model", "m", "--min-confidence-per-type", "0.7"]
         )
     assert "give TYPE=VALUE" in capsys.readouterr().err
+
+
+def test_the_deployment_setting_offers_exactly_the_context_profiles():
+    """MSLM_CONTEXT_PROFILE's choices are the engine's profiles (mslm_core.context.PROFILES):
+    a profile added to one and not the other fails here, not in a deployment."""
+    import typing
+
+    from mslm_core.context import PROFILES
+    from mslm_settings import Settings
+
+    annotation = Settings.model_fields["context_profile"].annotation
+    assert set(typing.get_args(annotation)) == set(PROFILES)
+    assert Settings.model_fields["context_profile"].default in PROFILES

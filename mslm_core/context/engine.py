@@ -69,8 +69,12 @@ SECTION_YIELDS: dict[str, frozenset[str]] = {
 #: Per profile, an attribute that gives way to another's cue on the same finding, whatever set
 #: it. ConText's convention: a finding said to be absent has no past of its own ("no history of
 #: seizures", "s/p lumpectomy, with no recurrence": negated, not historical); MACCROBAT marks
-#: such findings historical, and the default profile keeps both.
-YIELDS: dict[str, dict[str, frozenset[str]]] = {"context": {"historical": frozenset({"negated"})}}
+#: such findings historical, and the default profile keeps both. Under both, what may come is
+#: not history ("once the infection is completely resolved": hypothetical, not historical).
+YIELDS: dict[str, dict[str, frozenset[str]]] = {
+    "omop": {"historical": frozenset({"hypothetical"})},
+    "context": {"historical": frozenset({"negated", "hypothetical"})},
+}
 _CATEGORY_OF = {attribute: category for category, attribute in CATEGORIES.items()}
 _HEADER = 1 << 62  # a section header's "distance": its cue comes after every trigger's
 #: Shorthand that negates itself: "NKDA" (no known drug allergies), "NAD" (no acute distress)
