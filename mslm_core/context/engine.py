@@ -204,14 +204,15 @@ class ContextEngine:
         the words alone. Pseudo-triggers are dropped last."""
         found: list[Match] = []
         n = len(words)
-        # a word with a digit is also read as its shape ("2010" → dddd: "in 2010")
-        shaped = [shape(w) if has_digit(w) else w for w in words]
+        # a word with a digit is also read as its shape ("2010" → dddd: "in 2010"), when a
+        # rule names one
+        shaped = [shape(w) if has_digit(w) else w for w in words] if self._shaped else words
         for i, w in enumerate(words):
             for k, phrases in self._index.get(w, ()):
                 if i + k <= n:
                     for rule in phrases.get(tuple(words[i : i + k]), ()):
                         found.append(Match(i, i + k, rule))
-            for k, phrases in self._index.get(shaped[i], ()) if self._shaped else ():
+            for k, phrases in self._index.get(shaped[i], ()) if shaped is not words else ():
                 if i + k <= n:
                     key = tuple(shaped[i : i + k])
                     if key != tuple(words[i : i + k]):  # a phrase with a shape in it

@@ -9,6 +9,7 @@ phrase names its numbers one way or the other, not both."""
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from ..errors import ConfigError
@@ -31,8 +32,11 @@ def shape(word: str) -> str:
     return "".join(out)
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def has_digit(word: str) -> bool:
-    return any(ch.isdigit() for ch in word)
+    return _DIGIT.search(word) is not None
 
 
 def words(phrase: str) -> tuple[str, ...]:
