@@ -1,0 +1,74 @@
+"""The README's measured figures are their committed result files' (benchmarks/harness/figures.py;
+``python scripts/figures.py [--write]``), and the check catches what it is there for."""
+
+from __future__ import annotations
+
+import json
+
+from harness.figures import LINES, Fig, Line, all_lines, check, numbers
+
+
+def test_every_registered_figure_is_its_result_file_s():
+    assert check() == []
+    assert sum(f is not None for line in all_lines() for f in line.figures) >= 280
+
+
+def test_every_readme_line_with_a_measured_figure_is_registered():
+    """The README's lines whose numbers are measurements (a table row of results, a figure in
+    bold) are registered: a new one must name its source."""
+    from harness.figures import REPO
+
+    registered = [line.anchor for line in LINES if line.page == "README.md"]
+    text = (REPO / "README.md").read_text(encoding="utf-8").split("\n")
+    unregistered = [
+        row
+        for row in text
+        if row.startswith("|")
+        and any("." in m.group() for m in numbers(row))
+        and not any(anchor in row for anchor in registered)
+    ]
+    assert unregistered == []
+
+
+def test_a_figure_that_differs_is_named_and_written_from_its_file(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"f1": 0.8516, "runs": [0.7, 0.75]}))
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Figures\n| ours | **0.850** | 3 seeds, [run](results/r2.json) |\n"
+        "Median 0.70–0.75 on H100, p95 149 ms.\n",
+        encoding="utf-8",
+    )
+    src = str(tmp_path / "r.json")
+    lines = (
+        Line("page.md", "| ours |", (Fig(src, ("f1",), "3"), None)),
+        Line(
+            "page.md",
+            "Median",
+            (
+                Fig(src, lambda d: min(d["runs"]), "2"),
+                Fig(src, lambda d: max(d["runs"]), "2"),
+                None,  # 149 ms: not registered as a figure here
+            ),
+        ),
+    )
+    problems = check(lines, root=tmp_path)
+    assert problems == ["page.md:2: 0.850 where " + src + " gives 0.852 (('f1',))"]
+    assert check(lines, write=True, root=tmp_path) == problems
+    assert "| **0.852** |" in page.read_text(encoding="utf-8")
+    assert check(lines, root=tmp_path) == []
+
+
+def test_a_number_added_without_its_source_and_an_ambiguous_anchor_are_caught(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"x": 2.0}))
+    (tmp_path / "page.md").write_text("a 2.0 b\na 2.0 c 3.5\n", encoding="utf-8")
+    src = str(tmp_path / "r.json")
+    assert check((Line("page.md", "a 2.0", (Fig(src, ("x",), "1"),)),), root=tmp_path) == [
+        "page.md: anchor 'a 2.0' is on 2 lines, not one"
+    ]
+    found = check((Line("page.md", "c 3.5", (Fig(src, ("x",), "1"),)),), root=tmp_path)
+    assert found == ["page.md:2: 2 numbers on the line (2.0, 3.5), 1 registered"]
+
+
+def test_numbers_are_figures_not_parts_of_words_links_or_versions():
+    row = "| p95 on H100, v5.4, [x](a/b-2.json) | −1.9 | +0.2 | 1,200–1,500 | 5.18× | 2,000-fold |"
+    assert [m.group() for m in numbers(row)] == ["−1.9", "+0.2", "1,200", "1,500", "5.18", "2,000"]
