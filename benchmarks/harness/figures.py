@@ -158,7 +158,13 @@ def check(
 
 #: The modules that register a page's figures beside this one's (README, clinical context):
 #: each holds ``LINES``, a tuple of :class:`Line` (``harness/figures_<page>.py``).
-PAGE_MODULES: tuple[str, ...] = ("figures_linking", "figures_notes", "figures_relations")
+PAGE_MODULES: tuple[str, ...] = (
+    "figures_benchmarks",
+    "figures_linking",
+    "figures_notes",
+    "figures_relations",
+    "figures_scripts",
+)
 
 
 def all_lines() -> tuple[Line, ...]:
