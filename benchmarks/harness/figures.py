@@ -160,7 +160,9 @@ def check(
 #: each holds ``LINES``, a tuple of :class:`Line` (``harness/figures_<page>.py``).
 PAGE_MODULES: tuple[str, ...] = (
     "figures_benchmarks",
+    "figures_clinical",
     "figures_linking",
+    "figures_method",
     "figures_notes",
     "figures_relations",
     "figures_scripts",
