@@ -63,7 +63,8 @@ def _round(v: float, digits: int) -> str:
 
 
 #: How a figure is written: decimals ("3": 0.850), a share as a percentage ("%1": 0.757 → 75.7),
-#: a signed percentage point ("+%1": −1.9, +0.2), a whole number with thousands commas (",").
+#: a signed percentage point ("+%1": −1.9, +0.2), a signed number ("+1": +1.8), a whole number
+#: with thousands commas (",").
 FORMATS: dict[str, Callable[[float], str]] = {
     "0": lambda v: _round(v, 0),
     "1": lambda v: _round(v, 1),
@@ -72,6 +73,9 @@ FORMATS: dict[str, Callable[[float], str]] = {
     "%0": lambda v: _round(100 * v, 0),
     "%1": lambda v: _round(100 * v, 1),
     "+%1": lambda v: _signed(("+" if v > 0 else "") + _round(100 * v, 1)),
+    "+0": lambda v: _signed(("+" if v > 0 else "") + _round(v, 0)),
+    "+1": lambda v: _signed(("+" if v > 0 else "") + _round(v, 1)),
+    "+2": lambda v: _signed(("+" if v > 0 else "") + _round(v, 2)),
     ",": lambda v: f"{round(v):,}",
 }
 
@@ -164,7 +168,9 @@ PAGE_MODULES: tuple[str, ...] = (
     "figures_linking",
     "figures_method",
     "figures_notes",
+    "figures_pages",
     "figures_relations",
+    "figures_reliability",
     "figures_scripts",
 )
 
