@@ -408,7 +408,7 @@ LINES: tuple[Line, ...] = (
     ),
     _row(
         README,
-        "| annotate, ONNX int8 vs the `transformers` pipeline |",
+        "| annotate, ONNX int8 vs the `transformers` pipeline",
         Fig("inference-cpu.json", ("int8_sps",), "1"),
         Fig("inference-cpu.json", ("pipeline_sps",), "1"),
         Fig("inference-cpu.json", ("int8_speedup",), "2"),
