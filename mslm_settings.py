@@ -76,7 +76,10 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, description="worker losses before a job fails")
     auto_migrate: bool = Field(True, description="upgrade the database schema at start")
     intra_op_threads: int = Field(
-        0, ge=0, description="ONNX Runtime threads per run (0: the runtime's default)"
+        0,
+        ge=0,
+        description="ONNX Runtime threads per run (0: one per run for int8 on CPU, whose runs "
+        "go side by side, one per core; else the runtime's default)",
     )
     inter_op_threads: int = Field(0, ge=0, description="ONNX Runtime inter-op threads")
     context: bool = Field(

@@ -78,6 +78,16 @@ class RoutePolicies:
             for route in router.routes
             if isinstance(route, APIRoute)
         ]
+        # a path without parameters is found by a lookup, not a match against every route —
+        # when the scan would find it first too (no route before it takes the same request)
+        self.static: dict[tuple[str, str], RoutePolicy] = {}
+        for i, (route, policy) in enumerate(self.table):
+            if route.param_convertors:
+                continue
+            for method in route.methods or ():
+                probe = {"type": "http", "method": method, "path": route.path, "root_path": ""}
+                if all(r.matches(probe)[0] != Match.FULL for r, _ in self.table[:i]):
+                    self.static.setdefault((method, route.path), policy)
         self.limits: dict[BodyKind, int] = {
             "upload": int(settings.max_upload_mb * (1 << 20)),
             "texts": text_body_limit(settings),
@@ -89,7 +99,8 @@ class RoutePolicies:
         once a request."""
         state = scope.setdefault("state", {})
         if "route_policy" not in state:
-            state["route_policy"] = next(
+            static = self.static.get((scope.get("method", ""), scope.get("path", "")))
+            state["route_policy"] = static or next(
                 (p for route, p in self.table if route.matches(scope)[0] == Match.FULL), None
             )
         found: RoutePolicy | None = state["route_policy"]

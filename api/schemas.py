@@ -27,7 +27,7 @@ from mslm_core.config import (
     TrainConfig,
 )
 from mslm_core.notes import NOTE_FORMATS
-from mslm_core.pipeline import ANNOTATE_OPTIONS, AnnotateOptions
+from mslm_core.pipeline import ANNOTATE_OPTIONS, DEFAULTS, AnnotateOptions
 from mslm_core.pipeline import JOB_OPTIONS as ANNOTATION_JOB_OPTIONS
 from mslm_core.render import OUTPUTS, outputs_help
 from mslm_core.sources import MAX_SOURCES, MAX_WEIGHT
@@ -128,6 +128,9 @@ else:
     )
 
 
+_OPTION_FIELDS = frozenset({*ANNOTATE_OPTIONS, "labelstudio"})
+
+
 class AnnotateRequest(_AnnotateOptions):
     labelstudio: LabelStudioNames = Field(
         default_factory=LabelStudioNames,
@@ -136,6 +139,8 @@ class AnnotateRequest(_AnnotateOptions):
 
     def options(self, **given: Any) -> AnnotateOptions:
         """The request's options (``given`` over them), as the pipeline takes them."""
+        if not given and not self.model_fields_set & _OPTION_FIELDS:
+            return DEFAULTS  # none asked for: every field's default is the pipeline's
         top = self.model_dump(include=set(ANNOTATE_OPTIONS))
         names = self.labelstudio.model_dump()
         return AnnotateOptions(**{**top, **names, **given})

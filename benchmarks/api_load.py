@@ -203,9 +203,14 @@ def one_run(args: argparse.Namespace, bundle: Path, texts: list[str], port: int,
     from mslm_core.context import ContextEngine
     from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
     from mslm_core.pipeline import AnnotationPipeline
+    from mslm_settings import Settings
 
+    threads = args.intra_op_threads
     engine = AnnotationPipeline.from_bundle(
-        bundle, context=ContextEngine.default(), linker=load_linker(DEFAULT_VOCABULARY)
+        bundle,
+        context=ContextEngine.default(),
+        linker=load_linker(DEFAULT_VOCABULARY),
+        intra_op_threads=Settings().intra_op_threads if threads is None else threads,
     )
     offline = _offline(partial(_answer, engine), texts)
     model_only = _offline(engine.extractor.annotate, texts)
@@ -248,6 +253,13 @@ def main() -> None:
     ap.add_argument(
         "--runs", type=int, default=3, help="runs of it all (the median ratio's is reported)"
     )
+    ap.add_argument(
+        "--intra-op-threads",
+        type=int,
+        default=None,
+        help="ONNX Runtime threads per run, for the API (MSLM_INTRA_OP_THREADS) and the engine "
+        "offline alike (default: the deployment default)",
+    )
     args = ap.parse_args()
 
     from mslm_core.corpus import read_corpus
@@ -263,6 +275,8 @@ def main() -> None:
             "MSLM_DATABASE_URL": "",
             "MSLM_BROKER_URL": "",
         }
+        if args.intra_op_threads is not None:
+            env["MSLM_INTRA_OP_THREADS"] = str(args.intra_op_threads)
         subprocess.run(
             [sys.executable, "-m", "mslm_core.cli", "import-model", str(bundle), "--activate"],
             env=env,
@@ -335,6 +349,7 @@ def main() -> None:
                 "backend": info.backend,
                 "precision": info.precision,
                 "provider": info.provider,
+                "intra_op_threads": args.intra_op_threads,
             },
             "api_rss_mb": {"start": round(rss_start, 1), "end": round(rss_end, 1)},
             "note": "p50/p95/p99 at the highest concurrency; clients and server share the "

@@ -329,11 +329,16 @@ def _onnx_backend(
     workers = 1
     if precision == "int8" and not on_gpu:
         # int8 runs one window at a time (see _default_batch_size); small runs keep the
-        # cores busier side by side. Measured on 2 cores (NCBI-disease test): 1 run × 2
-        # threads 250 sentences/s, p50 4.9 ms for one sentence; 2 × 1 thread 279/s but
-        # 8.2 ms; 2 × 2 threads with idle threads sleeping 258/s at 5.3 ms — the default
-        # (spinning threads would fight: 227/s).
+        # cores busier side by side, one thread each unless the threads are set. Measured on
+        # 2 cores (NCBI-disease test): 1 run × 2 threads 250 sentences/s, p50 4.9 ms for one
+        # sentence; 2 × 2 threads with idle threads sleeping 258/s at 5.3 ms; 2 × 1 thread
+        # 279/s but 8.2 ms — the default since issue 54: on the first start's clinical model
+        # the answer's steps offline 381 against 342 texts/s, and the API at 32 clients
+        # 305 against 249 (benchmarks/api_load.py --intra-op-threads; spinning threads would
+        # fight: 227/s)
         workers, spinning = os.cpu_count() or 1, False
+        if threads[0] == 0:
+            threads = (1, threads[1])
     if precision not in precisions:
         raise InferenceError(
             f"{path}: no {precision} export (has {', '.join(precisions)}); "

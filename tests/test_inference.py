@@ -92,6 +92,27 @@ def test_engine_picks_onnx_int8_on_cpu_and_falls_back_to_torch(trained, exported
     assert auto.id == plain.id
 
 
+def test_int8_on_cpu_runs_side_by_side_one_thread_each_unless_told(trained, exported):
+    """Issue 54: int8 on CPU runs one window a run, one run per core, each on one thread by
+    default (more throughput offline and served than two threads a run); threads set by the
+    deployment are kept. A server steps two batches at once on ONNX Runtime on CPU, one on
+    PyTorch."""
+    import os
+
+    from mslm_core.pipeline import AnnotationPipeline
+
+    auto = EntityExtractor.from_bundle(exported)
+    session = auto.predictor.backend.session.get_session_options()
+    assert session.intra_op_num_threads == 1
+    assert auto.predictor.workers == (os.cpu_count() or 1)
+    told = EntityExtractor.from_bundle(exported, intra_op_threads=2)
+    assert told.predictor.backend.session.get_session_options().intra_op_num_threads == 2
+    fp32 = EntityExtractor.from_bundle(exported, precision="fp32")
+    assert fp32.predictor.backend.session.get_session_options().intra_op_num_threads == 0
+    assert AnnotationPipeline(auto).parallel_steps == 2
+    assert AnnotationPipeline(EntityExtractor.from_bundle(trained)).parallel_steps == 1
+
+
 def test_onnx_fp32_matches_pytorch_on_entities(exported):
     torch_engine = EntityExtractor.from_bundle(exported, backend="torch", device="cpu")
     onnx_engine = EntityExtractor.from_bundle(exported, precision="fp32")

@@ -547,6 +547,52 @@ def test_every_protected_route_refuses_missing_bad_and_wrong_scope_keys(client, 
     )
 
 
+def test_a_route_policy_found_by_lookup_is_the_one_the_scan_finds(client):
+    """Issue 54: a path without parameters is looked up, not matched against every route; for
+    every operation of the API document the lookup gives what the scan of the routes gives,
+    and a path that a parametric route before it would take is left to the scan."""
+    from starlette.routing import Match
+
+    from api.admission import RoutePolicies
+    from api.main import ROUTERS
+
+    policies = RoutePolicies(ROUTERS, client.app.state.settings)
+    assert len(policies.static) >= 20
+    for path, methods in client.app.openapi()["paths"].items():
+        for method in methods:
+            asked = {"type": "http", "path": path, "method": method.upper(), "root_path": ""}
+            scanned = next(
+                (p for r, p in policies.table if r.matches(asked)[0] == Match.FULL), None
+            )
+            assert policies(dict(asked)) == scanned, (method, path)
+    # a static route shadowed by a parametric one before it stays with the scan
+    from fastapi import APIRouter
+
+    router = APIRouter()
+    router.add_api_route("/v1/things/{thing}", lambda thing: None, methods=["POST"])
+    router.add_api_route("/v1/things/all", lambda: None, methods=["POST"])
+    shadowed = RoutePolicies([router], client.app.state.settings)
+    assert ("POST", "/v1/things/all") not in shadowed.static
+
+
+def test_a_request_that_asks_no_option_gets_the_pipelines_defaults():
+    """Issue 54: a request that sets no option is answered with the pipeline's DEFAULTS
+    without building them again; one that sets any gets them built, and both agree."""
+    from api.schemas import AnnotateRequest
+    from mslm_core.pipeline import ANNOTATE_OPTIONS, DEFAULTS, AnnotateOptions
+
+    plain = AnnotateRequest(texts=["x"])
+    assert plain.options() is DEFAULTS
+    built = AnnotateOptions(
+        **plain.model_dump(include=set(ANNOTATE_OPTIONS)), **plain.labelstudio.model_dump()
+    )
+    assert built == DEFAULTS
+    assert AnnotateRequest(texts=["x"], context=False).options() == AnnotateOptions(context=False)
+    assert AnnotateRequest(texts=["x"]).options(format="pubtator").format == "pubtator"
+    named = AnnotateRequest(texts=["x"], labelstudio={"from_name": "ner"}).options()
+    assert named.from_name == "ner" and named is not DEFAULTS
+
+
 def test_every_operation_with_a_body_has_its_scope_checked_before_it(client):
     """Issue 29 item 7: the middleware knows each route's scope (read off its dependencies),
     so a wrong-scope key is refused before its body is read; and each route's body limit,

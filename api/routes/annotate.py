@@ -15,7 +15,7 @@ from mslm_core.pipeline import AnnotateOptions, Rendered
 from mslm_core.types import Entity
 
 from ..admission import body
-from ..deps import AnnotateKey, AppState, StateDep
+from ..deps import AnnotateKey, AppState, app_state
 from ..problems import (
     V1_PROBLEMS,
     Problem,
@@ -38,6 +38,10 @@ async def _disconnected(request: Request) -> None:
 
 
 log = logging.getLogger(__name__)
+
+#: Seconds an annotate request runs before its connection is watched: a client gone by then
+#: has its work dropped (most requests are answered sooner, and a watch costs a task).
+WATCH_AFTER_S = 0.5
 
 #: Entities in a response rendered on the event loop; a larger one is rendered in a thread.
 RENDER_ON_THE_LOOP = 2_000
@@ -73,9 +77,7 @@ _PUBTATOR_EXAMPLE = (
         },
     },
 )
-async def annotate(
-    body: AnnotateRequest, request: Request, state: StateDep, key: AnnotateKey
-) -> Response:
+async def annotate(body: AnnotateRequest, request: Request, key: AnnotateKey) -> Response:
     """Entities in each text. Offsets index the submitted string (end exclusive) and
     ``text == texts[i][start:end]``; long texts are split into sentences and windows
     internally, never truncated. ``format`` chooses the response: this service's JSON, BioC
@@ -83,6 +85,7 @@ async def annotate(
     (A client generated from this document reads the JSON ones; for PubTator it calls
     ``/v1/annotate/pubtator``, whose only answer is text.)"""
     options = body.options()
+    state = app_state(request)
     found = await _annotate(body, options, request, state)
     if isinstance(found, Response):
         return found
@@ -101,12 +104,11 @@ async def annotate(
         },
     },
 )
-async def annotate_pubtator(
-    body: AnnotateRequest, request: Request, state: StateDep, key: AnnotateKey
-) -> Response:
+async def annotate_pubtator(body: AnnotateRequest, request: Request, key: AnnotateKey) -> Response:
     """``/v1/annotate`` answered in PubTator text whatever ``format`` says: the operation for
     clients generated from this document (they read one media type per status)."""
     options = body.options(format="pubtator")
+    state = app_state(request)
     found = await _annotate(body, options, request, state)
     if isinstance(found, Response):
         return found
@@ -131,14 +133,18 @@ async def _annotate(
     if s.log_text:
         log.info("annotate texts (MSLM_LOG_TEXT is on): %r", body.texts)
     work = asyncio.ensure_future(state.models.annotate(body.model, body.texts, options))
-    gone = asyncio.ensure_future(_disconnected(request))
+    # most requests are answered before their client is watched: a watch costs a task
     try:
-        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work}, timeout=WATCH_AFTER_S)
+        if not work.done():
+            gone = asyncio.ensure_future(_disconnected(request))
+            try:
+                await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                gone.cancel()
     except asyncio.CancelledError:  # the server stops (past its grace): the work goes too
         work.cancel()
         raise
-    finally:
-        gone.cancel()
     if not work.done():  # the client left: drop its work (nobody reads the answer)
         work.cancel()
         state.metrics.abandoned.inc()
@@ -220,7 +226,6 @@ _FHIR_BODY = {
 )
 async def annotate_fhir(
     request: Request,
-    state: StateDep,
     key: AnnotateKey,
     model: Annotated[str | None, Query(max_length=200, description="default: the active")] = None,
     min_confidence: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
@@ -264,6 +269,7 @@ async def annotate_fhir(
         ]
         raise Problem(422, "the notes are invalid", slug="validation", errors=errors[:20]) from None
     options = request_body.options()
+    state = app_state(request)
     annotated = await _annotate(request_body, options, request, state)
     if isinstance(annotated, Response):
         return annotated
