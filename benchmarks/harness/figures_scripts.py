@@ -19,8 +19,13 @@ Not registered, their figures being in no committed result file (or in none for 
 - the active-learning run's cost estimates ("about 12 minutes per corpus and seed on one H100 or
   H200", "about 100 hours for the whole protocol on one CPU core"): estimates in ``notes.md``;
 - ``benchmarks/inference.py``'s row: the earlier run on NCBI-disease (63.3 / 162.7 (2.57×) /
-  232.7 (3.68×)), ``inference-cpu.json`` holding the BC5CDR run only;
-- ``benchmarks/api_load.py``'s row: the runs before this one (the answer's rendering 0.18 ms a
+  232.7 (3.68×)) and the AMD EPYC run with two threads a run (71.1, 190.2 (2.68×), 293.2
+  (4.12×), ConText 2.5 %; commit 1364e83's file), ``inference-cpu.json`` holding the last run
+  only;
+- ``benchmarks/api_load.py``'s row: the A/B runs of issue 54's serving changes (381 / 342 and
+  305 / 249 texts/s, +4–9 %, 513 → 441 µs, 1.4–1.6 cores, two processes 350 / 471, 0.74) and
+  the same tree's run before (0.733, 0.736, 0.730, 406.6, 298.0), measured with scripts kept
+  out of the repository; the runs before this one (the answer's rendering 0.18 ms a
   text, 7 % of the engine's time, the language check 0.03 ms; the same model 0.70, 426.9
   offline, 0.697–0.702; the note-style model offline 172.7 texts/s, 0.79 (0.67, 0.79, 0.91);
   the API's own cost about 1 ms a text; aiohttp clients 0.60 in the first of two runs,
