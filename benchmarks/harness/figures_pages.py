@@ -6,8 +6,10 @@ figure of a committed result file: their numbers are settings, limits, ports, st
 versions and examples (labelstudio.md's "some 3,800 tasks" is worked out from the 50,000-value
 limit, api.md's ±25 % and 10 % are what ``tests/test_pace.py`` holds the estimate to).
 
-Not registered, their figures being in no committed result file: bulk.md's two engine processes
-×1.40 over one "in a run of its own" (its line also holds the file's ×1.02), deployment.md's
+Not registered, their figures being in no committed result file (or its prose repeating the
+table's): bulk.md's two engine processes ×1.22, ×1.02 and ×1.40 over one and the paragraph on
+the run before (133 notes/s, 0.86, 152 and 76 ms a chunk, 0.92 at 242 notes/s, 10.3 and 8.8
+rows a note), deployment.md's
 "four healthy containers in 10 s" (Podman steps tried by hand) and models.md's 8 % of
 NCBI-disease's entities changed by their batch neighbours under batched int8.
 """
