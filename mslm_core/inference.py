@@ -332,7 +332,7 @@ def _onnx_backend(
         # cores busier side by side, one thread each unless the threads are set. Measured on
         # 2 cores (NCBI-disease test): 1 run × 2 threads 250 sentences/s, p50 4.9 ms for one
         # sentence; 2 × 2 threads with idle threads sleeping 258/s at 5.3 ms; 2 × 1 thread
-        # 279/s but 8.2 ms — the default since issue 54: on the first start's clinical model
+        # 279/s but 8.2 ms — the default: on the first start's clinical model
         # the answer's steps offline 381 against 342 texts/s, and the API at 32 clients
         # 305 against 249 (benchmarks/api_load.py --intra-op-threads; spinning threads would
         # fight: 227/s)

@@ -261,7 +261,7 @@ class AnnotationPipeline:
         """Steps a server may run at once (``api.serving.MicroBatcher``): two for ONNX Runtime
         on CPU, where a step's own Python (its plan, the entities' postprocessing) holds the
         interpreter while its runs wait, so a second batch's runs keep the cores busy
-        meanwhile (issue 54: 32 clients 287 and 301 against 277 and 276 texts/s, in turn);
+        meanwhile (32 clients: 287 and 301 against 277 and 276 texts/s, in turn);
         one elsewhere."""
         info = self.extractor.info if self.extractor is not None else None
         on_cpu = info is not None and info.provider == "CPUExecutionProvider"
