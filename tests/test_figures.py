@@ -72,3 +72,8 @@ def test_a_number_added_without_its_source_and_an_ambiguous_anchor_are_caught(tm
 def test_numbers_are_figures_not_parts_of_words_links_or_versions():
     row = "| p95 on H100, v5.4, [x](a/b-2.json) | −1.9 | +0.2 | 1,200–1,500 | 5.18× | 2,000-fold |"
     assert [m.group() for m in numbers(row)] == ["−1.9", "+0.2", "1,200", "1,500", "5.18", "2,000"]
+
+
+def test_numbers_joined_by_slashes_are_each_a_figure_but_paths_are_not():
+    row = "| p50/p95/p99 966.8/1149.5/1252.1 ms; ok: 17/17; /v1/annotate, UTF-16/32, 2/ |"
+    assert [m.group() for m in numbers(row)] == ["966.8", "1149.5", "1252.1", "17", "17"]

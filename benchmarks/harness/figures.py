@@ -24,8 +24,12 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 
 #: A number as pages write it: digits with thousands commas and decimals, a sign (U+2212 too);
-#: not part of a word ("p95", "H100", "v5.4"), a path or a version.
-NUMBER = re.compile(r"(?<![\w.\-/])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?(?![\w/]|\.\d)")
+#: not part of a word ("p95", "H100", "v5.4"), a path or a version. Numbers joined by slashes
+#: ("p50/p95/p99 111/145/315 ms", "17/17") are one match here, each of them a figure
+#: (:func:`numbers`); a run that touches a word ("UTF-16/32", "/v1") is none.
+_ONE = r"[−+-]?\d+(?:,\d{3})*(?:\.\d+)?"
+NUMBER = re.compile(rf"(?<![\w.\-/]){_ONE}(?:/{_ONE})*(?![\w/]|\.\d)")
+_PART = re.compile(_ONE)
 _LINK = re.compile(r"\]\([^)]*\)")  # a Markdown link's target: its numbers are no figures
 
 Path_ = tuple[str | int, ...] | Callable[[Any], float]
@@ -113,7 +117,9 @@ def _line_of(text: list[str], line: Line) -> int | str:
 def numbers(line: str) -> list[re.Match[str]]:
     """The numbers of a page's line that can be figures (link targets left out)."""
     blanked = _LINK.sub(lambda m: "](" + " " * (len(m.group()) - 3) + ")", line)
-    return list(NUMBER.finditer(blanked))
+    return [
+        p for m in NUMBER.finditer(blanked) for p in _PART.finditer(blanked, m.start(), m.end())
+    ]
 
 
 def check(

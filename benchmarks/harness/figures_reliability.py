@@ -17,8 +17,6 @@ text, their only record. The statuses and bounds of "result" are no figures; hos
 
 Not registered:
 
-- the load and soak row's p50/p95/p99 (966.8/1149.5/1252.1 ms): numbers joined by slashes,
-  which :func:`harness.figures.numbers` does not see (the row's other figures are registered);
 - the bounds table and "Behind a reverse proxy": settings and limits, no measured figure.
 """
 
@@ -50,9 +48,10 @@ def _record(data: Any, scenario: str, done: str | None) -> Any:
 
 
 def _measured(data: Any, scenario: str, done: str | None, keys: tuple[str | int, ...]) -> float:
+    """A measured value; an index into a count written "k/n" reads its part."""
     value = _record(data, scenario, done)["measured"]
     for key in keys:
-        value = value[key]
+        value = value.split("/")[key] if isinstance(value, str) else value[key]
     return float(value)
 
 
@@ -64,7 +63,8 @@ def _quoted(data: Any, scenario: str, done: str | None, after: str) -> float:
     found = NUMBER.match(text, text.index(after) + len(after))
     if found is None:
         raise LookupError(f"no number after {after!r} in {scenario!r}")
-    return float(found.group().replace(",", "").replace("−", "-"))
+    first = found.group().split("/")[0]  # of numbers joined by slashes, the first
+    return float(first.replace(",", "").replace("−", "-"))
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,8 @@ LINES: tuple[Line, ...] = (
         _got("requests"),
         None,  # 422: a status (a name)
         _got("statuses", "422"),
+        _got("next_request_on_the_connection_ok", 0),
+        _got("next_request_on_the_connection_ok", 1),
         _got("tracebacks_in_log"),
         None,  # 422: a status
     ),
@@ -207,6 +209,8 @@ LINES: tuple[Line, ...] = (
         None,  # 200: a status (a name)
         None,  # 409: a status (a name)
         _got("outcomes", "activate 200, delete 409"),
+        _got("served_model_in_store_after_each", 0),
+        _got("served_model_in_store_after_each", 1),
         _got("deleted_model_still_answering"),
         None,  # 409: a status
         None,  # 404: a status
@@ -732,6 +736,9 @@ LINES: tuple[Line, ...] = (
         Fig(SOAK, ("requests",), "0"),
         Fig(SOAK, ("errors",), "0"),
         Fig(SOAK, ("texts_per_s",), "1"),
+        Fig(SOAK, ("p50_ms",), "1"),
+        Fig(SOAK, ("p95_ms",), "1"),
+        Fig(SOAK, ("p99_ms",), "1"),
         Fig(SOAK, ("api_rss_mb", "start"), "1"),
         Fig(SOAK, ("api_rss_mb", "end"), "1"),
     ),
