@@ -30,6 +30,22 @@ def test_every_readme_line_with_a_measured_figure_is_registered():
     assert unregistered == []
 
 
+def test_every_row_of_the_benchmark_scripts_table_with_a_number_is_registered():
+    """docs/benchmarks.md's table of the scripts and their latest results: a row that quotes a
+    number names its source, as the README's rows do."""
+    from harness.figures import REPO
+
+    page = "docs/benchmarks.md"
+    registered = [line.anchor for line in all_lines() if line.page == page]
+    text = (REPO / page).read_text(encoding="utf-8").split("\n")
+    rows = [row for row in text if row.startswith("| `benchmarks/")]
+    assert len(rows) >= 10
+    unregistered = [
+        row[:60] for row in rows if numbers(row) and not any(a in row for a in registered)
+    ]
+    assert unregistered == []
+
+
 def test_a_figure_that_differs_is_named_and_written_from_its_file(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"f1": 0.8516, "runs": [0.7, 0.75]}))
     page = tmp_path / "page.md"
