@@ -425,6 +425,13 @@ RUNS: dict[str, Run] = {
         cost=8,
     ),
     "bench": _protocol("cpu-small", 8, "bench.py"),
+    "recipe_decisions": Run(
+        "recipe_decisions.py",
+        lambda t: ["--cache", str(t.corpus_cache)],
+        "clinical/decisions.json",
+        needs=("corpus_cache",),
+        cost=3,
+    ),
     "relations": Run(
         "relations.py",
         lambda t: [

@@ -202,3 +202,27 @@ def test_sections_are_scored_per_header_line():
     assert out["good"]["coverage"] == 1.0 and out["poor"]["coverage"] == round(1 / 3, 4)
     assert out["good"]["family_history"]["f1"] == 1.0 and out["good"]["allergy"]["f1"] == 1.0
     assert out["poor"]["family_history"]["recall"] == 0.0
+
+
+def test_the_recipe_is_what_its_decisions_from_dev_figures_choose():
+    """benchmarks/recipe_decisions.py's committed file is what it computes from the committed
+    runs (the corpora's words taken from the file), and the recipe takes what the rule chooses
+    and none of what it does not, but note style, taken for notes."""
+    import json
+
+    from recipe_decisions import decide
+
+    from harness.figures import RESULTS
+    from mslm_core.corpora.clinical import RECIPE, SETTINGS
+
+    committed = json.loads((RESULTS / "clinical/decisions.json").read_text(encoding="utf-8"))
+    again = decide(committed["training_words"])
+    assert again == {k: v for k, v in committed.items() if k not in ("command", "headline")}
+    assert committed["rule_and_recipe_agree"]
+    assert set(committed["recipe_takes"]) == {"note-style-0.3"}
+    assert SETTINGS.get("note_style") == 0.3
+    assert not SETTINGS.get("source_styles") and not SETTINGS.get("blank_style")
+    assert SETTINGS.get("epochs", 3) == 3
+    assert {s.corpus: s.weight for s in RECIPE}["BC5CDR-IOB"] == 0.5
+    weight1 = committed["variants"]["pubmed-weight1"]
+    assert weight1["dev_macro_f1_diff"] > 0 and not weight1["within_first_start_bound"]

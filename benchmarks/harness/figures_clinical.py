@@ -60,6 +60,7 @@ MISSES_E5 = "clinical/misses-epochs5-s1.json"
 MISSES_EPYC = "clinical/misses-first-start-epyc.json"
 MISSES_EARLY = "clinical/misses-early.json"
 MISSES_FULL = "clinical/misses-first-start.json"
+DECISIONS = "clinical/decisions.json"
 
 MAC, CHIA, BC5, NCBI = "MACCROBAT2020", "CHIA", "BC5CDR-IOB", "NCBI-disease-IOB"
 CORPORA = (MAC, CHIA, BC5, NCBI)
@@ -287,6 +288,20 @@ _E5_MEAN_BC5_DRUG = _two(E5_1, E5_2, BC5, "Drug")
 #: BC5CDR's Drug alone, each of the table's three seeds.
 _BC5_ALONE_DRUG = tuple(_s(f"{RUNS}single-BC5CDR-IOB-s{k}.json", BC5, "Drug") for k in (1, 2, 3))
 
+
+def _decision(variant: str) -> list[Fig]:
+    """A row of the decisions table: the dev macro F1, the recipe's, the difference in points,
+    the work and the projected first start."""
+    at = ("variants", variant)
+    return [
+        Fig(DECISIONS, (*at, "dev_macro_f1"), "3"),
+        Fig(DECISIONS, (*at, "recipe_dev_macro_f1"), "3"),
+        Fig(DECISIONS, (*at, "dev_macro_f1_diff"), "+%1"),
+        Fig(DECISIONS, (*at, "work_ratio"), "2"),
+        Fig(DECISIONS, (*at, "projected_first_start_minutes"), "1"),
+    ]
+
+
 LINES: tuple[Line, ...] = (
     # -- How well, partly measured: the table
     _row(
@@ -498,7 +513,7 @@ LINES: tuple[Line, ...] = (
     ),
     _row(
         PAGE,
-        "and a first start would take about a third longer",
+        "(0.358). A site that serves abstracts as",
         _negated(EPYC_CONTEXT, CHIA),
     ),
     # -- source styles (seeds 1 and 2) against the recipe's same seeds
@@ -933,6 +948,25 @@ LINES: tuple[Line, ...] = (
         *[_run(f"{AB}merged-note-style-0.3-s1.json", c) for c in (CHIA, BC5, NCBI)],
         *[_cell(c, "merged") for c in CORPORA],
     ),
+    # -- the recipe's decisions, from dev figures (benchmarks/recipe_decisions.py)
+    *[
+        _row(
+            PAGE,
+            f"| {label} |",
+            *([None] * named),  # the variant's weight, epochs or share: its name
+            *([None] * seeds),  # the seeds
+            *_decision(key),
+        )
+        for label, key, named, seeds in (
+            ("PubMed corpora at weight 1", "pubmed-weight1", 1, 2),
+            ("5 fine-tuning epochs", "epochs5", 1, 1),
+            ("note style 0.3", "note-style-0.3", 1, 1),
+            ("source styles", "styles", 0, 2),
+            ("styles, weight 1", "styles-weight1", 1, 1),
+            ("styles, weight 1, blank style 0.5", "styles-weight1-blank", 2, 1),
+            ("styles, weight 1, 5 epochs", "styles-weight1-epochs5", 2, 2),
+        )
+    ],
     # -- the first start
     _row(
         PAGE,

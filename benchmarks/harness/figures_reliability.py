@@ -51,7 +51,10 @@ def _measured(data: Any, scenario: str, done: str | None, keys: tuple[str | int,
     """A measured value; an index into a count written "k/n" reads its part."""
     value = _record(data, scenario, done)["measured"]
     for key in keys:
-        value = value.split("/")[key] if isinstance(value, str) else value[key]
+        if isinstance(value, str) and isinstance(key, int):
+            value = value.split("/")[key]
+        else:
+            value = value[key]
     return float(value)
 
 

@@ -108,12 +108,15 @@ CORPORA = tuple(s.corpus for s in RECIPE)
 # The recipe's training settings over the defaults: the strategy its figures were measured
 # with (benchmarks/results/clinical, first-start.json), the default until the learning curve
 # made it ``auto``; ``auto`` on this recipe is not measured yet (docs/clinical-schema.md).
-# Not source styles: they lift BC5CDR's own figure but a model reading text as MACCROBAT's
-# finds far fewer of CHIA's findings (docs/clinical-schema.md, "Source styles").
-# A third of the training sentences are rewritten as clinicians write notes (shorthand, no
-# articles, no closing full stop, cases, bullets; mslm_core.notestyle): on the note-style
-# check set's development notes it read a little more of the notes' shorthand, and
-# it cost the source corpora's test F1 nothing (one seed: docs/notes.md).
+# Each choice is argued from dev figures and the first start's bound (benchmarks/
+# recipe_decisions.py, docs/clinical-schema.md "The recipe's decisions, from dev figures"): not
+# source styles (their dev figures read each corpus in its own style, which a service reading
+# notes cannot ask for); not the PubMed corpora at weight 1 nor 5 epochs (better on dev, but
+# their work would take the first start past 35 minutes on 2 CPU cores). A third of the
+# training sentences are rewritten as clinicians write notes (shorthand, no articles, no
+# closing full stop, cases, bullets; mslm_core.notestyle): on the note-style check set's
+# development notes it read a little more of the notes' shorthand, and on the source
+# corpora's dev documents it is level (docs/notes.md).
 SETTINGS: dict[str, Any] = {"strategy": "mslm_tapt", "note_style": 0.3}
 # The first start's early model, over SETTINGS: served within minutes of `mslm up`, then
 # replaced by the full recipe's (store: Job.replaces). One epoch of plain fine-tuning on the
