@@ -637,6 +637,7 @@ RUNS: dict[str, Run] = {
             ("honest-mslm", 25),
             ("honest-mslm-full", 10),
             ("mslm-curve", 20),
+            ("mslm-weights", 20),
             ("paper", 22),
             ("quality-ablation", 40),
         )
