@@ -679,6 +679,50 @@ strategy = "vanilla"
     assert set(summary["datasets"]["toy-a@4"]) == {"textbook", "ours"}
 
 
+def test_the_textbook_tuned_as_our_recipe_keeps_its_best_dev_epoch(
+    tmp_path, data_root, tiny_encoder, monkeypatch
+):
+    """``select = "best-dev"``: the textbook's weights are those of the epoch with the best dev
+    F1 (here the second of three), not the last; by default it keeps the last, as a user's
+    forty lines do."""
+    import torch
+
+    from harness import textbook
+
+    real = textbook.score
+    seen: list[float] = []  # each scoring's weights, summed
+
+    def scored(tagger, corpus):
+        metrics, mentions = real(tagger, corpus)
+        with torch.no_grad():
+            seen.append(float(sum(p.double().sum() for p in tagger.model.parameters())))
+        if len(seen) <= 3:  # the epochs' dev scores: the second is the best
+            metrics = {
+                **metrics,
+                "strict": {**metrics["strict"], "f1": (0.2, 0.8, 0.5)[len(seen) - 1]},
+            }
+        return metrics, mentions
+
+    monkeypatch.setattr(textbook, "score", scored)
+    paths = {
+        split: data_root / "toy-a" / f"{name}.tsv"
+        for split, name in (("train", "train"), ("dev", "devel"))
+    }
+    settings = {
+        "base_model": str(tiny_encoder),
+        "epochs": 3,
+        "batch_size": 2,
+        "learning_rate": 1e-3,
+        "select": "best-dev",
+    }
+    out = textbook.train_textbook(settings, paths, 1, "cpu", tmp_path / "w")
+    assert out["best_epoch"] == 2 and [h["dev_f1"] for h in out["history"]] == [0.2, 0.8, 0.5]
+    assert seen[3] == pytest.approx(seen[1]) and seen[3] != pytest.approx(seen[2])
+    seen.clear()
+    last = textbook.train_textbook({**settings, "select": "last"}, paths, 1, "cpu", tmp_path / "l")
+    assert last["best_epoch"] == 3 and seen[3] == pytest.approx(seen[2])
+
+
 def test_a_sized_dataset_name_must_be_a_positive_count(tmp_path, tiny_encoder):
     text = write_protocol(tmp_path, tiny_encoder, grid=False).read_text()
     for bad in ('"toy-a@0"', '"toy-a@x"', '"@5"'):

@@ -638,6 +638,7 @@ RUNS: dict[str, Run] = {
             ("honest-mslm-full", 10),
             ("mslm-curve", 20),
             ("mslm-weights", 20),
+            ("textbook-lr", 10),
             ("paper", 22),
             ("quality-ablation", 40),
         )

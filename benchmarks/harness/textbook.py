@@ -3,11 +3,13 @@
 ``AutoModelForTokenClassification`` (a linear layer over B-TYPE / I-TYPE / O on the encoder),
 ``DataCollatorForTokenClassification``, the ``Trainer`` with AdamW, linear warm-up and decay,
 labels on each word's first subword, sentences truncated at the encoder's 512 positions, the
-last epoch kept, each word tagged by the argmax at its first subword and the tags read as
-conlleval does (an ``I-X`` after ``O`` or after another type starts a mention). It is a
-protocol variant like any other (``strategy = "hf-token-classification"``): same data, seeds,
-epochs, batch size, learning rate, warm-up and weight decay as the runs beside it, scored by
-our scorer, and checked against ``seqeval`` (an unequal F1 is an error, not a footnote).
+last epoch kept (``select = "best-dev"``: the epoch with the best dev F1, as our trainer keeps
+it, for a textbook tuned as fairly as our recipe), each word tagged by the argmax at its first
+subword and the tags read as conlleval does (an ``I-X`` after ``O`` or after another type
+starts a mention). It is a protocol variant like any other (``strategy =
+"hf-token-classification"``): same data, seeds, epochs, batch size, learning rate, warm-up and
+weight decay as the runs beside it, scored by our scorer, and checked against ``seqeval`` (an
+unequal F1 is an error, not a footnote).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ SETTINGS = (
     "weight_decay",
     "warmup_ratio",
     "max_train_sentences",
+    "select",
 )
 MAX_POSITIONS = 512  # the textbook truncates at the encoder's length instead of windowing
 
@@ -136,7 +139,8 @@ def train_textbook(
 ) -> dict[str, Any]:
     """Fine-tune and score the textbook baseline. Returns the parts of a run record that
     the harness's trainer would give: ``history`` (dev F1 per epoch, measured only),
-    ``best_epoch`` (the last), training seconds, ``dev`` metrics, the ``tagger`` and the
+    ``best_epoch`` (the last, or with ``select = "best-dev"`` the best by dev F1, whose weights
+    are then the model's), training seconds, ``dev`` metrics, the ``tagger`` and the
     settings it read."""
     import torch
     from transformers import (
@@ -207,11 +211,16 @@ def train_textbook(
         disable_tqdm=True,
     )
     history: list[dict[str, Any]] = []
+    best_dev = used.get("select", "last") == "best-dev"
+    if used.get("select", "last") not in ("last", "best-dev"):
+        raise ValueError(f"{NAME}: select {used['select']!r}: last or best-dev")
+    kept: dict[str, Any] = {}  # with best_dev: the best epoch's weights, on the CPU
     started, cpu_started = time.perf_counter(), time.process_time()
     clock = {"epoch_start": started, "eval": 0.0, "eval_cpu": 0.0}
 
     class DevEachEpoch(TrainerCallback):
-        """Dev F1 after each epoch, for the curves only (the last epoch is kept)."""
+        """Dev F1 after each epoch: for the curves, and with ``best_dev`` the best epoch's
+        weights kept."""
 
         def on_epoch_end(
             self,
@@ -235,6 +244,9 @@ def train_textbook(
                     "seconds": now - clock["epoch_start"],  # training + dev scoring
                 }
             )
+            if best_dev and metrics["strict"]["f1"] > kept.get("f1", -1.0):
+                kept["f1"], kept["epoch"] = metrics["strict"]["f1"], len(history)
+                kept["state"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
             clock["epoch_start"] = now
             model.train()
 
@@ -248,11 +260,14 @@ def train_textbook(
     trainer.train()
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
+    if best_dev and kept:
+        model.load_state_dict(kept["state"])
     dev_metrics, _ = score(tagger, dev)
-    log.info("%s: dev strict F1 %.4f (last epoch)", NAME, dev_metrics["strict"]["f1"])
+    chosen = kept["epoch"] if best_dev and kept else len(history)
+    log.info("%s: dev strict F1 %.4f (epoch %d)", NAME, dev_metrics["strict"]["f1"], chosen)
     return {
         "history": history,
-        "best_epoch": len(history),
+        "best_epoch": chosen,
         "train_seconds": round(wall - clock["eval"], 2),  # the steps only, as our trainer's
         "train_cpu_seconds": round(cpu - clock["eval_cpu"], 2),
         "dev": dev_metrics,
