@@ -11,8 +11,11 @@ split with the pipeline as the service runs it (the clinical context and the pac
 vocabulary's concepts on) and scores it against the gold:
 
 - entities: strict (same span, same type) and overlap (touching, same type) precision, recall
-  and F1, overall, per type and per note style;
-- layout: predicted entities that cross a line break; that overlap a gold section header;
+  and F1, overall, per type and per note style; a model's entities of types the set does not
+  annotate (a regimen's route, frequency and duration, a severity: GUIDELINES.md) are left out
+  of the scores and counted apart (``unjudged_types``);
+- layout: predicted entities (of every type) that cross a line break; that overlap a gold
+  section header;
 - shorthand: gold mentions written as an abbreviation of the shorthand table, found (overlap,
   right type), those the note-style training never wrote (``split.json``'s
   ``held_out_shorthand``, ``mslm_core.notestyle.HELD_OUT``) apart;
@@ -48,7 +51,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from common import emit
 
-from harness.notestyle import CONTEXT_TYPES, MarkupError, Note, parse
+from harness.notestyle import CONTEXT_TYPES, TYPES, MarkupError, Note, parse
 
 DATA = Path(__file__).resolve().parent / "data" / "note-style"
 SPLIT = DATA / "split.json"
@@ -136,16 +139,22 @@ def score(pipeline: Any, items: list[Note]) -> dict[str, Any]:
     context: dict[str, Counter[str]] = {a: Counter() for a in ATTRIBUTES}
     bins: list[list[float]] = [[0, 0, 0.0] for _ in range(10)]  # entities, right, confidence
     med_list: Counter[str] = Counter()
-    for note, ents in zip(items, found, strict=True):
+    unjudged: Counter[str] = Counter()
+    for note, every in zip(items, found, strict=True):
+        # a type the check set does not annotate (a route, a frequency, a duration, a
+        # severity: GUIDELINES.md, "Not annotated") is neither right nor wrong here; where it
+        # stands (across a line, on a header) is judged all the same
+        ents = [e for e in every if e.type in TYPES]
+        unjudged.update(e.type for e in every if e.type not in TYPES)
         overall.add(note.mentions, ents)
         by_style[note.style].add(note.mentions, ents)
         for t in {m.type for m in note.mentions} | {e.type for e in ents}:
             by_type[t].add(
                 [m for m in note.mentions if m.type == t], [e for e in ents if e.type == t]
             )
-        crossing += sum("\n" in e.text for e in ents)
+        crossing += sum("\n" in e.text for e in every)
         header_hits += sum(
-            any(h.start < e.end and e.start < h.end for h in note.headers) for e in ents
+            any(h.start < e.end and e.start < h.end for h in note.headers) for e in every
         )
         exact = {(e.start, e.end, e.type): e for e in ents}
         gold_exact = {(m.start, m.end, m.type) for m in note.mentions}
@@ -220,6 +229,9 @@ def score(pipeline: Any, items: list[Note]) -> dict[str, Any]:
         "notes": len(items),
         "sentences": sum(n.sentences() for n in items),
         "entities": overall.figures(),
+        # entities of types the check set does not annotate, left out of every score but
+        # where they stand
+        "unjudged_types": dict(sorted(unjudged.items())),
         "per_type": {t: by_type[t].figures() for t in sorted(by_type)},
         "per_style": {s: by_style[s].figures() for s in sorted(by_style)},
         "layout": {

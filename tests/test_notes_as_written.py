@@ -357,3 +357,34 @@ def test_shorthand_of_a_clinical_type_is_linked_by_what_notes_mean():
     # a PubMed corpus's type reads it as its abstracts do
     (disease,) = linker.apply_all([text], [[_entity(text, 0, 2, "Disease")]])[0]
     assert disease.concept is None or disease.concept.name != "Chest Pain"
+
+
+def test_the_check_set_leaves_out_the_types_it_does_not_annotate(tmp_path):
+    """benchmarks/note_style.py scores a model's entities of the check set's types only: a
+    route or a frequency (GUIDELINES.md: not annotated) is neither right nor wrong, counted
+    apart; one of them on a header still counts as on a header."""
+    from note_style import score
+
+    from harness.notestyle import parse
+
+    path = tmp_path / "notes-x.md"
+    path.write_text(
+        "### x-001 | med_list\n<<MEDS:>>\n[[Metoprolol|Drug]] [[25 mg|Dosage]] PO BID\n",
+        encoding="utf-8",
+    )
+    note = parse(path)[0]
+    text = note.text
+
+    def entity(words: str, kind: str) -> Entity:
+        start = text.index(words)
+        return Entity(start, start + len(words), words, kind, 0.9, 0.9, 1.0)
+
+    judged = [entity("Metoprolol", "Drug"), entity("25 mg", "Dosage")]
+    extra = [entity("PO", "Route"), entity("BID", "Frequency"), entity("MEDS", "Route")]
+    plain = score(lambda texts: [judged], [note])
+    more = score(lambda texts: [judged + extra], [note])
+    assert plain["entities"]["strict"]["f1"] == more["entities"]["strict"]["f1"] == 1.0
+    assert more["unjudged_types"] == {"Frequency": 1, "Route": 2}
+    assert (
+        more["layout"]["entities_on_a_header"] == 1 and plain["layout"]["entities_on_a_header"] == 0
+    )

@@ -381,11 +381,14 @@ LINES: tuple[Line, ...] = (
         README,
         "On notes as clinicians write them —",
         Fig(NOTES, ("notes",), ","),
-        Fig(NOTES, ("notestyle", "strict_f1"), "2"),
-        Fig(NOTES, ("notestyle", "overlap_f1"), "2"),
+        Fig("note-style/served-test.json", ("served", "strict_f1"), "3"),
+        Fig("note-style/served-test.json", ("served", "overlap_f1"), "3"),
+        None,  # 0.80 and 0.90: the goals
+        None,
         Fig("note-style/test-before.json", ("before", "strict_f1"), "2"),
         Fig("note-style/test-before.json", ("before", "overlap_f1"), "2"),
-        Fig(NOTES, ("notestyle", "shorthand_found"), "%0"),
+        Fig("note-style/served-test.json", ("served", "shorthand_found"), "%0"),
+        None,  # 90 %: the goal
     ),
     _row(
         README,
