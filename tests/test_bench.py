@@ -912,3 +912,20 @@ def test_a_decision_by_size_needs_two_sizes():
                 "decision": "by-size",
             }
         )
+
+
+def test_the_tuned_textbook_trains_the_learning_rate_its_search_chose_on_dev():
+    """baseline-cpu's ``textbook-tuned`` is the textbook as our recipe was tuned: the rate the
+    committed ``textbook-lr`` search chose on dev, and its best dev epoch."""
+    from harness.figures import RESULTS
+
+    search = load_protocol(
+        Path(__file__).resolve().parents[1] / "benchmarks/protocols/textbook-lr.toml"
+    )
+    chosen = json.loads((RESULTS / "textbook-lr/summary.json").read_text())["decision"]["default"]
+    baseline = load_protocol(
+        Path(__file__).resolve().parents[1] / "benchmarks/protocols/baseline-cpu.toml"
+    )
+    tuned = baseline.settings_for("textbook-tuned")
+    assert tuned["learning_rate"] == search.settings_for(chosen)["learning_rate"]
+    assert tuned["select"] == "best-dev" and tuned["strategy"] == "hf-token-classification"
