@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mslm_core.config import SELECTIONS
 from mslm_core.corpus import Corpus, Mention, read_corpus
 from mslm_core.evaluate import score_predictions
 from mslm_core.metrics import judge, mentions_to_tags, tags_to_mentions
@@ -211,9 +212,10 @@ def train_textbook(
         disable_tqdm=True,
     )
     history: list[dict[str, Any]] = []
-    best_dev = used.get("select", "last") == "best-dev"
-    if used.get("select", "last") not in ("last", "best-dev"):
-        raise ValueError(f"{NAME}: select {used['select']!r}: last or best-dev")
+    select = used.get("select", "last")
+    if select not in SELECTIONS:
+        raise ValueError(f"{NAME}: select {select!r}: one of {', '.join(SELECTIONS)}")
+    best_dev = select == "best-dev"
     kept: dict[str, Any] = {}  # with best_dev: the best epoch's weights, on the CPU
     started, cpu_started = time.perf_counter(), time.process_time()
     clock = {"epoch_start": started, "eval": 0.0, "eval_cpu": 0.0}
