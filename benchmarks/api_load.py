@@ -2,14 +2,16 @@
 the same engine's offline throughput, in one run.
 
 A fresh install in a temporary MSLM_HOME imports the bundle (``mslm import-model``), serves it
-with ``mslm serve`` (one process, the engine's default precision: int8 on CPU when exported),
+with ``mslm serve`` (``--processes`` API processes, MSLM_API_PROCESSES: one by default; the
+engine's default precision: int8 on CPU when exported),
 and keep-alive clients send the NCBI-disease test sentences, one text per request, for
 ``--duration`` seconds per level: ``--client wrk`` (Debian's wrk, one C thread, a Lua script
 cycling through the texts; the default when it is installed) or ``aiohttp`` (asyncio clients in
 this Python process). The clients share the machine's cores with the server, so their own CPU
 time is measured too (``client_cpu_share``: of all the cores, over the run): on 2 cores the
 Python clients took a share the server then lacks, which no deployment's remote clients take.
-Offline: the engine in this process annotating the same sentences in one call with the steps
+Offline: the engine (in as many processes as the API has, side by side, each on every
+text: with one, in this process) annotating the same sentences in one call with the steps
 the service runs (the clinical context and the packaged vocabulary's concepts, the service's
 defaults), its answer rendered as the API renders it (the language check, relations and facts)
 and written as JSON (0.18 ms a text on the first start's model, 7 % of the engine's time);
@@ -18,7 +20,7 @@ Targets: at 32 clients ≥ 80 % of the offline throughput of the same steps (iss
 errors.
 
     python benchmarks/api_load.py --model BUNDLE [--duration 20] [--texts-per-request 1]
-        [--levels 1,8,32] [--warmup 2] [--client wrk|aiohttp] [--runs 3]
+        [--levels 1,8,32] [--warmup 2] [--client wrk|aiohttp] [--runs 3] [--processes 1]
 
 A bundle without ONNX exports is exported (fp32 + int8) into a temporary copy first.
 """
@@ -49,11 +51,19 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 KEY = "bench-admin-key-0123456789abcdef"
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def rss_mb(group: int) -> float:
+    """The resident memory of process group ``group`` (the server and its processes)."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or os.getpgid(int(proc.name)) != group:
+                continue
+            for line in (proc / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except (OSError, ProcessLookupError):
+            continue  # gone meanwhile
+    return total or float("nan")
 
 
 def free_port() -> int:
@@ -179,15 +189,85 @@ def load_wrk(
     }
 
 
-def _offline(annotate, texts: list[str]) -> float:
-    """Texts per second, the median of 3 calls on every text after a warm-up."""
+def _offline(annotate, texts: list[str], barrier: Any = None) -> list[float]:
+    """Seconds of each of 3 calls on every text after a warm-up (each call started together
+    with the other processes' when ``barrier`` is given)."""
     annotate(texts[:64])
     times = []
     for _ in range(3):
+        if barrier is not None:
+            barrier.wait()
         start = time.perf_counter()
         annotate(texts)
         times.append(time.perf_counter() - start)
-    return len(texts) / statistics.median(times)
+    return times
+
+
+def _rate(texts: list[str], times_by_process: list[list[float]]) -> float:
+    """Texts per second of the processes together: each round's time is its slowest
+    process's; the median round."""
+    rounds = [max(t) for t in zip(*times_by_process, strict=True)]
+    return len(texts) * len(times_by_process) / statistics.median(rounds)
+
+
+def _engine(bundle: Path, threads: int | None) -> Any:
+    """The engine with the steps the API runs, as the API configures it."""
+    from mslm_core.context import ContextEngine
+    from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
+    from mslm_core.pipeline import AnnotationPipeline
+    from mslm_settings import Settings
+
+    return AnnotationPipeline.from_bundle(
+        bundle,
+        context=ContextEngine.default(),
+        linker=load_linker(DEFAULT_VOCABULARY),
+        intra_op_threads=Settings().intra_op_threads if threads is None else threads,
+    )
+
+
+def _offline_process(
+    bundle: Path, threads: int | None, texts: list[str], barrier: Any, out: Any
+) -> None:
+    """One of ``--processes`` offline engines: its times for the answer's steps, then for the
+    model alone."""
+    engine = _engine(bundle, threads)
+    out.put(
+        (
+            _offline(partial(_answer, engine), texts, barrier),
+            _offline(engine.extractor.annotate, texts, barrier),
+        )
+    )
+
+
+def offline_rates(
+    bundle: Path, threads: int | None, texts: list[str], processes: int
+) -> tuple[float, float, Any]:
+    """Texts/s offline of the answer's steps and of the model alone, in ``processes``
+    processes side by side (this one when 1), and the engine's info."""
+    if processes == 1:
+        engine = _engine(bundle, threads)
+        answer = _offline(partial(_answer, engine), texts)
+        model = _offline(engine.extractor.annotate, texts)
+        return _rate(texts, [answer]), _rate(texts, [model]), engine.info
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(processes), ctx.Queue()
+    children = [
+        ctx.Process(target=_offline_process, args=(bundle, threads, texts, barrier, out))
+        for _ in range(processes)
+    ]
+    for child in children:
+        child.start()
+    results = [out.get(timeout=1800) for _ in children]
+    for child in children:
+        child.join()
+    info = _engine(bundle, threads).info
+    return (
+        _rate(texts, [answer for answer, _ in results]),
+        _rate(texts, [model for _, model in results]),
+        info,
+    )
 
 
 def _answer(engine: Any, batch: list[str]) -> bytes:
@@ -200,22 +280,7 @@ def one_run(args: argparse.Namespace, bundle: Path, texts: list[str], port: int,
     """The engine offline (the steps the API runs: context and linking with their defaults,
     the answer rendered and written as JSON; and the model alone), then the API at each level
     of clients."""
-    from mslm_core.context import ContextEngine
-    from mslm_core.linking.builtin import DEFAULT_VOCABULARY, load_linker
-    from mslm_core.pipeline import AnnotationPipeline
-    from mslm_settings import Settings
-
-    threads = args.intra_op_threads
-    engine = AnnotationPipeline.from_bundle(
-        bundle,
-        context=ContextEngine.default(),
-        linker=load_linker(DEFAULT_VOCABULARY),
-        intra_op_threads=Settings().intra_op_threads if threads is None else threads,
-    )
-    offline = _offline(partial(_answer, engine), texts)
-    model_only = _offline(engine.extractor.annotate, texts)
-    info = engine.info
-    del engine
+    offline, model_only, info = offline_rates(bundle, args.intra_op_threads, texts, args.processes)
     levels = {}
     for clients in (int(c) for c in args.levels.split(",")):
         for seconds, keep in ((args.warmup, False), (args.duration, True)):
@@ -260,6 +325,13 @@ def main() -> None:
         help="ONNX Runtime threads per run, for the API (MSLM_INTRA_OP_THREADS) and the engine "
         "offline alike (default: the deployment default)",
     )
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="API processes (mslm serve --workers; MSLM_API_PROCESSES in the compose stack) "
+        "and offline engine processes alike (default 1)",
+    )
     args = ap.parse_args()
 
     from mslm_core.corpus import read_corpus
@@ -286,7 +358,16 @@ def main() -> None:
         port = free_port()
         with open(tmp / "api.log", "wb") as log:  # the child keeps its own descriptor
             server = subprocess.Popen(
-                [sys.executable, "-m", "mslm_core.cli", "serve", "--port", str(port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "mslm_core.cli",
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--workers",
+                    str(args.processes),
+                ],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -337,9 +418,11 @@ def main() -> None:
         "p99_ms": round(top["p99_ms"], 1),
         "client": args.client,
         "client_cpu_share_32": levels.get("32", top)["client_cpu_share"],
+        "processes": args.processes,
     }
+    name = "api_load-cpu" if args.client == "wrk" else "api_load-cpu-aiohttp"
     emit(
-        "api_load-cpu" if args.client == "wrk" else "api_load-cpu-aiohttp",
+        name if args.processes == 1 else f"{name}-{args.processes}-processes",
         figures,
         {
             "levels": levels,
