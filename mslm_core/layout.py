@@ -9,7 +9,8 @@ break, but for prose wrapped at a fixed width); what it finds is then tidied to 
   marker (``1.``) is dropped, as is one that starts with an age and sex (``52F c/o``) or a day
   of the stay (``HD2``, ``POD1``);
 - **a header is never an entity**: one that overlaps a section header (``EXTREMITIES:``,
-  ``HEENT:``, ``VS:``; ``mslm_core.context.sections``, OCR damage included) is dropped.
+  ``HEENT:``, ``VS:``; ``mslm_core.context.sections``, OCR damage included), a title line or
+  an organ label of a report's findings (``LIVER:``, ``Lungs/pleura:``) is dropped.
 
 Every entity keeps its type and scores; offsets stay offsets into the text.
 """
@@ -28,12 +29,42 @@ _MARKER = re.compile(r"(?:[-*#\u2022\u00b7\u25aa\u25e6>]+|\(?\d{1,2}[.)]|[a-zA-Z
 # what a note opens a line or a span with that is no part of an entity: "PRN" before the
 # finding a drug is taken for ("PRN pain"), "+" and "-" before a finding said present or not
 _LEADING = re.compile(r"(?:PRN|prn|[+-])\s*(?=\w)")
+# after a title: the day of the stay ("HD2", "- day 3", "POD 1") and the page ("Page 1 of 2")
+_DAY = r"(?i:[ \t]+(?:-[ \t]+)?(?:day|hd|pod|ppd|dol)[ \t]?#?\d{1,3})?"
+_PAGE = r"(?i:[ \t]+(?:page|pg\.?)[ \t]*\d+(?:[ \t]*(?:of|/)[ \t]*\d+)?)?"
 # a title line: in capitals (an "l" for an I, as a scanner writes it), naming what the note is
 _TITLE = re.compile(
     r"^[ \t]*((?=[^a-km-z\n]*\b(?:N[O0]TE|SUMMARY|REP[O0]RT|C[O0]NSULT(?:ATI[O0]N)?|H&P|"
-    r"PR[O0]GRESS|ADMISSI[O0]N|DISCHARGE|RADI[O0]L[O0]GY|[O0]PERATIVE|ADDENDUM|TRIAGE)\b)"
-    r"[^a-km-z\n.]*[^a-km-z\n.:\s])[ \t]*:?[ \t]*$",
+    r"PR[O0]GRESS|ADMISSI[O0]N|DISCHARGE|RADI[O0]L[O0]GY|[O0]PERATIVE|ADDENDUM|TRIAGE|"
+    r"REC[O0]NCILIATI[O0]N|P[O0]ST-[O0]P|MEDICATI[O0]NS?|MEDS)\b)"
+    r"[^a-km-z\n.]*[^a-km-z\n.:\s-])[ \t]*:?" + _DAY + _PAGE + r"[ \t]*$",
     re.MULTILINE,
+)
+# a title in capitalised words ("MICU Progress Note", "Cardiology Consult")
+_TITLE_CASED = re.compile(
+    r"^[ \t]*((?:[A-Z][\w/&-]*[ \t]+){0,5}(?:Note|Summary|Report|Consult(?:ation)?))"
+    + _DAY
+    + r"[ \t]*:?[ \t]*$",
+    re.MULTILINE,
+)
+# the organs and body systems a report's findings or an exam are labelled by, one a line
+# ("LIVER:", "Lungs/pleura:", "Pancreas, spleen, adrenals:", "Right kidney:"): the organ labels
+# of RSNA's RadReport templates (CT chest, abdomen and pelvis; ultrasound) and the exam's
+# systems; a label of one or more of them, with a side or part before it, ends with a colon
+_ORGANS = (
+    "abdomen|abdominal wall|adrenal glands?|adrenals?|airways?|aorta|appendix|arteries|"
+    "bile ducts?|biliary(?: tree)?|bladder|bones?|bowel|brain|breasts?|chest wall|chest|"
+    "colon|esophagus|gallbladder|great vessels|heart|hila|hilum|joints?|kidneys?|liver|lungs?|"
+    "lymph nodes|mediastinum|muscles|neck|orbits|osseous structures|ovaries|pancreas|"
+    "pelvis|pericardium|peritoneum|pleura|portal vein|prostate|pulmonary arteries|"
+    "retroperitoneum|sinuses|small bowel|soft tissues|spine|spleen|stomach|thoracic inlet|"
+    "thyroid|trachea|ureters?|urinary bladder|uterus|vasculature|veins|ventricles|vessels"
+)
+_SIDE = r"(?:(?:right|left|bilateral|upper|lower|visualized|visualised|other)[ \t]+)?"
+_ORGAN_LABEL = re.compile(
+    rf"^[ \t]*(?:[-*\u2022]|\d{{1,2}}[.)])?[ \t]*({_SIDE}(?:{_ORGANS})"
+    rf"(?:[ \t]*(?:,|/|&|\band\b)[ \t]*{_SIDE}(?:{_ORGANS}))*[ \t]*:)",
+    re.IGNORECASE | re.MULTILINE,
 )
 # an age and sex ("52F", "69 yo M", "24 y/o F"), or a day of the stay ("HD2", "POD 1", "DOL 3"):
 # never an entity, nor the start of one
@@ -51,11 +82,14 @@ class Layout:
         self.sectionizer = sectionizer or Sectionizer(default_sections())
 
     def headers(self, text: str) -> list[tuple[int, int]]:
-        """The character spans of ``text``'s section headers and of its title lines ("HOSPITAL
-        MEDICINE PROGRESS NOTE", "DISCHARGE SUMMARY - GENERAL SURGERY"), in order."""
+        """The character spans of ``text``'s section headers, of its title lines ("HOSPITAL
+        MEDICINE PROGRESS NOTE", "DISCHARGE SUMMARY - GENERAL SURGERY", "MICU Progress Note")
+        and of the organ labels of its findings ("LIVER:", "Lungs/pleura:"), in order; the
+        last two set no section."""
         found = [(s.header_start, s.header_end) for s in self.sectionizer.find(text)]
-        found += [m.span(1) for m in _TITLE.finditer(text)]
-        return sorted(found)
+        for title in (_TITLE, _TITLE_CASED, _ORGAN_LABEL):
+            found += [m.span(1) for m in title.finditer(text)]
+        return sorted(set(found))
 
     def tidy(
         self,

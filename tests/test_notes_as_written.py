@@ -103,6 +103,66 @@ def test_headers_are_found_through_ocr_damage():
     ]  # "1. HTN:" is a problem-list item, not a header
 
 
+def test_a_header_may_carry_a_remark_and_a_title_its_page_number():
+    text = (
+        "0UTPATlENT PR0GRESS N0TE   Page 1 of 2\n"
+        "CURRENT OUTPATIENT MEDICATIONS (reviewed 6/12)\n- aspirin 81 mg\n"
+        "Allergies (per chart): penicillin\n"
+        "Plan (x) to go home"
+    )
+    layout = Layout()
+    assert [text[a:b] for a, b in layout.headers(text)] == [
+        "0UTPATlENT PR0GRESS N0TE",
+        "CURRENT OUTPATIENT MEDICATIONS",
+        "Allergies",
+    ]  # a bracket mid-line with text after it is prose, not a remark
+    found = layout.tidy(
+        text,
+        [
+            _entity(text, 0, 10, "Problem"),  # 0UTPATlENT
+            _entity(text, 58, 69, "Drug"),  # MEDICATIONS
+            _entity(text, 88, 95, "Drug"),  # aspirin
+        ],
+    )
+    assert [e.text for e in found] == ["aspirin"]
+    # the page of a line that is no title is no header
+    assert Layout().headers("Seen today, page 1 of 2") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "header"),
+    [
+        ("Lungs/pleura: Small bilateral effusions.", "Lungs/pleura:"),
+        ("Pancreas, spleen, adrenals: Unremarkable.", "Pancreas, spleen, adrenals:"),
+        ("Heart and mediastinum: Normal heart size.", "Heart and mediastinum:"),
+        ("RIGHT KIDNEY: 10.2 cm, no hydronephrosis.", "RIGHT KIDNEY:"),
+        ("MICU Progress Note HD2", "MICU Progress Note"),
+        ("HOSPITAL MEDICINE PROGRESS NOTE - day 3", "HOSPITAL MEDICINE PROGRESS NOTE"),
+        ("PSYCHIATRY MED RECONCILIATION", "PSYCHIATRY MED RECONCILIATION"),
+        ("MEDICATIONS - HEMODIALYSIS UNIT", "MEDICATIONS - HEMODIALYSIS UNIT"),
+        ("S0ClAL: teacher, never smoker", "S0ClAL"),
+    ],
+)
+def test_organ_labels_titles_and_qualified_headers_are_headers(line, header):
+    heads = Layout().headers(f"Seen today.\n{line}")
+    assert header in [f"Seen today.\n{line}"[a:b] for a, b in heads]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Chest pain: since 2 days",  # a finding before a colon is no organ label
+        "The liver: normal",
+        "Liver unremarkable: yes",
+        "BP: 120/80",
+        "Pt seen today. Progress Note",  # a title stands alone on its line
+        "Medications - see list",  # a qualifier after a dash is in capitals
+    ],
+)
+def test_prose_that_looks_like_a_label_is_no_header(line):
+    assert Layout().headers(line) == []
+
+
 # -- vitals and lab values -----------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "pairs"),

@@ -52,7 +52,10 @@ class SectionRules:
     def pattern(self) -> re.Pattern[str]:
         """The header expression: longest phrases first, words apart by spaces or
         punctuation runs as they appear ("a/p", "a & p", "past medical / surgical history").
-        A header starts a line (after a bullet or a number) and ends with ``:`` or its line;
+        A header starts a line (after a bullet or a number) and ends with ``:`` or its line,
+        a remark in brackets allowed before either ("OUTPATIENT MEDICATIONS (per pt's
+        bottles)"), or a qualifier in capitals after a dash before the end
+        ("MEDICATIONS - HEMODIALYSIS UNIT");
         or, in a note whose lines were joined, follows a sentence's end and ends with ``:``
         ("… was stable. Family history: …")."""
 
@@ -62,11 +65,23 @@ class SectionRules:
         ordered = sorted(self.headers, key=lambda p: (-len(" ".join(p)), p))
         alternatives = "|".join(f"(?:{phrase(p)})" for p in ordered) or r"(?!)"
         return re.compile(
-            r"(?:^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])?[ \t]*(?P<line>" + alternatives + r")[ \t]*"
-            r"(?:[:;]|$))|(?:(?<=[.!?;] )(?P<inline>" + alternatives + r")[ \t]*:)",
+            r"(?:^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])?[ \t]*(?P<line>"
+            + alternatives
+            + r")[ \t]*"
+            + _REMARK
+            + r"(?:[:;]|$))|(?:(?<=[.!?;] )(?P<inline>"
+            + alternatives
+            + r")[ \t]*:)",
             re.IGNORECASE | re.MULTILINE,
         )
 
+
+# what may follow a header on its line: a remark in brackets ("(reviewed 6/12)") or, after a
+# dash, a qualifier in capitals that ends the line ("MEDICATIONS - HEMODIALYSIS UNIT")
+_REMARK = (
+    r"(?:\([^()\n]{1,60}\)[ \t]*"
+    r"|(?-i:[-\u2013][ \t]+[A-Z0-9][^a-z\n:;()]{0,40}?[ \t]*(?=[:;]?[ \t]*$)))?"
+)
 
 # What a scanner or a fax makes of a header's letters ("HISTORY 0F PRESENT ILLNESS",
 # "lMPRESSlON", "ASSESSRNENT"): each letter matches its look-alikes, and a matched header is
