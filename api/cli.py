@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -121,9 +123,12 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
 
     from mslm_settings import get_settings
 
+    from .metrics import MULTIPROCESS_DIR
+
     settings = get_settings()
     open_files_for(settings.max_connections)
     options = uvicorn_options(settings)
+    shared = None
     if workers > 1:  # processes are spawned with a pickled configuration: an import string
         options["http"] = "api.http:SettingsProtocol"
         if settings.auto_migrate:  # once, here: N processes upgrading at once collide
@@ -131,14 +136,21 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
 
             upgrade(settings.sqlalchemy_url)
             os.environ["MSLM_AUTO_MIGRATE"] = "false"
-    uvicorn.run(
-        "api.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        **options,
-    )
+        if not os.environ.get(MULTIPROCESS_DIR):  # /metrics reads every process's
+            shared = tempfile.mkdtemp(prefix="mslm-metrics-")
+            os.environ[MULTIPROCESS_DIR] = shared
+    try:
+        uvicorn.run(
+            "api.main:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            **options,
+        )
+    finally:
+        if shared is not None:
+            shutil.rmtree(shared, ignore_errors=True)
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -1,20 +1,29 @@
 """Prometheus metrics, one registry per app: request latency, annotated texts and entities,
-micro-batch sizes, jobs and evaluations by state (read from the store at scrape time)."""
+micro-batch sizes, jobs and evaluations by state (read from the store at scrape time).
+
+With several API processes (``mslm serve --workers N``, MSLM_API_PROCESSES) each process
+writes its metrics to files in one folder (``PROMETHEUS_MULTIPROC_DIR``, made by ``mslm serve``)
+and a scrape of any of them reads them all, so /metrics counts every process's requests and not
+the one the scrape happened to reach."""
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from mslm_core.types import Entity
 
 log = logging.getLogger(__name__)
 
+#: The folder the processes of one ``mslm serve --workers N`` share their metrics through.
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -39,6 +48,9 @@ class StoreCollector(Collector):
 
 class Metrics:
     def __init__(self) -> None:
+        #: where the processes of this API write their metrics (None: one process)
+        self.shared = os.environ.get(MULTIPROCESS_DIR) or None
+        self.store: StoreCollector | None = None
         self.registry = CollectorRegistry()
         r = self.registry
         self.request_seconds = Histogram(
@@ -74,14 +86,26 @@ class Metrics:
             "mslm_model_loads", "model loads by outcome", ["outcome"], registry=r
         )
         self.active_model = Gauge(
-            "mslm_active_model_info", "the model this replica serves", ["model"], registry=r
+            "mslm_active_model_info",
+            "the model this replica serves",
+            ["model"],
+            registry=r,
+            multiprocess_mode="mostrecent",  # of the replica's processes, the latest said
         )
         self.auth_failures = Counter(
             "mslm_auth_failures", "refused credentials", ["reason"], registry=r
         )
 
     def watch_store(self, counts: Callable[[], dict[str, dict[str, int]]]) -> None:
-        self.registry.register(StoreCollector(counts))
+        self.store = StoreCollector(counts)
+        self.registry.register(self.store)
+
+    def serving(self, model_id: str, previous: str | None) -> None:
+        """``model_id`` is served now, in place of ``previous``."""
+        if previous:
+            self.active_model.labels(previous).set(0)  # what the other processes read
+            self.active_model.remove(previous)
+        self.active_model.labels(model_id).set(1)
 
     def count_annotated(
         self, model_id: str, texts: Sequence[str], entities: Sequence[Sequence[Entity]]
@@ -97,4 +121,10 @@ class Metrics:
         self.request_seconds.labels(method, route, str(status)).observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.shared is None:
+            return generate_latest(self.registry)
+        every = CollectorRegistry()  # every process's metrics, from their files
+        MultiProcessCollector(every, self.shared)  # type: ignore[no-untyped-call]
+        if self.store is not None:
+            every.register(self.store)
+        return generate_latest(every)

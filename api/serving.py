@@ -448,9 +448,7 @@ class ModelManager:
 
     def _swap(self, model_id: str) -> None:
         previous, self.active_id, self.last_error = self.active_id, model_id, None
-        if previous:
-            self.metrics.active_model.remove(previous)
-        self.metrics.active_model.labels(model_id).set(1)
+        self.metrics.serving(model_id, previous)
         if previous != model_id:
             log.info("now serving %s (was %s)", model_id, previous)
 

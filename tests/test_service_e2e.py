@@ -266,6 +266,41 @@ def test_embedded_default_mslm_up(tmp_path, tiny_encoder):
     assert not (Path.cwd() / "control").exists()  # not in whatever directory it was run from
 
 
+def test_metrics_count_the_requests_of_every_api_process(tmp_path, tiny_encoder):
+    """``mslm serve --workers 2``: a scrape reaching either process counts both processes'
+    requests (one process's own count would differ from scrape to scrape)."""
+    env = service_env(tmp_path / "home", tiny_encoder)
+    for var in ("MSLM_BROKER_URL", "MSLM_DATABASE_URL"):
+        env[var] = ""
+    env["TMPDIR"] = str(tmp_path / "tmp")  # where mslm serve makes the shared folder
+    (tmp_path / "tmp").mkdir()
+    port = free_port()
+    log = tmp_path / "api.log"
+    refused = 24
+    with process(["serve", "--port", str(port), "--workers", "2"], env, log):
+        api_client(port, log).close()
+        (shared,) = (tmp_path / "tmp").glob("mslm-metrics-*")
+        wait_for(
+            lambda: {f.stem.rsplit("_", 1)[-1] for f in shared.iterdir()}, lambda p: len(p) == 2
+        )
+        for _ in range(refused):  # a connection each: the kernel hands them to either process
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as one:
+                assert one.get("/v1/models").status_code == 401
+        counts = set()
+        for _ in range(12):
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as one:
+                text = one.get("/metrics").text
+            counts.add(
+                sum(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith("mslm_auth_failures_total{")
+                )
+            )
+        assert counts == {refused}
+    assert not shared.exists()  # the folder goes with the processes
+
+
 @pytest.mark.reliability
 def test_killed_worker_job_is_resumed_by_another(
     tmp_path, tiny_encoder, postgres_url, redis_url, record
