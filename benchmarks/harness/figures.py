@@ -440,6 +440,8 @@ LINES: tuple[Line, ...] = (
         Fig("api_load-cpu.json", lambda d: max(d["ratio_32_runs"]), "2"),
         Fig("api_load-cpu.json", ("p95_ms",), "0"),
         Fig("api_load-cpu.json", ("errors",), "0"),
+        Fig("api_load-cpu-2-processes.json", ("api_sps", "32"), "0"),
+        Fig("api_load-cpu-2-processes.json", ("ratio_32",), "2"),
     ),
     _row(
         README,

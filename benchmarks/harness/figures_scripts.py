@@ -39,7 +39,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.figures import Fig, Line, _labels_to_95, _row, _tapt_vs_extra_epoch
+from harness.figures import Fig, Line, _labels_to_95, _row, _tapt_vs_extra_epoch, load
 
 
 def _nth(data: Any, key: str, k: int) -> float:
@@ -140,6 +140,7 @@ SMALL = "cpu-small/summary.json"
 SMALL_GPU = "gpu/cpu-small/summary.json"
 INFERENCE = "inference-cpu.json"
 API = "api_load-cpu.json"
+API2 = "api_load-cpu-2-processes.json"
 API_AB = "api_load-ab-cpu.json"
 FIRST_START = "clinical/first-start.json"
 _SMALL_SETS = ("NCBI-disease-IOB", "BC5CDR-chem-IOB")
@@ -356,6 +357,18 @@ LINES: tuple[Line, ...] = (
         Fig(API, ("p95_ms",), "0"),
         Fig(API, ("p99_ms",), "0"),
         Fig(API, ("client_cpu_share_32",), "%1"),
+        None,  # --processes 2
+        None,  # MSLM_API_PROCESSES=2
+        Fig(API2, ("offline_sps",), "1"),
+        Fig(API2, ("api_sps", "1"), "1"),
+        Fig(API2, ("api_sps", "8"), "1"),
+        Fig(API2, ("api_sps", "32"), "1"),
+        Fig(API2, ("ratio_32",), "2"),
+        *[Fig(API2, partial(_nth, key="ratio_32_runs", k=k), "3") for k in range(3)],
+        Fig(API2, lambda d: d["api_sps"]["32"] / load(API)["api_sps"]["32"], "2"),
+        Fig(API2, lambda d: d["api_sps"]["32"] / load(API)["offline_sps"], "2"),
+        Fig(API2, ("details", "api_rss_mb", "start"), ","),
+        Fig(API, ("details", "api_rss_mb", "start"), "0"),
         None,  # issue 54
         Fig("api_load-cpu-aiohttp.json", ("ratio_32",), "2"),
         None,  # issue 54
