@@ -345,6 +345,14 @@ def _protocol(name: str, cost: int, script: str = "reproduce.py") -> Run:
     )
 
 
+def _api_load_args(t: Any, levels: str) -> list[str]:
+    """api_load.py for a moment at ``levels`` clients, aiohttp's (wrk may be absent)."""
+    return [
+        *("--model", str(t.bundle), "--data", _test_split(t), "--levels", levels),
+        *("--duration", "0.5", "--warmup", "0.2", "--client", "aiohttp", "--runs", "1"),
+    ]
+
+
 RUNS: dict[str, Run] = {
     "active_learning": Run(
         "active_learning.py",
@@ -367,46 +375,14 @@ RUNS: dict[str, Run] = {
     ),
     "api_load": Run(
         "api_load.py",
-        lambda t: [
-            "--model",
-            str(t.bundle),
-            "--data",
-            _test_split(t),
-            "--duration",
-            "0.5",
-            "--levels",
-            "1,2",
-            "--warmup",
-            "0.2",
-            "--client",
-            "aiohttp",
-            "--runs",
-            "1",
-        ],
+        lambda t: _api_load_args(t, "1,2"),
         "api_load-cpu-aiohttp.json",
         needs=("bundle", "data"),
         cost=30,
     ),
     "api_load_processes": Run(
         "api_load.py",
-        lambda t: [
-            "--model",
-            str(t.bundle),
-            "--data",
-            _test_split(t),
-            "--duration",
-            "0.5",
-            "--levels",
-            "2",
-            "--warmup",
-            "0.2",
-            "--client",
-            "aiohttp",
-            "--runs",
-            "1",
-            "--processes",
-            "2",
-        ],
+        lambda t: [*_api_load_args(t, "2"), "--processes", "2"],
         "api_load-cpu-aiohttp-2-processes.json",
         needs=("bundle", "data"),
         cost=40,
