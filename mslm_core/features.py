@@ -345,7 +345,10 @@ class WindowBuilder:
                         continue
                     positions = np.nonzero((win.word_index >= lo) & (win.word_index < hi))[0]
                     if len(positions):
-                        type_id = type_ids[m.label] if is_plain(m.label) else -1
+                        # a type the model was not given (a dev mention of a type that no
+                        # training sentence has) is no type it can be taught: -1, as a
+                        # mention of several types is
+                        type_id = type_ids.get(m.label, -1) if is_plain(m.label) else -1
                         win.mentions.append((int(positions[0]), int(positions[-1]) + 1, type_id))
                 out.append(win)
         return out

@@ -347,3 +347,19 @@ def test_a_run_with_auto_trains_as_its_size_chooses_and_says_why(
     assert [r["variant"] for r in choice["rules"]] == ["vanilla", "vanilla-2-epochs"]
     # the bundle's config retrains the same way, without auto
     assert TrainConfig.from_dict(manifest["config"]).strategy == "vanilla"
+
+
+@pytest.mark.parametrize("strategy", ["vanilla", "mslm_tapt"])
+def test_a_dev_type_that_training_never_has_is_scored_not_fatal(
+    toy_corpus, tiny_encoder, tmp_path, strategy
+):
+    # training sentences without a Chemical; dev and test have one (a small training subset
+    # of a corpus meets this: MACCROBAT's first 100 sentences have no Frequency)
+    train = tmp_path / "train.tsv"
+    blocks = toy_corpus.read_text(encoding="utf-8").strip().split("\n\n")
+    train.write_text("\n\n".join(b for b in blocks if "Chemical" not in b) + "\n", "utf-8")
+    cfg = _config(toy_corpus, tiny_encoder, strategy=strategy, epochs=2)
+    cfg = TrainConfig(**{**cfg.__dict__, "train": str(train)})
+    result = Trainer(cfg, tmp_path / "out").fit()
+    assert load_bundle(tmp_path / "out").manifest["types"] == ["Disease"]
+    assert result["metrics"]["test"]["strict"]["f1"] < 1.0  # the Chemical is never found
