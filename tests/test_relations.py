@@ -413,6 +413,43 @@ def test_a_multi_corpus_job_with_relations_trains_its_scorer_into_the_bundle(tmp
     assert tied[1].head is not None and tied[1].head.start == 0
 
 
+def test_relations_with_no_candidate_head_train_a_model_without_a_scorer(tmp_path, caplog):
+    # a small subset of a corpus (MACCROBAT2020's first 100 sentences): its relations tie
+    # modifiers to heads the schema does not keep, so no modifier has a candidate head
+    from mslm_core.config import TrainConfig
+    from mslm_core.pipeline import AnnotationPipeline
+    from mslm_core.train import train
+
+    text = "Dialysis three times weekly was continued ."
+    record = {
+        "text": text,
+        "entities": [
+            {"start": 0, "end": 8, "label": "Procedure"},
+            {"start": 9, "end": 27, "label": "Frequency"},
+        ],
+        "relations": [{"modifier": 1, "head": 0}],
+    }
+    corpus = tmp_path / "dialysis.jsonl"
+    corpus.write_text((json.dumps(record) + "\n") * 4)
+    cfg = TrainConfig(
+        train=str(corpus),
+        dev=str(corpus),
+        base_model=str(build_tiny_encoder(tmp_path / "enc", text.split())),
+        epochs=1,
+        batch_size=4,
+        warmup_ratio=0.0,
+        patience=None,
+        strategy="vanilla",
+    )
+    out = tmp_path / "bundle"
+    with caplog.at_level("WARNING", logger="mslm_core"):
+        train(cfg, out)
+    assert "none with a candidate head" in caplog.text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "relations" not in manifest and not set(R.FILES) & set(manifest["files"])
+    assert AnnotationPipeline.from_bundle(out, backend="torch", device="cpu").relations is None
+
+
 def test_a_bundle_without_relations_answers_none(toy_bundle):
     from mslm_core.pipeline import AnnotationPipeline
 

@@ -53,6 +53,15 @@ def _relation_scorer(run: FinishingRun) -> tuple[dict[str, Path], dict[str, Any]
         for d in with_relations
         for e in relations.corpus_examples(relations.from_corpus(d.splits["train"].sentences))
     ]
+    if not any(len(e.rows) > 1 for e in train):
+        # relations annotated, but no modifier has a candidate head in its sentence (a
+        # small subset of a corpus): nothing to learn, and the model serves without a scorer
+        log.warning(
+            "relations: %d modifiers from %s, none with a candidate head: no relation scorer",
+            len(train),
+            ", ".join(d.source.name for d in with_relations),
+        )
+        return {}, {}
     scorer = relations.train(train, seed=run.config.seed)
     dev = [
         e
