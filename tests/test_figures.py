@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.figures import LINES, Fig, Line, all_lines, check, numbers
+from harness.figures import LINES, Fig, Line, all_lines, check, numbers, unaccounted
 
 
 def test_every_registered_figure_is_its_result_file_s():
@@ -44,6 +44,24 @@ def test_every_row_of_the_benchmark_scripts_table_with_a_number_is_registered():
         row[:60] for row in rows if numbers(row) and not any(a in row for a in registered)
     ]
     assert unregistered == []
+
+
+def test_every_line_with_a_decimal_names_its_file_or_why_it_has_none():
+    """Every line of the README and docs/ with a decimal number is registered (its figures read
+    from their result files) or listed as unmeasured with the reason (harness.figures)."""
+    assert unaccounted() == []
+
+
+def test_a_decimal_added_to_a_page_without_a_source_or_a_reason_is_caught(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Title\n", encoding="utf-8")
+    (tmp_path / "docs" / "new.md").write_text(
+        "Three seeds, 2 corpora.\nThe new model scores 0.91 strict F1.\n"
+        "```\nmslm train --lr 2e-4 --ratio 0.5\n```\n",
+        encoding="utf-8",
+    )
+    found = [p for p in unaccounted(tmp_path) if p.startswith("docs/new.md")]
+    assert found == ["docs/new.md:2: The new model scores 0.91 strict F1."]
 
 
 def test_a_figure_that_differs_is_named_and_written_from_its_file(tmp_path):

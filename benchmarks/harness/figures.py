@@ -97,6 +97,21 @@ class Line:
     after: str | None = None  # the anchor's first line after this (unique) one's
 
 
+@dataclass(frozen=True)
+class Unmeasured:
+    """A page's line whose decimal numbers are no figure of a committed result file, and why (the
+    paper's own figures, a setting or limit, a worked example a test checks, or a measurement
+    whose run left no committed file — said so here, where the next reader looks)."""
+
+    page: str
+    anchor: str
+    why: str
+    after: str | None = None
+
+    def line(self) -> Line:
+        return Line(self.page, self.anchor, (), self.after)
+
+
 def _line_of(text: list[str], line: Line) -> int | str:
     """The index of the one line holding the anchor (the first after ``after``'s line), or why
     there is none."""
@@ -166,6 +181,41 @@ def check(
     return problems
 
 
+#: The pages :func:`unaccounted` reads: the README and every page under docs/.
+def pages(root: Path = REPO) -> list[str]:
+    return ["README.md", *sorted(str(p.relative_to(root)) for p in (root / "docs").glob("*.md"))]
+
+
+def unaccounted(root: Path = REPO) -> list[str]:
+    """Every line of :func:`pages` (outside code blocks) with a decimal number that is neither a
+    registered line (:func:`all_lines`) nor an :class:`Unmeasured` one (:func:`all_unmeasured`),
+    as ``page:line: text``; and every anchor of an unmeasured line that names no line or several.
+    A figure added to a page must name its file, or say why it has none."""
+    problems: list[str] = []
+    known: dict[str, set[int]] = {}
+    lines = [*all_lines(), *(u.line() for u in all_unmeasured())]
+    texts = {page: (root / page).read_text(encoding="utf-8").split("\n") for page in pages(root)}
+    for line in lines:
+        if line.page not in texts:
+            continue
+        k = _line_of(texts[line.page], line)
+        if isinstance(k, str):
+            problems.append(k)
+        else:
+            known.setdefault(line.page, set()).add(k)
+    for page, text in texts.items():
+        fenced = False
+        for k, row in enumerate(text):
+            if row.lstrip().startswith("```"):
+                fenced = not fenced
+                continue
+            if fenced or k in known.get(page, set()):
+                continue
+            if any("." in m.group() for m in numbers(row)):
+                problems.append(f"{page}:{k + 1}: {row.strip()[:100]}")
+    return problems
+
+
 #: The modules that register a page's figures beside this one's (README, clinical context):
 #: each holds ``LINES``, a tuple of :class:`Line` (``harness/figures_<page>.py``).
 PAGE_MODULES: tuple[str, ...] = (
@@ -179,6 +229,17 @@ PAGE_MODULES: tuple[str, ...] = (
     "figures_reliability",
     "figures_scripts",
 )
+
+
+def all_unmeasured() -> tuple[Unmeasured, ...]:
+    """Every line said to hold no measured figure: this module's and each page module's
+    ``UNMEASURED``."""
+    import importlib
+
+    out = UNMEASURED
+    for name in PAGE_MODULES:
+        out += getattr(importlib.import_module(f"harness.{name}"), "UNMEASURED", ())
+    return out
 
 
 def all_lines() -> tuple[Line, ...]:
@@ -610,6 +671,47 @@ def _sections(system: str) -> list[Fig]:
     ]
 
 
+#: The run with the trained models (``--split test --model``): the clinical model's findings,
+#: held-out documents, end to end.
+ASSERTION_TEST = "assertion-test/summary.json"
+FIRST_START_CONTEXT = "clinical/assertion-first-start-epyc.json"
+HELD_OUT_BEFORE = "assertion/held-out-before.json"
+_FOUND = ("corpora", "BioScope", "side_by_side_findings", "clinical")
+
+
+def _findings_f1(attribute: str, system: str) -> Fig:
+    """BioScope, on the findings the clinical model finds: a system's F1."""
+    return Fig(ASSERTION_TEST, (*_FOUND, attribute, system, "f1"), "3")
+
+
+def _findings_side(attribute: str, systems: tuple[str, ...]) -> list[Fig]:
+    """The same, each F1 with its 95 % interval."""
+    out = []
+    for system in systems:
+        out.append(_findings_f1(attribute, system))
+        out += [
+            Fig(ASSERTION_TEST, (*_FOUND, attribute, system, "f1_95ci", k), "2") for k in (0, 1)
+        ]
+    return out
+
+
+def _held_out_docs(corpus: str, attribute: str, system: str) -> Fig:
+    return Fig(ASSERTION_TEST, ("corpora", corpus, "side_by_side", attribute, system, "f1"), "3")
+
+
+def _end_to_end(model: str, *at: str, fmt: str = "3", source: str = ASSERTION_TEST) -> Fig:
+    """MACCROBAT's held-out reports, on the spans a model (``clinical``, ``bc5cdr``) finds."""
+    return Fig(source, ("corpora", "MACCROBAT2020", "predicted_spans", model, *at), fmt)
+
+
+def _profiles(corpus: str, attribute: str) -> list[Fig]:
+    """A corpus's F1 under the default ``omop`` profile, then under ``context``."""
+    return [
+        Fig(ASSERTION, ("headline", corpus, f"{attribute}_f1", s), "3")
+        for s in ("ours", "ours (context profile)")
+    ]
+
+
 LINES += (
     _in_short("| MACCROBAT findings, negated |", "MACCROBAT2020", "negated", _THREE),
     _in_short(
@@ -700,4 +802,318 @@ LINES += (
         Fig(ASSERTION, ("sections", "ms_per_note", "medspacy"), "1"),
     ),
     *[_check_row(a) for a in (*_CHECKED, "family")],
+    _row(
+        CONTEXT_PAGE,
+        "linear in the length of the text,",
+        Fig(ASSERTION, ("corpora", "MACCROBAT2020", "side_by_side", "ms_per_finding", "ours"), "2"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "| BioScope, the findings the clinical model finds, negated |",
+        *[_findings_f1("negated", s) for s in _THREE],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "| … possible | **",
+        *[_findings_f1("possible_or_hypothetical", s) for s in _TWO],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "End to end on MACCROBAT's",
+        Fig(ASSERTION_TEST, ("corpora", "MACCROBAT2020", "documents"), ","),
+        Fig(ASSERTION_TEST, ("headline", "MACCROBAT2020", "clinical_findings_recall"), "%1"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "findings (the BC5CDR-only model",
+        Fig(ASSERTION_TEST, ("headline", "MACCROBAT2020", "bc5cdr_findings_recall"), "%1"),
+        _end_to_end("clinical", "negated_end_to_end", "f1"),
+        _end_to_end("bc5cdr", "negated_end_to_end", "f1"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "**Speed.** The ConText step",
+        Fig("inference-cpu.json", ("context_share",), "%1"),
+        Fig("inference-cpu.json", ("details", "sentences"), ","),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "sentences with the ONNX int8 engine and the first start's clinical model (",
+        Fig("inference-cpu.json", ("context_p50_ms",), "2"),
+        None,  # a 30-word sentence: about what the median sentence is
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "`context_share`; target ≤ 10 %); sections add",
+        None,  # 10 %: the target
+        Fig(ASSERTION, ("sections", "ms_per_note", "ours"), "2"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "profiles side by side): possible-or-hypothetical F1 on BioScope",
+        *_profiles("BioScope", "possible_or_hypothetical"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "`context` (its speculation scopes include",
+        *_profiles("MACCROBAT2020", "possible_or_hypothetical"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "historical on MACCROBAT",
+        *_profiles("CHIA", "possible_or_hypothetical"),
+        *_profiles("MACCROBAT2020", "historical"),
+    ),
+    _row(CONTEXT_PAGE, "course), on CHIA", *_profiles("CHIA", "historical")),
+    _row(
+        CONTEXT_PAGE,
+        "findings the clinical model finds | negated |",
+        Fig(ASSERTION_TEST, (*_FOUND, "findings"), ","),
+        Fig(ASSERTION_TEST, (*_FOUND, "negated", "gold_positive"), ","),
+        *_findings_side("negated", _THREE),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "| | possible or hypothetical |",
+        Fig(ASSERTION_TEST, (*_FOUND, "possible_or_hypothetical", "gold_positive"), ","),
+        *_findings_side("possible_or_hypothetical", _TWO),
+        after="findings the clinical model finds | negated |",
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "picture is the same: MACCROBAT negated",
+        _held_out_docs("MACCROBAT2020", "negated", "ours"),
+        *[
+            Fig(
+                ASSERTION_TEST,
+                ("corpora", "MACCROBAT2020", "side_by_side", "negated", "ours", "f1_95ci", k),
+                "2",
+            )
+            for k in (0, 1)
+        ],
+        _held_out_docs("MACCROBAT2020", "negated", "medspacy"),
+        _held_out_docs("MACCROBAT2020", "negated", "negspacy"),
+        _held_out_docs("MACCROBAT2020", "possible_or_hypothetical", "ours"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "; CHIA negated ",
+        _held_out_docs("MACCROBAT2020", "possible_or_hypothetical", "medspacy"),
+        _held_out_docs("MACCROBAT2020", "historical", "ours"),
+        _held_out_docs("MACCROBAT2020", "historical", "medspacy"),
+        *[_held_out_docs("CHIA", "negated", s) for s in _THREE],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "gold findings by overlap): the clinical model finds",
+        Fig(ASSERTION_TEST, ("headline", "MACCROBAT2020", "clinical_findings_recall"), "%1"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "a model of the same recipe trained on BC5CDR",
+        *[_end_to_end("clinical", "negated_end_to_end", k) for k in ("f1", "precision", "recall")],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "alone (chemicals and diseases, what a fresh install served before)",
+        Fig(ASSERTION_TEST, ("headline", "MACCROBAT2020", "bc5cdr_findings_recall"), "%1"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "On the findings both find, negation is",
+        _end_to_end("bc5cdr", "negated_end_to_end", "f1"),
+        _end_to_end("clinical", "negated_on_matched_spans", "f1", fmt="2"),
+        _end_to_end("bc5cdr", "negated_on_matched_spans", "f1", fmt="2"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "scores the same within noise:",
+        Fig(FIRST_START_CONTEXT, ("headline", "MACCROBAT2020", "clinical_findings_recall"), "%1"),
+        *[
+            _end_to_end("clinical", "negated_end_to_end", k, source=FIRST_START_CONTEXT)
+            for k in ("f1", "precision", "recall")
+        ],
+        _end_to_end("clinical", "negated_on_matched_spans", "f1", source=FIRST_START_CONTEXT),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "historical, `context`); the held-out set",
+        *[
+            Fig(HELD_OUT_BEFORE, ("scores", "ours (context)", a), "3")
+            for a in ("negated", "possible")
+        ],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "(`context`) and",
+        *[
+            Fig(HELD_OUT_BEFORE, ("scores", "ours (context)", a), "3")
+            for a in ("hypothetical", "historical")
+        ],
+        *[Fig(HELD_OUT_BEFORE, ("scores", "ours (omop)", a), "3") for a in _CHECKED],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "- *MACCROBAT, negated (FN",
+        *[
+            Fig(
+                ASSERTION,
+                ("corpora", "MACCROBAT2020", "gold_spans", "findings", "context", "negated", k),
+                "0",
+            )
+            for k in ("fn", "fp")
+        ],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "- *MACCROBAT, possible/hypothetical (",
+        Fig(ASSERTION, ("headline", "MACCROBAT2020", "possible_or_hypothetical_f1", "ours"), "2"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "- *MACCROBAT, historical (",
+        Fig(ASSERTION, ("headline", "MACCROBAT2020", "historical_f1", "ours"), "2"),
+        None,  # a 4-year history: the example's
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "- *CHIA (",
+        Fig(ASSERTION, ("headline", "CHIA", "negated_f1", "ours"), "2"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "(five rules) takes CHIA's convention:",
+        Fig(
+            ASSERTION,
+            (
+                "corpora",
+                "CHIA",
+                "gold_spans",
+                "findings",
+                "context_with_eligibility_site_rules",
+                "negated",
+                "f1",
+            ),
+            "3",
+        ),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "- *BioScope, every word (",
+        *_negated("BioScope", "ours", "medspacy"),
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "the spans an assertion is about — ours is ahead:",
+        *[_findings_f1("negated", s) for s in _TWO],
+    ),
+    _row(
+        CONTEXT_PAGE,
+        "The odd half (",
+        None,  # issue 31
+        None,  # 200 reports
+        Fig(
+            ASSERTION,
+            (
+                "corpora",
+                "MACCROBAT2020",
+                "gold_spans",
+                "findings_held_out_half",
+                "context",
+                "negated",
+                "f1",
+            ),
+            "3",
+        ),
+    ),
+)
+
+
+#: The README's and docs/clinical-context.md's lines whose decimals are no measured figure.
+UNMEASURED: tuple[Unmeasured, ...] = (
+    Unmeasured(
+        README,
+        "it ships no MLM head: one is warmed up first",
+        "settings: the paper's eq. 3 gives both mask weights 0.5 at these rates; its 20 epochs, "
+        "our 3",
+    ),
+    Unmeasured(README, "Crichton et al. (2017), CC BY 4.0", "a year and a licence's version"),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "before int8 ran one thread a run",
+        "measured: 2.5 % is inference-cpu.json's context_share as committed in 1dd47d4 (the run "
+        "at 1364e83), since overwritten by 972d4ee's run; no committed file holds it now. 54: an "
+        "issue",
+    ),
+    Unmeasured(CONTEXT_PAGE, "- **MACCROBAT2020** (200 case reports, CC BY", "a licence's version"),
+    Unmeasured(CONTEXT_PAGE, "- **CHIA** (2,000 trials'", "a licence's version and counts"),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "that commit moved the gold-span figures by at most",
+        "measured: MACCROBAT family F1 0.529 in assertion/summary.json as committed in a85cc7e, "
+        "0.545 as committed in 14b34d7; both since overwritten, no committed file holds it now",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "| ours, before MTSamples' headers were added |",
+        "measured with the section list before MTSamples' headers were added, while a85cc7e was "
+        "written; no committed file holds it (a85cc7e's summary.json already has coverage 0.800)",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "Before the second round (",
+        "measured: the first set's F1 under the rules of 90c0811 is assertion/summary.json's "
+        "check_set as committed in c4bcfb3 and 64a7f4c, since overwritten; held-out-before.json "
+        "holds the held-out set only",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "2.4 points here and was left out",
+        "measured while the rules of a85cc7e (issue 31) were written: a rule tried and left out; "
+        "no committed file holds it",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "on the words; we keep them",
+        "measured while the rules of a85cc7e (issue 31) were written: our rules without any "
+        "pseudo-trigger; no committed file holds it",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "measured once before any rule change was considered from it",
+        "measured: BioScope's first run, before any rule change, while a85cc7e was written; no "
+        "committed file holds it (a85cc7e's summary.json already has 0.846 and 0.622)",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "on the clinical model's findings; possible",
+        "measured: the same first BioScope run (0.936 is also assertion-test's figure now); no "
+        "committed file holds 0.586 and 0.646",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "no attribute fell (MACCROBAT historical",
+        "measured: before issue 55's rules, assertion/summary.json as committed in 14b34d7; after, "
+        "as committed in c4bcfb3; both since overwritten",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "the others within",
+        "measured: before issue 55's rules, assertion/summary.json as committed in 14b34d7; after, "
+        "as committed in c4bcfb3; both since overwritten",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        "profile no attribute fell by more than",
+        "measured: before issue 55's second round, assertion/summary.json as committed in 64a7f4c "
+        "(0.502), since overwritten; after, summary.json now (0.495); 0.7 points the difference",
+    ),
+    Unmeasured(
+        CONTEXT_PAGE,
+        'the date and "prior" rules were',
+        "measured: before issue 55's second round, assertion/summary.json as committed in 64a7f4c "
+        "(0.159), since overwritten; after, summary.json now (0.152)",
+    ),
+    Unmeasured(CONTEXT_PAGE, "its goals (negated ≥", "issue 31's goals"),
+    Unmeasured(CONTEXT_PAGE, "hypothetical ≥ 0.80, historical ≥", "issue 31's goals"),
 )

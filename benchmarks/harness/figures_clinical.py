@@ -15,19 +15,21 @@ figures as the page writes them (rounded to one decimal first: "78.7 → 79.4: +
 stored values (where one of the two is not written beside it). Signed differences in points are
 written through ``"+%1"`` of a hundredth.
 
-Not registered, their figures being in no committed result file: how long a whole seed of the
-table takes (between 2 and 3½ hours); the one model's CHIA Procedure row as scored apart until
-28 November (12.1 points below the corpus alone: the summary of that time is not committed;
-seeds 1 and 2 of ``runs/`` give 12.1 as it was scored then, but no file holds the figure); the
-earlier first start of commit 0b04c4c (39.4 and 2.2 minutes, 0.34 s a step against 0.26, its
-early model's 85 s and full model's 1,773 s of steps) and the full model alone in an earlier run
-(32.3 minutes); the early model's 71 s of steps in the run of commit 7f18b9a
-(``first-start.json`` holds the full model's training time only), so the table row "served after
-`mslm up`" and "what it trains" stay unregistered; one merged seed with ``--strategy auto``
-(about 40 minutes: an estimate, not run). Not registered as unsure: the first-start model's
-misses "within 1.3 points" of the 5-epoch bundle's (1.3 is the largest difference of "found
-exactly"; other boundaries differ by up to 1.7, spurious by 1.4), so that whole line (its 68.8
-and 72.7 too); the retyping that "costs under 2 points" (NCBI-disease's share of mentions typed
+Not registered, their figures being in no file of the tree (:data:`UNMEASURED` says why, line
+by line): how long a whole seed of the table takes (between 2 and 3½ hours); the one model's
+CHIA Procedure row as scored apart until 28 November (12.1 points below the corpus alone:
+``clinical/summary.json`` held it, −12.13, before commit 48408f7, in the git history only); the
+earlier first start of commit 0b04c4c (39.4 and 2.2 minutes, its full model's 1,773 s of steps:
+``first-start.json`` as of commit b78bd4b, in the history only; 0.34 s a step against 0.26, its
+early model's 85 s of steps) and the full model alone in an earlier run (32.3 minutes:
+``first-start.json`` as of commit b29edda); the early model's 71 s of steps in the run of commit
+7f18b9a (``first-start.json`` holds the full model's training time only), so the table row
+"served after `mslm up`" and "what it trains" stay unregistered; one merged seed with
+``--strategy auto`` (about 40 minutes: an estimate, not run). The first-start model's misses
+"within" so many points of the 5-epoch bundle's are the largest difference over the rows that
+line and the next quote (found exactly, other boundaries, spurious): 1.7, other boundaries on
+BC5CDR (found exactly alone differs by up to 1.3, spurious by 1.4). Not registered as unsure:
+the retyping that "costs under 2 points" (NCBI-disease's share of mentions typed
 as a type it does not annotate is 2.1 %, BC5CDR's 1.7 %). Left out as no measurements: the
 old Procedure|Test row's precision "always 1" (so it was scored); the corpora's own counts
 (MACCROBAT's modifier mentions 175, 76, 283, 376; the overlaps dropped, 62 of 17,620 and 1,417
@@ -47,7 +49,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.figures import Fig, Line, _row, load
+from harness.figures import Fig, Line, Unmeasured, _row, load
 
 PAGE = "docs/clinical-schema.md"
 SUMMARY = "clinical/summary.json"
@@ -213,6 +215,13 @@ def _miss(source: str, corpus: str, what: str, fmt: str = "1") -> Fig:
 
 def _spurious(data: Any, pick: Callable[[list[float]], float]) -> float:
     return pick([float(data[c]["spurious"]) for c in CORPORA])
+
+
+def _misses_apart(data: Any, rows: tuple[str, ...]) -> float:
+    """The largest difference, in points, between the second machine's first-start bundle's misses
+    (``data``) and the 5-epoch bundle's, over the four corpora and the rows the page quotes."""
+    e5 = load(MISSES_E5)
+    return max(abs(float(data[c][w]) - float(e5[c][w])) for c in CORPORA for w in rows)
 
 
 def _early_and_full(anchor: str, what: str) -> Line:
@@ -1023,6 +1032,18 @@ LINES: tuple[Line, ...] = (
     ),
     _row(
         PAGE,
+        "are the 5-epoch bundle's within",
+        None,  # 5 epochs
+        Fig(
+            MISSES_EPYC,
+            partial(_misses_apart, rows=("found", "overlapping span", "spurious")),
+            "1",
+        ),
+        _miss(MISSES_EPYC, MAC, "found"),
+        _miss(MISSES_EPYC, CHIA, "found"),
+    ),
+    _row(
+        PAGE,
         "%; other boundaries",
         _miss(MISSES_EPYC, BC5, "found"),
         _miss(MISSES_EPYC, NCBI, "found"),
@@ -1056,4 +1077,58 @@ LINES: tuple[Line, ...] = (
         Fig("relations/summary.json", ("relations_in_corpus", "relations"), ","),
         Fig("relations/summary.json", ("relations_in_corpus", "relation_crosses_sentence"), ","),
     ),
+)
+
+#: The page's lines whose decimals are no figure of a committed result file, and why.
+_HISTORY = "first-start.json's git history only (commit b78bd4b), no file in the tree holds it"
+UNMEASURED: tuple[Unmeasured, ...] = (
+    Unmeasured(PAGE, "| **Dosage** | doses and strengths", "examples of mentions (0.5 μg/kg)"),
+    Unmeasured(PAGE, "| **Result** | lab values", "examples of mentions (12.4 g/dL)"),
+    Unmeasured(PAGE, "| `Dosage` | Dosage |", "examples of mentions (0.5 μg/kg)"),
+    Unmeasured(PAGE, "`weight` 0.5: half its sentences", "a setting (a dataset's weight 0.5)"),
+    Unmeasured(
+        PAGE,
+        "devices) showed the one model 12.1 points",
+        "measured when CHIA's Procedure was scored apart (merged − single −12.13): "
+        "clinical/summary.json held it before commit 48408f7 (git history only); "
+        "no file in the tree holds it",
+    ),
+    Unmeasured(
+        PAGE, "weight 0.5, so each of their sentences", "a setting (the recipe's weight 0.5)"
+    ),
+    Unmeasured(PAGE, "keeps 0.5**", "a setting (the recipe's weight 0.5)"),
+    Unmeasured(PAGE, "`--blank-style 0.5`", "a setting (blank_style 0.5)"),
+    Unmeasured(
+        PAGE, "0.5 --weight BC5CDR-IOB=1 --weight", "a setting (the command's --blank-style 0.5)"
+    ),
+    Unmeasured(PAGE, '"blank_style": 0.5}', "a setting (blank_style 0.5)"),
+    Unmeasured(PAGE, "(`note_style` 0.3", "a setting (note_style 0.3)"),
+    Unmeasured(
+        PAGE,
+        "took 39.4 and 2.2 minutes",
+        "measured by first_start.py at commit 0b04c4c (minutes_to_served 39.4, minutes_to_early "
+        f"2.2): in {_HISTORY}",
+    ),
+    Unmeasured(
+        PAGE,
+        "(commit 0b04c4c: 0.34 s a step",
+        "seconds a step (training seconds over steps) of the runs of commits 0b04c4c and 7f18b9a: "
+        "no committed file holds them",
+    ),
+    Unmeasured(
+        PAGE,
+        "the full model alone 32.3 minutes",
+        "measured by first_start.py (the full model alone, 32.3 minutes): in first-start.json's "
+        "git history only (commit b29edda), no file in the tree holds it",
+    ),
+    Unmeasured(
+        PAGE,
+        "| served after `mslm up` |",
+        "1.8 and 29.5 are first-start.json's (registered on the prose line above), the bracketed "
+        f"2.2 and 39.4 the run of commit 0b04c4c: in {_HISTORY}",
+    ),
+    Unmeasured(PAGE, "| MACCROBAT2020 (Caufield", "a licence's version (CC BY 4.0)"),
+    Unmeasured(PAGE, "| CHIA (Kury", "a licence's version (CC BY 4.0)"),
+    Unmeasured(PAGE, "**BC5CDR** (weight 0.5", "a setting (the recipe's weight 0.5)"),
+    Unmeasured(PAGE, "**NCBI-disease** (weight 0.5)", "a setting (the recipe's weight 0.5)"),
 )
