@@ -222,8 +222,10 @@ class ShorthandFinder:
     more: "HTN", "N/V", "DM2", "bilat"), standing as a word of its own, is an entity of its
     type. Where the model found the same span with another type, the type is the table's;
     where it found nothing there, the entity is added (:data:`FOUND_CONFIDENCE`); where it
-    found an overlapping span, the model's stands. A model's entity that is a short form of no
-    entity ("Pt", "PRN", "SNF") is dropped."""
+    found an overlapping span, the model's stands — but for a site: a short form of Anatomy
+    that begins or ends a model's finding, test or procedure ("BLE edema", "TTP RUQ", "RUQ
+    US") is cut from it, the schema's site named apart, the rest keeping the model's type. A
+    model's entity that is a short form of no entity ("Pt", "PRN", "SNF") is dropped."""
 
     def __init__(
         self,
@@ -270,6 +272,7 @@ class ShorthandFinder:
         ]
         if not found:
             return list(entities)
+        entities = self._sites_apart(text, entities, found)
         exact = {(e.start, e.end): i for i, e in enumerate(entities)}
         out = list(entities)
         added = []
@@ -282,3 +285,31 @@ class ShorthandFinder:
                 c = self.confidence
                 added.append(Entity(a, b, text[a:b], kind, c, c, 1.0))
         return sorted([*out, *added], key=lambda e: (e.start, e.end)) if added else out
+
+    def _sites_apart(
+        self, text: str, entities: Sequence[Entity], found: Sequence[tuple[int, int, str]]
+    ) -> list[Entity]:
+        """``entities`` with each short form of Anatomy in ``found`` that begins or ends one of
+        them (of another type) cut out of it: the rest keeps its type and confidences (none
+        is left when the rest holds no letter or digit); the site itself is added by
+        :meth:`merged`, as a short form where the model found nothing."""
+        out = list(entities)
+        for a, b, kind in found:
+            if kind != "Anatomy":
+                continue
+            for i, e in enumerate(out):
+                if e.type == "Anatomy" or (e.start, e.end) == (a, b):
+                    continue
+                if not (e.start <= a and b <= e.end and (e.start == a or e.end == b)):
+                    continue
+                start, end = (b, e.end) if e.start == a else (e.start, a)
+                while start < end and not text[start].isalnum():
+                    start += 1
+                while end > start and not text[end - 1].isalnum():
+                    end -= 1
+                if start < end:
+                    out[i] = with_fields(e, start=start, end=end, text=text[start:end])
+                else:
+                    del out[i]
+                break
+        return sorted(out, key=lambda e: (e.start, e.end))

@@ -340,6 +340,33 @@ def test_shorthand_is_found_and_typed_as_notes_write_it():
     assert ShorthandFinder({"Chemical", "Disease"}).kind == {}
 
 
+def test_a_site_in_shorthand_is_cut_from_the_finding_or_test_it_begins_or_ends():
+    from mslm_core.shorthand import ShorthandFinder
+
+    finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
+    text = "BLE edema. +TTP RUQ. RUQ US ordered. Trace LLE edema. LV: normal."
+    spans = ("BLE edema", "Problem"), ("TTP RUQ", "Test"), ("RUQ US", "Test")
+    model = [_entity(text, text.index(t), text.index(t) + len(t), k) for t, k in spans]
+    trace = text.index("Trace LLE edema")
+    model += [
+        _entity(text, trace, trace + 15, "Problem"),
+        _entity(text, text.index("LV"), text.index("LV") + 3, "Problem"),
+    ]
+    merged = [(e.text, e.type) for e in finder.merged(text, model)]
+    assert merged == [
+        ("BLE", "Anatomy"),
+        ("edema", "Problem"),  # the rest keeps the model's type
+        ("TTP", "Problem"),  # and is then read as shorthand itself
+        ("RUQ", "Anatomy"),
+        ("RUQ", "Anatomy"),
+        ("US", "Test"),
+        ("Trace LLE edema", "Problem"),  # a site inside a span is the model's to say
+        ("LV", "Anatomy"),  # nothing but punctuation left: the site alone
+    ]
+    kept = {e.text: e.confidence for e in finder.merged(text, model)}
+    assert kept["edema"] == 0.9 and kept["BLE"] == 0.85
+
+
 def test_a_threshold_is_no_measured_value():
     text = "Transfuse if Hgb < 7. Goal INR 2-3, today 2.3. LVEF 30-35%. DP pulse 2+."
     found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]

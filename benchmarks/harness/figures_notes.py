@@ -308,7 +308,7 @@ UNMEASURED: tuple[Unmeasured, ...] = (
         "language details count notes and lines only)",
     ),
     Unmeasured(PAGE, "*note-style recipe*: the recipe with `note_style` 0.3", "a setting, a seed"),
-    Unmeasured(PAGE, "the recipe with `note_style` 0.3 and the", "a setting (note_style 0.3)"),
+    Unmeasured(PAGE, "`note_style` 0.3 and the regimen", "a setting (note_style 0.3)"),
     Unmeasured(
         PAGE,
         "Without the shorthand finder, the note-style model finds",
