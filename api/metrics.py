@@ -103,7 +103,8 @@ class Metrics:
     def serving(self, model_id: str, previous: str | None) -> None:
         """``model_id`` is served now, in place of ``previous``."""
         if previous:
-            self.active_model.labels(previous).set(0)  # what the other processes read
+            if self.shared is not None:  # its file keeps it: 0 is what the others read
+                self.active_model.labels(previous).set(0)
             self.active_model.remove(previous)
         self.active_model.labels(model_id).set(1)
 

@@ -225,18 +225,24 @@ def _engine(bundle: Path, threads: int | None) -> Any:
     )
 
 
+def _offline_times(
+    bundle: Path, threads: int | None, texts: list[str], barrier: Any = None
+) -> tuple[list[float], list[float], Any]:
+    """One offline engine's times for the answer's steps, then for the model alone, and its
+    info (each call started with the other processes' when ``barrier`` is given)."""
+    engine = _engine(bundle, threads)
+    return (
+        _offline(partial(_answer, engine), texts, barrier),
+        _offline(engine.extractor.annotate, texts, barrier),
+        engine.info,
+    )
+
+
 def _offline_process(
     bundle: Path, threads: int | None, texts: list[str], barrier: Any, out: Any
 ) -> None:
-    """One of ``--processes`` offline engines: its times for the answer's steps, then for the
-    model alone."""
-    engine = _engine(bundle, threads)
-    out.put(
-        (
-            _offline(partial(_answer, engine), texts, barrier),
-            _offline(engine.extractor.annotate, texts, barrier),
-        )
-    )
+    """One of ``--processes`` offline engines: :func:`_offline_times`, put on ``out``."""
+    out.put(_offline_times(bundle, threads, texts, barrier))
 
 
 def offline_rates(
@@ -245,28 +251,25 @@ def offline_rates(
     """Texts/s offline of the answer's steps and of the model alone, in ``processes``
     processes side by side (this one when 1), and the engine's info."""
     if processes == 1:
-        engine = _engine(bundle, threads)
-        answer = _offline(partial(_answer, engine), texts)
-        model = _offline(engine.extractor.annotate, texts)
-        return _rate(texts, [answer]), _rate(texts, [model]), engine.info
-    import multiprocessing
+        results = [_offline_times(bundle, threads, texts)]
+    else:
+        import multiprocessing
 
-    ctx = multiprocessing.get_context("spawn")
-    barrier, out = ctx.Barrier(processes), ctx.Queue()
-    children = [
-        ctx.Process(target=_offline_process, args=(bundle, threads, texts, barrier, out))
-        for _ in range(processes)
-    ]
-    for child in children:
-        child.start()
-    results = [out.get(timeout=1800) for _ in children]
-    for child in children:
-        child.join()
-    info = _engine(bundle, threads).info
+        ctx = multiprocessing.get_context("spawn")
+        barrier, out = ctx.Barrier(processes), ctx.Queue()
+        children = [
+            ctx.Process(target=_offline_process, args=(bundle, threads, texts, barrier, out))
+            for _ in range(processes)
+        ]
+        for child in children:
+            child.start()
+        results = [out.get(timeout=1800) for _ in children]
+        for child in children:
+            child.join()
     return (
-        _rate(texts, [answer for answer, _ in results]),
-        _rate(texts, [model for _, model in results]),
-        info,
+        _rate(texts, [answer for answer, _, _ in results]),
+        _rate(texts, [model for _, model, _ in results]),
+        results[0][2],
     )
 
 

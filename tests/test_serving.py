@@ -79,6 +79,15 @@ def metrics():
     return Metrics()
 
 
+def test_the_active_model_gauge_names_the_served_model_alone():
+    one = Metrics()  # one API process: the model served before is gone from the page
+    one.serving("m-a", None)
+    one.serving("m-b", "m-a")
+    page = one.render().decode()
+    assert 'mslm_active_model_info{model="m-b"} 1.0' in page
+    assert 'model="m-a"' not in page
+
+
 def test_closing_answers_the_running_and_the_queued_requests_without_blocking(metrics):
     async def scenario():
         extractor = SlowPipeline(0.6)
