@@ -270,3 +270,23 @@ def without_lone_numbers(entities: Sequence[Entity]) -> list[Entity]:
             and not any(0 <= e.start - end <= 12 for end in tests)
         )
     ]
+
+
+# a value written as a bound ("< 7", "> 101.5", "more than 3 lbs")
+_BOUND = re.compile(r"(?:[<>≤≥]=?|more than|less than|greater than)[ \t]*\d", re.IGNORECASE)
+
+
+def without_thresholds(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` without the Results written as a bound that no test measured: with no Test
+    ending at most 12 characters before them ("fever > 101.5", "weight gain > 3 lb"), or whose
+    Test is a condition's or a goal's ("if Hgb < 7", "hold if SBP < 110": :data:`_THRESHOLD`).
+    A bound a test gave stays ("troponin < 0.01")."""
+    tests = [e for e in entities if e.type == "Test"]
+    out = []
+    for e in entities:
+        if e.type == "Result" and _BOUND.match(e.text):
+            label = next((t for t in tests if 0 <= e.start - t.end <= 12), None)
+            if label is None or _THRESHOLD.search(text, max(0, label.start - 24), label.start):
+                continue
+        out.append(e)
+    return out

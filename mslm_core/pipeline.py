@@ -377,7 +377,9 @@ class AnnotationPipeline:
                 if found:
                     tidy[i] = measurements.merged(text, tidy[i], found)
                     measured[i] = {m.label for m in found}
-                tidy[i] = measurements.without_lone_numbers(tidy[i])
+                tidy[i] = measurements.without_thresholds(
+                    text, measurements.without_lone_numbers(tidy[i])
+                )
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity
             out = [self.relations.attach(t, es) for t, es in zip(texts, out, strict=True)]

@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,46 @@ def packaged() -> Shorthand:
 
 
 TYPED = Path(__file__).resolve().parent / "data" / "shorthand-types.tsv"
+#: The shorthand that joins a finding to what is said of it ("s/p", "w/o", "2/2", "c/f"): a
+#: word of no entity, so never the first or last of one ("breast ca s/p" is "breast ca").
+CONNECTORS = frozenset(
+    [
+        "s/p",
+        "w/",
+        "w/o",
+        "w/out",
+        "c/o",
+        "h/o",
+        "d/t",
+        "r/o",
+        "c/w",
+        "r/t",
+        "b/c",
+        "o/w",
+        "f/u",
+        "p/w",
+        "c/f",
+        "2/2",
+        "a/w",
+    ]
+)
+
+
+def _without_connectors(text: str, e: Entity) -> Entity | None:
+    """``e`` without the :data:`CONNECTORS` that begin or end it (None: nothing else)."""
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[e.start : e.end])]
+    while words and text[e.start + words[0][0] : e.start + words[0][1]].lower() in CONNECTORS:
+        words.pop(0)
+    while words and text[e.start + words[-1][0] : e.start + words[-1][1]].lower() in CONNECTORS:
+        words.pop()
+    if not words:
+        return None
+    start, end = e.start + words[0][0], e.start + words[-1][1]
+    if (start, end) == (e.start, e.end):
+        return e
+    return with_fields(e, start=start, end=end, text=text[start:end])
+
+
 #: The type of a short form that stands for no entity.
 NONE = "-"
 #: The confidence given to an entity found as shorthand (:class:`ShorthandFinder`): the share
@@ -267,6 +307,7 @@ class ShorthandFinder:
         on its section headers (``heads``: "CV:", "GU:" are headers, not entities)."""
         if self.never:  # a regimen's "PRN", "BID" typed as its part stays
             entities = [e for e in entities if e.text not in self.never or e.type in REGIMEN_TYPES]
+            entities = [e for e in map(partial(_without_connectors, text), entities) if e]
         found = [
             (a, b, k) for a, b, k in self.find(text) if not any(h < b and a < e for h, e in heads)
         ]

@@ -367,6 +367,19 @@ def test_a_site_in_shorthand_is_cut_from_the_finding_or_test_it_begins_or_ends()
     assert kept["edema"] == 0.9 and kept["BLE"] == 0.85
 
 
+def test_a_connector_in_shorthand_is_never_the_first_or_last_word_of_an_entity():
+    from mslm_core.shorthand import ShorthandFinder
+
+    finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
+    text = "PMH: breast ca s/p lumpectomy. AKI 2/2 volume depletion. Plan: r/o ACS. w/o"
+    spans = [("breast ca s/p", "Problem"), ("2/2 volume depletion", "Problem")]
+    spans += [("r/o ACS", "Problem"), ("w/o", "Result")]
+    model = [_entity(text, text.index(t), text.index(t) + len(t), k) for t, k in spans]
+    merged = [e.text for e in finder.merged(text, model) if e.type == "Problem"]
+    assert merged == ["breast ca", "AKI", "volume depletion", "ACS"]
+    assert "w/o" not in [e.text for e in finder.merged(text, model)]
+
+
 def test_a_threshold_is_no_measured_value():
     text = "Transfuse if Hgb < 7. Goal INR 2-3, today 2.3. LVEF 30-35%. DP pulse 2+."
     found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
@@ -383,6 +396,15 @@ def test_a_lone_small_number_is_no_result():
         _entity(text, 43, 44, "Result"),  # "3", no test just before it
     ]
     assert [e.text for e in measurements.without_lone_numbers(ents)] == ["Na", "134"]
+
+
+def test_a_bound_is_a_result_only_where_a_test_measured_it():
+    text = "Transfuse if Hgb < 7. Call for fever > 101.5. Troponin < 0.01. Gain of more than 3 lbs"
+    spans = [("Hgb", "Test"), ("< 7", "Result"), ("fever", "Problem"), ("> 101.5", "Result")]
+    spans += [("Troponin", "Test"), ("< 0.01", "Result"), ("more than 3 lbs", "Result")]
+    ents = [_entity(text, text.index(t), text.index(t) + len(t), k) for t, k in spans]
+    kept = [e.text for e in measurements.without_thresholds(text, ents)]
+    assert kept == ["Hgb", "fever", "Troponin", "< 0.01"]
 
 
 def test_regimen_words_are_no_entity_and_a_dose_after_a_drug_is_a_dosage():

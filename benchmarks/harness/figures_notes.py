@@ -291,6 +291,10 @@ LINES: tuple[Line, ...] = (
 
 #: The page's lines whose decimals are no figure of a committed result file, and why.
 UNMEASURED: tuple[Unmeasured, ...] = (
+    Unmeasured(PAGE, "bound (`< 7`, `> 101.5`, `more than 3 lbs`)", "examples of bounds"),
+    Unmeasured(PAGE, "test (`call for fever > 101.5`, `pressors if MAP < 65`)", "examples"),
+    Unmeasured(PAGE, "(`troponin < 0.01`).", "an example of a bound a test gave"),
+    Unmeasured(PAGE, "no Result written as a bound that no test measured", "examples of bounds"),
     Unmeasured(PAGE, "`BP 168/94`, `HR 102`", "examples of what the vitals reader takes"),
     Unmeasured(PAGE, "`Cr 1.4`, `troponin 0.4 ng/mL`", "examples of what the vitals reader takes"),
     Unmeasured(
