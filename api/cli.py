@@ -131,11 +131,12 @@ def _uvicorn(host: str, port: int, workers: int = 1) -> None:
     shared = None
     if workers > 1:  # processes are spawned with a pickled configuration: an import string
         options["http"] = "api.http:SettingsProtocol"
-        if settings.auto_migrate:  # once, here: N processes upgrading at once collide
-            from store.migrate import upgrade
+        # once, here: N processes upgrading the schema or adding MSLM_API_KEYS' keys at once
+        # collide (a unique key digest added twice stops a process, and uvicorn the rest)
+        from .main import prepare_store
 
-            upgrade(settings.sqlalchemy_url)
-            os.environ["MSLM_AUTO_MIGRATE"] = "false"
+        prepare_store(settings)
+        os.environ["MSLM_AUTO_MIGRATE"] = "false"
         if not os.environ.get(MULTIPROCESS_DIR):  # /metrics reads every process's
             shared = tempfile.mkdtemp(prefix="mslm-metrics-")
             os.environ[MULTIPROCESS_DIR] = shared
