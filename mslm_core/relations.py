@@ -552,6 +552,12 @@ def _session(graph: bytes) -> Any:
 
 
 # -- training ----------------------------------------------------------------------------------
+def learnable(examples: Sequence[Example]) -> list[Example]:
+    """The examples a scorer can learn from: modifiers with at least one candidate head
+    beside "no head" (a small subset of a corpus can annotate relations and have none)."""
+    return [e for e in examples if len(e.rows) > 1]
+
+
 def train(
     train_examples: Sequence[Example],
     *,
@@ -577,7 +583,7 @@ def train(
     Result→Problem: 0.76 to 0.85 over three seeds); three averaged (128 hidden units each,
     60 epochs) are the same or better on every dev pair than one of 64 over 30 (Anatomy→Test
     0.90 → 0.95, Result→Test 0.965 → 0.973; benchmarks/relations.py)."""
-    usable = [e for e in train_examples if len(e.rows) > 1]
+    usable = learnable(train_examples)
     if not usable:
         raise ConfigError("no modifier with a candidate head to learn relations from")
     nets = [

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterable
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .tables import ApiKey, utcnow
@@ -23,8 +24,17 @@ def hash_key(secret: str) -> str:
 def sync_configured(session: Session, configured: Iterable[tuple[str, frozenset[str]]]) -> None:
     """Make the store's ``env`` keys equal to ``configured`` (secret, scopes): a new one is
     added, a known one takes its scopes (and is usable again), one no longer configured is
-    revoked."""
+    revoked. Separate API replicas starting at once may each add the same new key: the one
+    whose commit loses the race reads the keys again and keeps the winner's row."""
     wanted = {hash_key(secret): scopes for secret, scopes in configured}
+    try:
+        _sync(session, wanted)
+    except IntegrityError:
+        session.rollback()
+        _sync(session, wanted)
+
+
+def _sync(session: Session, wanted: dict[str, frozenset[str]]) -> None:
     existing = {
         k.key_hash: k for k in session.scalars(select(ApiKey).where(ApiKey.source == "env"))
     }

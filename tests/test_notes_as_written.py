@@ -380,6 +380,16 @@ def test_a_connector_in_shorthand_is_never_the_first_or_last_word_of_an_entity()
     assert "w/o" not in [e.text for e in finder.merged(text, model)]
 
 
+def test_every_connector_the_shorthand_table_types_stands_for_no_entity():
+    from mslm_core.shorthand import CONNECTORS, NONE, read_types
+
+    typed = read_types()
+    assert {c: typed[c] for c in CONNECTORS if c in typed} == dict.fromkeys(
+        (c for c in CONNECTORS if c in typed), NONE
+    )
+    assert len([c for c in CONNECTORS if c in typed]) >= 10
+
+
 def test_a_threshold_is_no_measured_value():
     text = "Transfuse if Hgb < 7. Goal INR 2-3, today 2.3. LVEF 30-35%. DP pulse 2+."
     found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]

@@ -266,6 +266,35 @@ def test_embedded_default_mslm_up(tmp_path, tiny_encoder):
     assert not (Path.cwd() / "control").exists()  # not in whatever directory it was run from
 
 
+def test_replicas_adding_the_same_configured_key_at_once_keep_one_row(postgres_url):
+    """Two API replicas (separate deployments of one store) start together: the second's
+    commit of MSLM_API_KEYS' new key meets the first's row, reads again and keeps it."""
+    from sqlalchemy import event, select
+
+    from store.db import session_factory
+    from store.keys import sync_configured
+    from store.migrate import upgrade
+    from store.tables import ApiKey
+
+    upgrade(postgres_url)
+    factory = session_factory(postgres_url)
+    configured = [("0123456789abcdefgh", frozenset({"annotate", "train"}))]
+    with factory() as first, factory() as other:
+        flushes = []
+
+        def the_other_replica_commits_first(session, context, instances):
+            flushes.append(1)
+            if len(flushes) == 1:
+                sync_configured(other, configured)
+
+        event.listen(first, "before_flush", the_other_replica_commits_first)
+        sync_configured(first, configured)  # read no row, then met the other's at its flush
+        assert len(flushes) == 2  # it did meet it, and flushed again
+    with factory() as session:
+        rows = session.scalars(select(ApiKey)).all()
+    assert [(r.scopes, r.revoked_at) for r in rows] == [("annotate+train", None)]
+
+
 def test_metrics_count_the_requests_of_every_api_process(tmp_path, tiny_encoder):
     """``mslm serve --workers 2``: a scrape reaching either process counts both processes'
     requests (one process's own count would differ from scrape to scrape)."""

@@ -53,7 +53,7 @@ def _relation_scorer(run: FinishingRun) -> tuple[dict[str, Path], dict[str, Any]
         for d in with_relations
         for e in relations.corpus_examples(relations.from_corpus(d.splits["train"].sentences))
     ]
-    if not any(len(e.rows) > 1 for e in train):
+    if not relations.learnable(train):
         # relations annotated, but no modifier has a candidate head in its sentence (a
         # small subset of a corpus): nothing to learn, and the model serves without a scorer
         log.warning(
