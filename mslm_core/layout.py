@@ -103,7 +103,7 @@ class Layout:
             heads = self.headers(text) if entities else []
         out = []
         for e in entities:
-            span = _tidied(text, e.start, e.end)
+            span = tidied(text, e.start, e.end)
             if span is None:
                 continue
             start, end = span
@@ -115,7 +115,7 @@ class Layout:
         return out
 
 
-def _tidied(text: str, start: int, end: int) -> tuple[int, int] | None:
+def tidied(text: str, start: int, end: int) -> tuple[int, int] | None:
     """``text[start:end]`` on one line, without a leading list marker or edge punctuation
     (a bracket is kept when its pair is inside); None when nothing is left."""
     if "\n" in text[start:end]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .layout import tidied
 from .regimen import REGIMEN_TYPES
 from .types import Entity, with_fields
 
@@ -331,8 +332,9 @@ class ShorthandFinder:
         self, text: str, entities: Sequence[Entity], found: Sequence[tuple[int, int, str]]
     ) -> list[Entity]:
         """``entities`` with each short form of Anatomy in ``found`` that begins or ends one of
-        them (of another type) cut out of it: the rest keeps its type and confidences (none
-        is left when the rest holds no letter or digit); the site itself is added by
+        them (of another type) cut out of it: the rest, tidied as the layout tidies a span
+        (:func:`mslm_core.layout.tidied`), keeps its type and confidences (none is left when
+        it holds no letter or digit); the site itself is added by
         :meth:`merged`, as a short form where the model found nothing."""
         out = list(entities)
         for a, b, kind in found:
@@ -343,12 +345,9 @@ class ShorthandFinder:
                     continue
                 if not (e.start <= a and b <= e.end and (e.start == a or e.end == b)):
                     continue
-                start, end = (b, e.end) if e.start == a else (e.start, a)
-                while start < end and not text[start].isalnum():
-                    start += 1
-                while end > start and not text[end - 1].isalnum():
-                    end -= 1
-                if start < end:
+                rest = tidied(text, *((b, e.end) if e.start == a else (e.start, a)))
+                if rest is not None and any(c.isalnum() for c in text[slice(*rest)]):
+                    start, end = rest
                     out[i] = with_fields(e, start=start, end=end, text=text[start:end])
                 else:
                     del out[i]
