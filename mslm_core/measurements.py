@@ -253,21 +253,33 @@ def merged(text: str, entities: Sequence[Entity], found: Sequence[Measurement]) 
 
 
 # a bare small number ("2", "3/4") read as a Result with no test before it: a list number, a
-# count, "2/2" (secondary to), never a value on its own
-_BARE = re.compile(r"\d{1,2}(?:/\d{1,2})?")
+# count, "2/2" (secondary to), never a value on its own; nor a date ("01/14/2023"), a year
+# ("2022") or a clock time ("0500"), which the schema does not annotate
+_BARE = re.compile(
+    r"\d{1,2}(?:/\d{1,2})?|\d{1,2}/\d{1,2}/(?:\d{2}|\d{4})|\d{4}-\d{2}-\d{2}|(?:19|20)\d{2}"
+    r"|[01]\d[0-5]\d|2[0-3][0-5]\d"
+)
 
 
-def without_lone_numbers(entities: Sequence[Entity]) -> list[Entity]:
+def _test_before(text: str, e: Entity, tests: Sequence[Entity]) -> Entity | None:
+    """The Test ending at most 12 characters before ``e`` on its line, if any."""
+    return next(
+        (t for t in tests if 0 <= e.start - t.end <= 12 and "\n" not in text[t.end : e.start]),
+        None,
+    )
+
+
+def without_lone_numbers(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` without the Results that are a bare number of one or two digits (or a
-    ratio of such) with no Test ending at most 12 characters before them."""
-    tests = [e.end for e in entities if e.type == "Test"]
+    ratio of such), a date, a year or a clock time, with no Test ending at most 12
+    characters before them on their line ("3. Hypokalemia" after a line that ends in a test
+    is a list number)."""
+    tests = [e for e in entities if e.type == "Test"]
     return [
         e
         for e in entities
         if not (
-            e.type == "Result"
-            and _BARE.fullmatch(e.text)
-            and not any(0 <= e.start - end <= 12 for end in tests)
+            e.type == "Result" and _BARE.fullmatch(e.text) and _test_before(text, e, tests) is None
         )
     ]
 
@@ -278,14 +290,14 @@ _BOUND = re.compile(r"(?:[<>≤≥]=?|more than|less than|greater than)[ \t]*\d"
 
 def without_thresholds(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` without the Results written as a bound that no test measured: with no Test
-    ending at most 12 characters before them ("fever > 101.5", "weight gain > 3 lb"), or whose
-    Test is a condition's or a goal's ("if Hgb < 7", "hold if SBP < 110": :data:`_THRESHOLD`).
-    A bound a test gave stays ("troponin < 0.01")."""
+    ending at most 12 characters before them on their line ("fever > 101.5", "weight gain >
+    3 lb"), or whose Test is a condition's or a goal's ("if Hgb < 7", "hold if SBP < 110":
+    :data:`_THRESHOLD`). A bound a test gave stays ("troponin < 0.01")."""
     tests = [e for e in entities if e.type == "Test"]
     out = []
     for e in entities:
         if e.type == "Result" and _BOUND.match(e.text):
-            label = next((t for t in tests if 0 <= e.start - t.end <= 12), None)
+            label = _test_before(text, e, tests)
             if label is None or _THRESHOLD.search(text, max(0, label.start - 24), label.start):
                 continue
         out.append(e)

@@ -42,7 +42,7 @@ from .context.rules import PROFILES
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
-from .layout import Layout, findings_with_their_site
+from .layout import Layout, findings_with_their_site, findings_without_their_severity
 from .render import PREDICTION_FORMATS, media_type, predictions_help, render_predictions
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
@@ -228,6 +228,9 @@ class AnnotationPipeline:
         types = set(extractor.info.types) if extractor is not None else set()
         self.measures = {"Test", "Result"} <= types
         self.doses = "Dosage" in types
+        # "severe chest pain": a finding's degree is its Severity, not part of it
+        self.findings = "Problem" in types
+        self.severity = "Severity" in types
         self.regimen_parts = tuple(t for t in regimen.PARTS if t in types)
         # each modifier tied to its head, when the bundle has a relation scorer
         self.relations = extractor.relations if extractor is not None else None
@@ -344,7 +347,8 @@ class AnnotationPipeline:
         self, texts: Sequence[str], entities: Sequence[Sequence[Entity]], options: Options = None
     ) -> list[list[Entity]]:
         """The decoded entities of ``texts`` → the note's layout (``mslm_core.layout``: no
-        span across a line break, no list marker in one, no header as an entity) → a Dosage
+        span across a line break, no list marker in one, no header as an entity) → a finding's
+        degree apart from it ("severe" of "severe chest pain" a Severity) → a Dosage
         cut to its dose (``mslm_core.regimen``) → clinical shorthand
         (``mslm_core.shorthand.ShorthandFinder``) → vitals and lab values → thresholds →
         relations (each modifier's head, ``mslm_core.relations``, when the bundle has a
@@ -354,6 +358,11 @@ class AnnotationPipeline:
         per = _per_text(options, len(texts))
         heads = [self.layout.headers(t) for t in texts]
         tidy = [self.layout.tidy(*x) for x in zip(texts, entities, heads, strict=True)]
+        if self.findings:
+            tidy = [
+                findings_without_their_severity(t, es, self.severity)
+                for t, es in zip(texts, tidy, strict=True)
+            ]
         if self.doses:  # a Dosage is its dose: "25 mg PO BID" → "25 mg"
             parts = self.regimen_parts
             tidy = [regimen.doses(t, es, parts) for t, es in zip(texts, tidy, strict=True)]
@@ -378,7 +387,7 @@ class AnnotationPipeline:
                     tidy[i] = measurements.merged(text, tidy[i], found)
                     measured[i] = {m.label for m in found}
                 tidy[i] = measurements.without_thresholds(
-                    text, measurements.without_lone_numbers(tidy[i])
+                    text, measurements.without_lone_numbers(text, tidy[i])
                 )
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity

@@ -405,7 +405,50 @@ def test_a_lone_small_number_is_no_result():
         _entity(text, 25, 28, "Result"),  # 134: three digits
         _entity(text, 43, 44, "Result"),  # "3", no test just before it
     ]
-    assert [e.text for e in measurements.without_lone_numbers(ents)] == ["Na", "134"]
+    assert [e.text for e in measurements.without_lone_numbers(text, ents)] == ["Na", "134"]
+
+
+def test_a_list_number_after_a_line_that_ends_in_a_test_is_no_result():
+    text = "2. Check BMP\n3. Hypokalemia, K 3.1 today. Seen on 01/14/2023, since 2022 at 0500."
+    text += " BNP 2022"
+    ents = [_entity(text, text.index("BMP"), text.index("BMP") + 3, "Test")]
+    ents += [_entity(text, 13, 14, "Result")]  # "3", the list number of the next line
+    k = text.index("K 3.1")
+    ents += [_entity(text, k, k + 1, "Test"), _entity(text, k + 2, k + 5, "Result")]
+    for word in ("01/14/2023", "2022", "0500"):  # a date, a year and a clock time
+        ents.append(_entity(text, text.index(word), text.index(word) + len(word), "Result"))
+    at = text.index("BNP")
+    ents += [_entity(text, at, at + 3, "Test"), _entity(text, at + 4, at + 8, "Result")]
+    kept = [(e.text, e.start) for e in measurements.without_lone_numbers(text, ents)]
+    assert kept == [("BMP", 9), ("K", k), ("3.1", k + 2), ("BNP", at), ("2022", at + 4)]
+
+
+def test_a_finding_s_degree_is_its_severity_not_part_of_it():
+    from mslm_core.layout import findings_without_their_severity
+
+    text = "Severe chest pain, mildly dilated LV, small bowel obstruction. Trace edema."
+    spans = ["Severe chest pain", "mildly dilated", "small bowel obstruction", "Trace edema"]
+    ents = [_entity(text, text.index(t), text.index(t) + len(t), "Problem") for t in spans]
+    found = findings_without_their_severity(text, ents, severity=True)
+    assert [(e.text, e.type) for e in found] == [
+        ("Severe", "Severity"),
+        ("chest pain", "Problem"),
+        ("mildly", "Severity"),
+        ("dilated", "Problem"),
+        ("small bowel obstruction", "Problem"),
+        ("Trace", "Severity"),
+        ("edema", "Problem"),
+    ]
+    assert all(text[e.start : e.end] == e.text for e in found)
+    without = findings_without_their_severity(text, ents, severity=False)
+    assert [e.text for e in without] == [
+        "chest pain",
+        "dilated",
+        "small bowel obstruction",
+        "edema",
+    ]
+    lone = [_entity(text, 0, 6, "Problem")]  # "Severe" alone: nothing to cut it from
+    assert findings_without_their_severity(text, lone, severity=True) == lone
 
 
 def test_a_bound_is_a_result_only_where_a_test_measured_it():
