@@ -152,7 +152,10 @@ def cross_validated(train: list[R.Sentence], folds: int, seed: int) -> dict[str,
     tally: dict[str, list[int]] = {}
     for k in range(folds):
         held = set(documents[k::folds])
-        scorer = R.train(R.corpus_examples([s for s in train if s.document not in held]), seed=seed)
+        rest = R.corpus_examples([s for s in train if s.document not in held])
+        if not R.learnable(rest):  # a corpus of a few documents: nothing to learn without them
+            continue
+        scorer = R.train(rest, seed=seed)
         judged = R.corpus_examples([s for s in train if s.document in held])
         for key, row in R.accuracy(scorer, judged).items():
             t = tally.setdefault(key, [0, 0, 0])
