@@ -178,7 +178,7 @@ def findings_without_their_severity(
 ) -> list[Entity]:
     """``entities`` with a word of :data:`SEVERITY_WORDS` that begins a Problem cut from it;
     with ``severity`` (the model has the type), the word becomes a Severity of its own (with
-    the finding's scores) unless one is there already."""
+    the finding's scores) unless the model's own Severity already covers it."""
     out: list[Entity] = []
     for e in entities:
         first = re.match(r"([A-Za-z]+)[ \t]+(?=\w)", e.text) if e.type == "Problem" else None
@@ -186,7 +186,7 @@ def findings_without_their_severity(
             out.append(e)
             continue
         start, word_end = e.start + first.end(), e.start + first.end(1)
-        if severity and not any(o.type == "Severity" and o.start < word_end for o in out[-1:]):
+        if severity and not any(o.type == "Severity" and o.end > e.start for o in out[-1:]):
             out.append(with_fields(e, type="Severity", end=word_end, text=text[e.start : word_end]))
         out.append(with_fields(e, start=start, text=text[start : e.end]))
     return out

@@ -449,6 +449,17 @@ def test_a_finding_s_degree_is_its_severity_not_part_of_it():
     ]
     lone = [_entity(text, 0, 6, "Problem")]  # "Severe" alone: nothing to cut it from
     assert findings_without_their_severity(text, lone, severity=True) == lone
+    listed = "mild, severe pain"  # the model's Severity before: the next word still is one
+    ents = [_entity(listed, 0, 4, "Severity"), _entity(listed, 6, 17, "Problem")]
+    found = findings_without_their_severity(listed, ents, severity=True)
+    assert [(e.text, e.type) for e in found] == [
+        ("mild", "Severity"),
+        ("severe", "Severity"),
+        ("pain", "Problem"),
+    ]
+    ents = [_entity(listed, 6, 12, "Severity"), _entity(listed, 6, 17, "Problem")]
+    found = findings_without_their_severity(listed, ents, severity=True)
+    assert [e.text for e in found] == ["severe", "pain"]  # the model's own, not twice
 
 
 def test_a_bound_is_a_result_only_where_a_test_measured_it():
