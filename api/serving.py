@@ -95,14 +95,16 @@ class MicroBatcher:
     after a few steps, not after the long one. A batch whose clients have
     all gone (their requests cancelled) is not stepped any further. A batch gathers up to
     :data:`BATCH_CHARS` characters: a short request that arrives with long ones is not made
-    to wait for all their steps."""
+    to wait for all their steps; and as many texts as the engine asks
+    (:attr:`~mslm_core.pipeline.AnnotationPipeline.batch_texts`) within ``max_texts``."""
 
     def __init__(
         self, pipeline: AnnotationPipeline, wait_s: float, max_texts: int, metrics: Metrics
     ):
         self.pipeline = pipeline
         self.wait_s = wait_s
-        self.max_texts = max_texts
+        # requests merged up to the deployment's bound, or the engine's where it is lower
+        self.max_texts = min(max_texts, getattr(pipeline, "batch_texts", None) or max_texts)
         self.metrics = metrics
         self.queue: asyncio.Queue[Request | None] = asyncio.Queue()
         self.closed = False

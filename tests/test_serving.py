@@ -195,6 +195,28 @@ def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
     asyncio.run(scenario())
 
 
+def test_an_engine_that_runs_steps_side_by_side_gets_batches_of_its_size(metrics):
+    """Issue 54: 32 clients of one sentence each made one batch, and the engine stood still
+    while its Python ran. An engine that bounds a batch (``batch_texts``, one step's windows
+    for int8 on CPU) gets the queued requests in batches of that size at most."""
+
+    async def scenario():
+        extractor = SlowPipeline(0.3, parallel=2)
+        extractor.batch_texts = 2
+        batcher = MicroBatcher(extractor, 0.0, 256, metrics)
+        assert batcher.max_texts == 2
+        first = asyncio.create_task(batcher.annotate(["a"]))
+        await asyncio.to_thread(extractor.started.wait, 5)
+        others = [asyncio.create_task(batcher.annotate([t])) for t in "bcdef"]
+        answers = await asyncio.wait_for(asyncio.gather(first, *others), 10)
+        assert answers == [[[]]] * 6
+        sizes = [len(p.texts) for p in extractor.plans]
+        assert sum(sizes) == 6 and max(sizes) == 2 and len(sizes) >= 4, sizes
+        await batcher.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_short_request_never_shares_a_batch_with_long_ones(metrics):
     """Issue 18, item 5, as replayed on MiniLM (tests/test_live_attacks.py): a short request that
     queued with three 100,000-character texts joined their batch and waited for all their

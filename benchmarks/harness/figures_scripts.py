@@ -357,6 +357,9 @@ LINES: tuple[Line, ...] = (
         Fig(API, ("p95_ms",), "0"),
         Fig(API, ("p99_ms",), "0"),
         Fig(API, ("client_cpu_share_32",), "%1"),
+        # the run before batches of one step, and what they bought: py-spy and A/B runs kept
+        # out of the repository (their figures: the commit's message)
+        *[None] * 22,
         None,  # --processes 2
         None,  # MSLM_API_PROCESSES=2
         Fig(API2, ("offline_sps",), "1"),
@@ -367,6 +370,7 @@ LINES: tuple[Line, ...] = (
         *[Fig(API2, partial(_nth, key="ratio_32_runs", k=k), "3") for k in range(3)],
         Fig(API2, lambda d: d["api_sps"]["32"] / load(API)["api_sps"]["32"], "2"),
         Fig(API2, lambda d: d["api_sps"]["32"] / load(API)["offline_sps"], "2"),
+        Fig(API2, lambda d: d["offline_sps"] / load(API)["offline_sps"], "2"),
         Fig(API2, ("details", "api_rss_mb", "start"), ","),
         Fig(API, ("details", "api_rss_mb", "start"), "0"),
         None,  # issue 54
