@@ -394,6 +394,8 @@ LINES: tuple[Line, ...] = (
         Fig(FIRST_START, ("estimates", "full", "median_error"), "3"),
         Fig(FIRST_START, ("estimates", "full", "worst_error"), "3"),
         None,  # 0.25: the goal
+        None,  # 10 s before the early job's end (its series)
+        None,  # 3.3 s short (its series: 7.2 said, 10.5 true)
         None,  # the pace's constants (mslm_core.train.pace), settings
         None,
         None,
