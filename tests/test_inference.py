@@ -96,10 +96,11 @@ def test_int8_on_cpu_runs_side_by_side_one_thread_each_unless_told(trained, expo
     """Issue 54: int8 on CPU runs one window a run, one run per core, each on one thread by
     default (more throughput offline and served than two threads a run); threads set by the
     deployment are kept. A server steps two batches at once on ONNX Runtime on CPU, one on
-    PyTorch."""
+    PyTorch, and there merges requests into batches of one step's windows at most."""
     import os
 
     from mslm_core.pipeline import AnnotationPipeline
+    from mslm_core.predict import AnnotationPlan
 
     auto = EntityExtractor.from_bundle(exported)
     session = auto.predictor.backend.session.get_session_options()
@@ -110,7 +111,9 @@ def test_int8_on_cpu_runs_side_by_side_one_thread_each_unless_told(trained, expo
     fp32 = EntityExtractor.from_bundle(exported, precision="fp32")
     assert fp32.predictor.backend.session.get_session_options().intra_op_num_threads == 0
     assert AnnotationPipeline(auto).parallel_steps == 2
-    assert AnnotationPipeline(EntityExtractor.from_bundle(trained)).parallel_steps == 1
+    assert AnnotationPipeline(auto).batch_texts == AnnotationPlan.STEP_WINDOWS == 16
+    torch_engine = AnnotationPipeline(EntityExtractor.from_bundle(trained))
+    assert torch_engine.parallel_steps == 1 and torch_engine.batch_texts is None
 
 
 def test_onnx_fp32_matches_pytorch_on_entities(exported):
