@@ -680,8 +680,9 @@ LINES: tuple[Line, ...] = (
     # -- MSLM's weighting, as far as it has run
     _row(
         PAGE,
-        "first 100 sentences of BC5CDR and the first 100, 250 and 500 of MACCROBAT2020",
+        "first 100 and 250 sentences of BC5CDR and the first 100, 250 and 500 of MACCROBAT2020",
         None,  # sizes
+        None,
         None,
         None,
         None,
@@ -721,7 +722,22 @@ LINES: tuple[Line, ...] = (
     ),
     _row(
         PAGE,
-        "(every paired p at most",
+        "On BC5CDR's first 250 sentences:",
+        None,  # 250 sentences
+        *_arms("BC5CDR-IOB@250"),
+        _weights("vanilla-4-epochs", "BC5CDR-IOB@250"),
+    ),
+    _row(
+        PAGE,
+        "level at 100, the masked-LM epoch costs",
+        Fig(WEIGHTS, partial(_p, dataset="BC5CDR-IOB@250", pick=max), "2"),
+        None,  # 100 sentences
+        None,  # 4 points: the control's lead, read off the line above
+        None,  # 250 sentences
+    ),
+    _row(
+        PAGE,
+        "on this corpus of many types the masked-LM epoch",
         Fig(WEIGHTS, _maccrobat_highest_p, "2"),
         None,  # 3 to 7 points: the control's lead, read off the lines above
         None,
