@@ -276,10 +276,9 @@ class AnnotationPipeline:
         (``api.serving.MicroBatcher``; None: no bound but MSLM_MAX_BATCH_TEXTS). Where steps
         run side by side (:attr:`parallel_steps`), one step's windows: many clients of a
         sentence each then make several batches, and one batch's Python (its plan, its
-        postprocessing, its answers) runs while another's windows do. In one batch of them
-        all, the engine stood still for each batch's Python: at 32 clients, 345–350 texts/s
-        against 368–380 with batches of 16 (and 372–378 of 8), three runs each in turn
-        (benchmarks/api_load.py, the first start's model)."""
+        postprocessing, its answers) runs while another's windows do, where one batch of them
+        all would leave the engine idle for its Python (benchmarks/api_load.py at 32
+        clients: docs/settings.md, MSLM_MAX_BATCH_TEXTS)."""
         from .predict import AnnotationPlan
 
         return AnnotationPlan.STEP_WINDOWS if self.parallel_steps > 1 else None

@@ -1186,6 +1186,23 @@ def test_every_setting_is_documented():
     assert missing == []
 
 
+def test_the_docs_give_the_batch_bound_that_int8_on_cpu_uses():
+    """docs/settings.md and docs/api.md name the micro-batch bound of int8 on CPU: the
+    engine's, one step's windows."""
+    from mslm_core.predict import AnnotationPlan
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    settings = re.search(
+        r"int8 on CPU: at most (\d+), one step's windows",
+        (docs / "settings.md").read_text(encoding="utf-8"),
+    )
+    api = re.search(
+        r"on CPU: (\d+) texts a batch at most", (docs / "api.md").read_text(encoding="utf-8")
+    )
+    assert settings and api
+    assert int(settings[1]) == int(api[1]) == AnnotationPlan.STEP_WINDOWS
+
+
 def test_unsafe_settings_are_refused_at_start_with_the_variable_name(tmp_path, tiny_encoder):
     from pydantic import ValidationError
 

@@ -196,9 +196,9 @@ def test_requests_that_wait_for_a_busy_engine_share_one_batch(metrics):
 
 
 def test_an_engine_that_runs_steps_side_by_side_gets_batches_of_its_size(metrics):
-    """Issue 54: 32 clients of one sentence each made one batch, and the engine stood still
-    while its Python ran. An engine that bounds a batch (``batch_texts``, one step's windows
-    for int8 on CPU) gets the queued requests in batches of that size at most."""
+    """An engine that bounds a batch (``batch_texts``, one step's windows for int8 on CPU)
+    gets the queued requests in batches of that size at most, within the deployment's bound:
+    many clients of one sentence each make several batches, not one."""
 
     async def scenario():
         extractor = SlowPipeline(0.3, parallel=2)
