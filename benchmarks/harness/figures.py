@@ -927,7 +927,7 @@ LINES += (
     ),
     _row(
         CONTEXT_PAGE,
-        "scores the same within noise:",
+        "scored the same within noise:",
         Fig(FIRST_START_CONTEXT, ("headline", "MACCROBAT2020", "clinical_findings_recall"), "%1"),
         *[
             _end_to_end("clinical", "negated_end_to_end", k, source=FIRST_START_CONTEXT)
