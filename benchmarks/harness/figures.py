@@ -1049,12 +1049,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(CONTEXT_PAGE, "- **CHIA** (2,000 trials'", "a licence's version and counts"),
     Unmeasured(
         CONTEXT_PAGE,
-        "that commit moved the gold-span figures by at most",
-        "measured: MACCROBAT family F1 0.529 in assertion/summary.json as committed in a85cc7e, "
-        "0.545 as committed in 14b34d7; both since overwritten, no committed file holds it now",
-    ),
-    Unmeasured(
-        CONTEXT_PAGE,
         "| ours, before MTSamples' headers were added |",
         "measured with the section list before MTSamples' headers were added, while a85cc7e was "
         "written; no committed file holds it (a85cc7e's summary.json already has coverage 0.800)",
