@@ -89,8 +89,9 @@ class MicroBatcher:
 
     Requests that arrive together are merged into one micro-batch (one plan, see
     :class:`~mslm_core.predict.AnnotationPlan`, each text under its request's options). The
-    batches being run take turns: each turn runs one step — up to 16 windows, side by side as
-    the engine allows — of the next batch in line. A 100,000-character text therefore holds
+    batches being run take turns: each turn runs one step — up to
+    :attr:`~mslm_core.predict.AnnotationPlan.STEP_WINDOWS` windows, side by side as the engine
+    allows — of the next batch in line. A 100,000-character text therefore holds
     the engine for one step at a time and a short request that arrives behind it is answered
     after a few steps, not after the long one. A batch whose clients have
     all gone (their requests cancelled) is not stepped any further. A batch gathers up to

@@ -3,6 +3,9 @@
     python scripts/figures.py            # every difference, page:line: what (exit 1 if any)
     python scripts/figures.py --write    # each registered figure written from its file
 
+Both also list the lines with a decimal that name neither their file nor why they have none
+(``unaccounted``, what tests/test_figures.py checks too): those --write cannot mend.
+
 The registry: benchmarks/harness/figures.py.
 """
 
@@ -14,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from harness.figures import all_lines, check
+from harness.figures import all_lines, check, unaccounted
 
 
 def main() -> int:
@@ -24,10 +27,17 @@ def main() -> int:
     problems = check(write=args.write)
     for p in problems:
         print(p)
+    loose = unaccounted()
+    for p in loose:
+        print(f"unaccounted: {p}")
     lines = all_lines()
     figures = sum(f is not None for line in lines for f in line.figures)
-    print(f"{figures} figures on {len(lines)} lines; {len(problems)} differences", file=sys.stderr)
-    return 1 if problems and not args.write else 0
+    print(
+        f"{figures} figures on {len(lines)} lines; {len(problems)} differences; "
+        f"{len(loose)} lines unaccounted",
+        file=sys.stderr,
+    )
+    return 1 if loose or (problems and not args.write) else 0
 
 
 if __name__ == "__main__":
