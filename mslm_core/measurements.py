@@ -170,9 +170,11 @@ _SEP = r"[ \t]*(?:[:=]|\bof\b|\bwas\b|\bis\b)?[ \t]*"
 # a value ends there: not inside a longer number, a word, a ratio ("K 3/4") or a grade ("2+")
 _AFTER = r"(?![\w.]*\d|[ \t]?/\s*\d|\+)"
 # what makes a value a threshold, not a result: "if Hgb < 7", "goal INR 2-3", "hold for SBP <
-# 100", "while K < 4" (a few words before the label)
+# 100", "while K < 4" (a few words before the label); "on hold, Cr 2.1" is a drug held, and
+# its value measured
 _THRESHOLD = re.compile(
-    r"\b(?:if|goal|target|hold|unless|while|once|until|keep|titrate|maintain|above|below|for)\b"
+    r"\b(?:if|goal|target|(?<!on[ \t])hold|unless|while|once|until|keep|titrate|maintain"
+    r"|above|below|for)\b"
     r"[^.;:\n]{0,20}$",
     re.IGNORECASE,
 )
@@ -302,3 +304,63 @@ def without_thresholds(text: str, entities: Sequence[Entity]) -> list[Entity]:
                 continue
         out.append(e)
     return out
+
+
+# an earlier or reference value in brackets right after a result, the same test's: "Cr 1.9
+# (baseline 1.7)", "Cr 3.1 (↓ from 3.8; baseline 1.8)", "Hgb 8.9 (pre-op 12.4)", "EF 20%
+# (prior 30% in 2022)", "Na 133 (corrected 136)", "Hgb 6.8 on arrival (baseline ~13)"
+_REFERENCE = re.compile(
+    r"(?:(?<=[(;,])|(?<=[(;,][ \t])|(?<=[↓↑][ \t]))[ \t]*"
+    r"(?:baseline|from|pre-?op|prior|previously|corrected|on admission|admit(?:ting)?)"
+    r"[ \t]*~?[ \t]*(?P<value>\d{1,3}(?:,\d{3})*(?:\.\d+)?(?:[ \t]?(?:" + _UNITS + r"))?)"
+    r"(?![\w.]*\d|[ \t]?/\s*\d|\+)",
+    re.IGNORECASE,
+)
+
+
+def with_reference_values(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with the earlier or reference values written in brackets after a Result
+    (at most 16 characters after it, on its line: "Hgb 6.8 on arrival (baseline ~13)") as
+    Results of their own, where nothing was found over them. Only after a Result: "(increased
+    from 20 mg)" after a dose is the model's."""
+    out = list(entities)
+    taken = [(e.start, e.end) for e in entities]
+    for e in entities:
+        if e.type != "Result":
+            continue
+        gap = re.match(r"[^(\n]{0,16}\(", text[e.end :])
+        if gap is None:
+            continue
+        start = e.end + gap.end()
+        close = text.find(")", start)
+        end = close if close != -1 and "\n" not in text[start:close] else -1
+        if end == -1:
+            continue
+        for m in _REFERENCE.finditer(text, start - 1, end):
+            a, b = _trim(text, *m.span("value"))
+            if any(s < b and a < t for s, t in taken):
+                continue
+            out.append(Entity(a, b, text[a:b], "Result", CONFIDENCE, CONFIDENCE, CONFIDENCE))
+            taken.append((a, b))
+    return sorted(out, key=lambda e: (e.start, e.end))
+
+
+# normal exam findings in shorthand, Results as the schema has them ("Gen: NAD, A&Ox3", "CV:
+# RRR", "Lungs: CTAB", "Abd: soft, NT/ND", "HEENT: MMM"): the model reads them as a Problem, a
+# Test, or not at all
+_EXAM = re.compile(
+    r"(?<![\w&/])(?:A&Ox[ \t]?[1-4]|AAOx[ \t]?[1-4]|AOx[ \t]?[1-4]|RRR|CTAB|NT/ND|MMM)(?![\w/&])"
+)
+
+
+def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) a
+    Result, over whatever the model found there."""
+    spans = [m.span() for m in _EXAM.finditer(text)]
+    if not spans:
+        return list(entities)
+    kept = [e for e in entities if not any(a < e.end and e.start < b for a, b in spans)]
+    added = [
+        Entity(a, b, text[a:b], "Result", CONFIDENCE, CONFIDENCE, CONFIDENCE) for a, b in spans
+    ]
+    return sorted([*kept, *added], key=lambda e: (e.start, e.end))

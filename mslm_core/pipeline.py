@@ -402,6 +402,9 @@ class AnnotationPipeline:
                 tidy[i] = measurements.without_thresholds(
                     text, measurements.without_lone_numbers(text, tidy[i])
                 )
+                tidy[i] = measurements.with_reference_values(
+                    text, measurements.with_exam_shorthand(text, tidy[i])
+                )
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity
             out = [self.relations.attach(t, es) for t, es in zip(texts, out, strict=True)]

@@ -471,6 +471,62 @@ def test_a_bound_is_a_result_only_where_a_test_measured_it():
     assert kept == ["Hgb", "fever", "Troponin", "< 0.01"]
 
 
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("Cr 3.1 (↓ from 3.8; baseline 1.8), Phos 5.2", ["3.1", "3.8", "1.8", "5.2"]),
+        ("Hgb 6.8 on arrival (baseline ~13), BUN 58", ["6.8", "13", "58"]),
+        ("TTE: EF 20% (prior 30% in 2022)", ["20%", "30%"]),
+        ("Na 133 (corrected 136)", ["133", "136"]),
+        ("Cr 2.4 (from 3.6 on admit, baseline 1.2)", ["2.4", "3.6", "1.2"]),
+        ("BNP 2,310 (prior 2,100)", ["2,310", "2,100"]),
+        ("Cr 1.9 (on lisinopril 20 mg)", ["1.9"]),  # no earlier value: nothing added
+        ("Cr 1.9\n(baseline 1.7)", ["1.9"]),  # on the next line: not this result's
+    ],
+)
+def test_an_earlier_value_in_brackets_after_a_result_is_a_result(text, values):
+    ents = [e for m in measurements.find(text) for e in m.entities(text)]
+    found = measurements.with_reference_values(text, ents)
+    assert [e.text for e in found if e.type == "Result"] == values
+    assert [e.text for e in found if e.type == "Test"] == [e.text for e in ents if e.type == "Test"]
+
+
+def test_an_earlier_value_follows_a_result_only():
+    text = "Lisinopril 10 mg (increased from 20 mg) and Cr 1.9 (baseline 1.7)"
+    ents = [_entity(text, 0, 10, "Drug"), _entity(text, 11, 16, "Dosage")]
+    at = text.index("20 mg")
+    ents.append(_entity(text, at, at + 5, "Dosage"))  # the model's "20 mg": a dose, kept
+    ents += [e for m in measurements.find(text) for e in m.entities(text)]
+    found = measurements.with_reference_values(text, sorted(ents, key=lambda e: e.start))
+    assert [(e.text, e.type) for e in found] == [
+        ("Lisinopril", "Drug"),
+        ("10 mg", "Dosage"),
+        ("20 mg", "Dosage"),
+        ("Cr", "Test"),
+        ("1.9", "Result"),
+        ("1.7", "Result"),
+    ]
+
+
+def test_a_drug_on_hold_does_not_make_the_next_value_a_threshold():
+    text = "Metformin 1,000 mg PO BID -- on hold, Cr 2.1"
+    assert [text[slice(*m.value)] for m in measurements.find(text)] == ["2.1"]
+    assert measurements.find("hold lisinopril for Cr > 2.1") == []
+
+
+def test_normal_exam_shorthand_is_a_result():
+    text = "Gen: NAD, A&Ox3. CV: RRR. Lungs: CTAB. Abd: soft, NT/ND. HEENT: MMM. ARRRGH, CTABS"
+    ents = [_entity(text, 10, 15, "Problem"), _entity(text, 21, 24, "Test")]  # A&Ox3, RRR
+    found = measurements.with_exam_shorthand(text, ents)
+    assert [(e.text, e.type) for e in found] == [
+        ("A&Ox3", "Result"),
+        ("RRR", "Result"),
+        ("CTAB", "Result"),
+        ("NT/ND", "Result"),
+        ("MMM", "Result"),
+    ]
+
+
 def test_regimen_words_are_no_entity_and_a_dose_after_a_drug_is_a_dosage():
     from mslm_core.regimen import doses, parse
 

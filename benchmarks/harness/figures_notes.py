@@ -296,6 +296,8 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "(`troponin < 0.01`).", "an example of a bound a test gave"),
     Unmeasured(PAGE, "no Result written as a bound that no test measured", "examples of bounds"),
     Unmeasured(PAGE, "`BP 168/94`, `HR 102`", "examples of what the vitals reader takes"),
+    Unmeasured(PAGE, "`Cr 1.9 (baseline 1.7)`", "examples of earlier values in brackets"),
+    Unmeasured(PAGE, "a drug `on hold, Cr 2.1` makes no threshold", "examples"),
     Unmeasured(PAGE, "`Cr 1.4`, `troponin 0.4 ng/mL`", "examples of what the vitals reader takes"),
     Unmeasured(
         PAGE,
