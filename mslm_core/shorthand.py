@@ -257,6 +257,47 @@ def read_types(path: Path = TYPED) -> dict[str, str]:
     return out
 
 
+#: Therapies in shorthand where the words around them say therapy, not a patient or a
+#: prothrombin time ("PT" is "patient" in most notes, and "PT 14.2", "PT/INR" a test): several
+#: together ("PT/OT", "PT, OT and SLP"), after a word that takes a therapy ("seen by PT", "w/
+#: PT", "home PT") or before a schedule or a therapist's say ("PT BID", "PT eval", "PT recs").
+_THERAPY = r"(?:PT|OT|SLP)"
+_THERAPIES = (
+    re.compile(
+        r"(?<![\w/&.-])"
+        + _THERAPY
+        + r"(?:(?:/|,[ \t]*|[ \t]*&[ \t]*|[ \t]+and[ \t]+)"
+        + _THERAPY
+        + r")+(?![\w/&-])",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"(?<=\bw/[ \t])" + _THERAPY + r"(?![\w/&-])"
+        r"|(?<![\w/])(?:(?<=with )|(?<=by )|(?<=per )|(?<=home )|(?<=outpatient )"
+        r"|(?<=inpatient )|(?<=started )|(?<=continue )|(?<=cont ))" + _THERAPY + r"(?![\w/&-])",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"(?<![\w/&.-])" + _THERAPY + r"(?=[ \t]+(?:BID|TID|daily|qd|eval\w*|consult|recs?"
+        r"|recommend\w*|clearance|needs)\b)",
+        re.IGNORECASE,
+    ),
+)
+
+
+def therapies(text: str) -> list[tuple[int, int]]:
+    """The spans of the therapies written in shorthand in ``text`` (:data:`_THERAPIES`), in
+    order; written in capitals ("pt" is a patient)."""
+    out = set()
+    for pattern in _THERAPIES:
+        for m in pattern.finditer(text):
+            for w in re.finditer(_THERAPY, m.group(), re.IGNORECASE):
+                a, b = m.start() + w.start(), m.start() + w.end()
+                if text[a:b].isupper():
+                    out.add((a, b))
+    return sorted(out)
+
+
 class ShorthandFinder:
     """Clinical shorthand as entities: a short form of the typed table, written as notes write
     it (a spelling of the inventories' that has a capital, a digit or a sign, or four letters or
@@ -293,13 +334,21 @@ class ShorthandFinder:
                     self.kind[spelling] = kind
         if not self.kind:  # a model of other types: its entities are not ours to judge
             self.never.clear()
+        #: therapies in shorthand are found (the model's types have a Procedure)
+        self.therapy = bool(self.kind) and "Procedure" in types
         ordered = sorted(self.kind, key=len, reverse=True)
         alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
         self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
-        """(start, end, type) of each short form in ``text``, in order."""
-        return [(m.start(), m.end(), self.kind[m.group()]) for m in self.pattern.finditer(text)]
+        """(start, end, type) of each short form in ``text``, in order; with the therapies
+        (:func:`therapies`) where the model's types have a Procedure."""
+        found = [(m.start(), m.end(), self.kind[m.group()]) for m in self.pattern.finditer(text)]
+        if self.therapy:
+            spans = {(a, b) for a, b, _ in found}
+            found += [(a, b, "Procedure") for a, b in therapies(text) if (a, b) not in spans]
+            found.sort()
+        return found
 
     def merged(
         self, text: str, entities: Sequence[Entity], heads: Sequence[tuple[int, int]] = ()

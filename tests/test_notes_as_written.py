@@ -340,6 +340,28 @@ def test_shorthand_is_found_and_typed_as_notes_write_it():
     assert ShorthandFinder({"Chemical", "Disease"}).kind == {}
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Seen by PT/OT and SLP, no deficits.", ["PT", "OT", "SLP"]),
+        ("6. PT/OT: WBAT RLE, working w/ PT BID.", ["PT", "OT", "PT"]),
+        ("Started PT and OT on day 2; PT recommends home w/ home PT.", ["PT", "OT", "PT", "PT"]),
+        ("Seen by PT, OT not needed.", ["PT", "OT"]),
+        ("PT/INR 14.2/1.1. PT 14.2 sec. PT states she fell. Pt seen, f/u w/ pt.", []),
+        ("CT/PT scan", []),
+    ],
+)
+def test_therapies_in_shorthand_are_procedures_where_the_words_say_therapy(text, found):
+    from mslm_core.shorthand import ShorthandFinder, therapies
+
+    assert [text[a:b] for a, b in therapies(text)] == found
+    finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
+    procedures = [(text[a:b], k) for a, b, k in finder.find(text) if text[a:b] in found]
+    assert procedures == [(t, "Procedure") for t in found]
+    # a model without procedures gets none
+    assert not any(k == "Procedure" for *_, k in ShorthandFinder({"Problem", "Test"}).find(text))
+
+
 def test_a_site_in_shorthand_is_cut_from_the_finding_or_test_it_begins_or_ends():
     from mslm_core.shorthand import ShorthandFinder
 

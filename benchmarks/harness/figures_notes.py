@@ -298,6 +298,7 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "`BP 168/94`, `HR 102`", "examples of what the vitals reader takes"),
     Unmeasured(PAGE, "`Cr 1.9 (baseline 1.7)`", "examples of earlier values in brackets"),
     Unmeasured(PAGE, "a drug `on hold, Cr 2.1` makes no threshold", "examples"),
+    Unmeasured(PAGE, "not `PT 14.2`, `PT/INR` or a patient", "examples of no therapy"),
     Unmeasured(PAGE, "`Cr 1.4`, `troponin 0.4 ng/mL`", "examples of what the vitals reader takes"),
     Unmeasured(
         PAGE,
