@@ -197,14 +197,16 @@ def findings_with_their_site(
 ) -> list[Entity]:
     """``entities`` with a body site and the finding right after it joined into one finding
     where the two together name one (``is_finding``: "chest" + "pain" is Chest Pain,
-    "abdominal" + "pain" Abdominal Pain; "RUQ" + "pain" names none and stays two). The joined
-    finding has the finding's scores."""
+    "abdominal" + "pain" Abdominal Pain; "RUQ" + "pain" names none and stays two) — the site
+    typed Anatomy or, where the model split one finding in two, Problem ("abdominal" Problem +
+    "pain" Problem; "fever" + "chills" names none). The joined finding has the second's
+    scores."""
     out: list[Entity] = []
     for e in entities:
         before = out[-1] if out else None
         if (
             before is not None
-            and before.type == "Anatomy"
+            and before.type in ("Anatomy", "Problem")
             and e.type == "Problem"
             and not text[before.end : e.start].strip()
             and "\n" not in text[before.end : e.start]
