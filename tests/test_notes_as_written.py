@@ -589,12 +589,7 @@ def test_a_site_and_its_symptom_are_one_finding_where_they_name_one():
     # a finding the model split in two, its site read as a finding of its own: one where the
     # two name one ("abdominal" + "pain"), two where they name none ("fever" + "chills")
     text = "abdominal pain, fever chills"
-    ents = [
-        _entity(text, 0, 9, "Problem"),
-        _entity(text, 10, 14, "Problem"),
-        _entity(text, 16, 21, "Problem"),
-        _entity(text, 22, 28, "Problem"),
-    ]
+    ents = [_entity(text, a, b, "Problem") for a, b in [(0, 9), (10, 14), (16, 21), (22, 28)]]
     joined = findings_with_their_site(text, ents, lambda t: t.lower() == "abdominal pain")
     assert [e.text for e in joined] == ["abdominal pain", "fever", "chills"]
 
