@@ -208,11 +208,22 @@ class Measurement:
     measures: str
 
     def entities(self, text: str, confidence: float = CONFIDENCE) -> tuple[Entity, Entity]:
-        (a, b), (c, d) = self.label, self.value
         return (
-            Entity(a, b, text[a:b], "Test", confidence, confidence, confidence),
-            Entity(c, d, text[c:d], "Result", confidence, confidence, confidence),
+            _entity(text, self.label, "Test", confidence),
+            _entity(text, self.value, "Result", confidence),
         )
+
+
+def _entity(text: str, span: tuple[int, int], type_: str, confidence: float = CONFIDENCE) -> Entity:
+    """The entity of ``type_`` over ``span`` of ``text``, sure at ``confidence`` throughout."""
+    a, b = span
+    return Entity(a, b, text[a:b], type_, confidence, confidence, confidence)
+
+
+def _over(entities: Sequence[Entity], added: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with ``added`` over them: the ones ``added`` overlap dropped, in text order."""
+    kept = [e for e in entities if not any(n.start < e.end and e.start < n.end for n in added)]
+    return sorted([*kept, *added], key=lambda e: (e.start, e.end))
 
 
 def find(text: str) -> list[Measurement]:
@@ -248,10 +259,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 def merged(text: str, entities: Sequence[Entity], found: Sequence[Measurement]) -> list[Entity]:
     """``entities`` with the measurements ``found`` in ``text`` over them: each measurement's
     Test and Result replace the entities they overlap, in text order."""
-    spans = [s for m in found for s in (m.label, m.value)]
-    kept = [e for e in entities if not any(a < e.end and e.start < b for a, b in spans)]
-    added = [e for m in found for e in m.entities(text)]
-    return sorted([*kept, *added], key=lambda e: (e.start, e.end))
+    return _over(entities, [e for m in found for e in m.entities(text)])
 
 
 # a bare small number ("2", "3/4") read as a Result with no test before it: a list number, a
@@ -332,15 +340,14 @@ def with_reference_values(text: str, entities: Sequence[Entity]) -> list[Entity]
         if gap is None:
             continue
         start = e.end + gap.end()
-        close = text.find(")", start)
-        end = close if close != -1 and "\n" not in text[start:close] else -1
-        if end == -1:
+        end = text.find(")", start)
+        if end == -1 or "\n" in text[start:end]:
             continue
         for m in _REFERENCE.finditer(text, start - 1, end):
             a, b = _trim(text, *m.span("value"))
             if any(s < b and a < t for s, t in taken):
                 continue
-            out.append(Entity(a, b, text[a:b], "Result", CONFIDENCE, CONFIDENCE, CONFIDENCE))
+            out.append(_entity(text, (a, b), "Result"))
             taken.append((a, b))
     return sorted(out, key=lambda e: (e.start, e.end))
 
@@ -356,11 +363,4 @@ _EXAM = re.compile(
 def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) a
     Result, over whatever the model found there."""
-    spans = [m.span() for m in _EXAM.finditer(text)]
-    if not spans:
-        return list(entities)
-    kept = [e for e in entities if not any(a < e.end and e.start < b for a, b in spans)]
-    added = [
-        Entity(a, b, text[a:b], "Result", CONFIDENCE, CONFIDENCE, CONFIDENCE) for a, b in spans
-    ]
-    return sorted([*kept, *added], key=lambda e: (e.start, e.end))
+    return _over(entities, [_entity(text, m.span(), "Result") for m in _EXAM.finditer(text)])
