@@ -402,6 +402,8 @@ LINES: tuple[Line, ...] = (
         "and the full one replaces it at **",
         Fig("clinical/first-start.json", ("minutes_to_served",), "1"),
         None,  # 2 CPU cores
+        None,  # 2-core machines
+        Fig("clinical/first-start-xeon-400fa66.json", ("minutes_to_served",), "1"),
     ),
     _baseline_row("| textbook `AutoModelForTokenClassification` |", "hf-token-classification"),
     _baseline_row("| textbook tuned as our recipe was", "textbook-tuned"),

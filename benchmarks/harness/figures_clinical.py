@@ -999,6 +999,17 @@ LINES: tuple[Line, ...] = (
     ),
     _row(
         PAGE,
+        "Two later first starts, each on a fresh",
+        None,  # 2-core
+        Fig("clinical/first-start-xeon-400fa66.json", ("minutes_to_served",), "1"),
+    ),
+    _row(
+        PAGE,
+        "and on an AMD EPYC with AVX2 only at",
+        Fig("clinical/first-start-epyc-011df0a.json", ("minutes_to_served",), "1"),
+    ),
+    _row(
+        PAGE,
         "On a second machine (AMD EPYC",
         None,  # 2 cores
         Fig(EPYC, ("minutes_to_served",), "1"),
