@@ -279,17 +279,34 @@ def _test_before(text: str, e: Entity, tests: Sequence[Entity]) -> Entity | None
     )
 
 
-def without_lone_numbers(text: str, entities: Sequence[Entity]) -> list[Entity]:
-    """``entities`` without the Results that are a bare number of one or two digits (or a
-    ratio of such), a date, a year or a clock time, with no Test ending at most 12
-    characters before them on their line ("3. Hypokalemia" after a line that ends in a test
-    is a list number)."""
+# a word of course or change read as a Result ("Cardiomegaly, stable", "UOP 1.2 L, improving",
+# "lap chole, uncomplicated", "increased to 20 mg"): the schema's Result is a test's value, so
+# one of these is a Result only right after its test ("weight stable", "Cr stable")
+_COURSE = re.compile(
+    r"stable|unchanged|improv(?:ed|ing)|better|wors(?:e|ening|ened)|increas(?:e|ed|ing)"
+    r"|reduced|declin(?:ed|ing)|flat|high|uncomplicated|limit|resolv(?:ed|ing)|trending",
+    re.IGNORECASE,
+)
+
+
+def without_lone_results(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` without the Results that no Test ending at most 12 characters before
+    them on their line measured, where they are a bare number of one or two digits (or a
+    ratio of such), a date, a year or a clock time ("3. Hypokalemia" after a line that ends
+    in a test is a list number), a word of course or change (:data:`_COURSE`), or hold no
+    letter or digit ("+rebound", "↑ to 80 mg")."""
     tests = [e for e in entities if e.type == "Test"]
     return [
         e
         for e in entities
         if not (
-            e.type == "Result" and _BARE.fullmatch(e.text) and _test_before(text, e, tests) is None
+            e.type == "Result"
+            and (
+                _BARE.fullmatch(e.text)
+                or _COURSE.fullmatch(e.text)
+                or not any(c.isalnum() for c in e.text)
+            )
+            and _test_before(text, e, tests) is None
         )
     ]
 

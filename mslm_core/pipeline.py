@@ -400,7 +400,7 @@ class AnnotationPipeline:
                     tidy[i] = measurements.merged(text, tidy[i], found)
                     measured[i] = {m.label for m in found}
                 tidy[i] = measurements.without_thresholds(
-                    text, measurements.without_lone_numbers(text, tidy[i])
+                    text, measurements.without_lone_results(text, tidy[i])
                 )
                 tidy[i] = measurements.with_reference_values(
                     text, measurements.with_exam_shorthand(text, tidy[i])

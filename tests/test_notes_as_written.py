@@ -427,7 +427,7 @@ def test_a_lone_small_number_is_no_result():
         _entity(text, 25, 28, "Result"),  # 134: three digits
         _entity(text, 43, 44, "Result"),  # "3", no test just before it
     ]
-    assert [e.text for e in measurements.without_lone_numbers(text, ents)] == ["Na", "134"]
+    assert [e.text for e in measurements.without_lone_results(text, ents)] == ["Na", "134"]
 
 
 def test_a_list_number_after_a_line_that_ends_in_a_test_is_no_result():
@@ -441,8 +441,30 @@ def test_a_list_number_after_a_line_that_ends_in_a_test_is_no_result():
         ents.append(_entity(text, text.index(word), text.index(word) + len(word), "Result"))
     at = text.index("BNP")
     ents += [_entity(text, at, at + 3, "Test"), _entity(text, at + 4, at + 8, "Result")]
-    kept = [(e.text, e.start) for e in measurements.without_lone_numbers(text, ents)]
+    kept = [(e.text, e.start) for e in measurements.without_lone_results(text, ents)]
     assert kept == [("BMP", 9), ("K", k), ("3.1", k + 2), ("BNP", at), ("2022", at + 4)]
+
+
+def _span(text: str, word: str, nth: int = 0) -> tuple[int, int]:
+    at = -1
+    for _ in range(nth + 1):
+        at = text.index(word, at + 1)
+    return at, at + len(word)
+
+
+def test_a_word_of_course_or_a_sign_is_a_result_only_after_its_test():
+    text = "Cardiomegaly, stable. Weight stable. UOP 1.2 L, improving. Pain, +rebound, ↑ to 80 mg"
+    ents = [
+        _entity(text, *_span(text, "stable"), "Result"),  # no test before it
+        _entity(text, *_span(text, "Weight"), "Test"),
+        _entity(text, *_span(text, "stable", 1), "Result"),  # the weight's
+        _entity(text, *_span(text, "improving"), "Result"),  # 1.2 L is a Result, not a Test
+        _entity(text, *_span(text, "+"), "Result"),
+        _entity(text, *_span(text, "↑"), "Result"),
+    ]
+    kept = [(e.text, e.start) for e in measurements.without_lone_results(text, ents)]
+    weight = text.index("Weight")
+    assert kept == [("Weight", weight), ("stable", weight + len("Weight "))]
 
 
 def test_a_finding_s_degree_is_its_severity_not_part_of_it():
