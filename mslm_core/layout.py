@@ -192,6 +192,27 @@ def findings_without_their_severity(
     return out
 
 
+def findings_by_name(
+    entities: Sequence[Entity], names_a: Callable[[str, str], bool]
+) -> list[Entity]:
+    """``entities`` with a Test, Procedure, Drug or Anatomy a Problem where its words are
+    exactly the name of a finding and of nothing of its own type (``names_a(text, type)``, the
+    linker's: "hives", "weight gain", "fever", "lethargy" read as a Test or a Drug); only words
+    of five characters or more with a lower-case letter, as shorthand is the table's to type
+    ("HD" is Huntington Disease by name). Never the other way: a Problem named like a procedure
+    ("drainage", "dilation") is a sign in a note as often as not."""
+    return [
+        with_fields(e, type="Problem")
+        if e.type in ("Test", "Procedure", "Drug", "Anatomy")
+        and len(e.text) >= 5
+        and any(c.islower() for c in e.text)
+        and names_a(e.text, "Problem")
+        and not names_a(e.text, e.type)
+        else e
+        for e in entities
+    ]
+
+
 def findings_with_their_site(
     text: str, entities: Sequence[Entity], is_finding: Callable[[str], bool]
 ) -> list[Entity]:

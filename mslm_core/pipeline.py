@@ -42,7 +42,12 @@ from .context.rules import PROFILES
 from .errors import ConfigError
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
-from .layout import Layout, findings_with_their_site, findings_without_their_severity
+from .layout import (
+    Layout,
+    findings_by_name,
+    findings_with_their_site,
+    findings_without_their_severity,
+)
 from .render import PREDICTION_FORMATS, media_type, predictions_help, render_predictions
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
@@ -384,10 +389,13 @@ class AnnotationPipeline:
                 tidy = [regimen.chained(t, es, kinds) for t, es in zip(texts, tidy, strict=True)]
         if self.shorthand is not None:
             tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
-        if self.linker is not None and self.measures:  # "chest" + "pain": one finding
+        # "hives" read as a Test is a finding by name; "chest" + "pain": one finding
+        if self.linker is not None and self.measures:
             names_a_finding = partial(self.linker.names_a, entity_type="Problem")
             tidy = [
-                findings_with_their_site(t, es, names_a_finding)
+                findings_with_their_site(
+                    t, findings_by_name(es, self.linker.names_a), names_a_finding
+                )
                 for t, es in zip(texts, tidy, strict=True)
             ]
         # vitals and lab values ("BP 168/94", "Cr 1.4"): a Test and its Result over the

@@ -667,3 +667,33 @@ def test_the_check_set_leaves_out_the_types_it_does_not_annotate(tmp_path):
     assert (
         more["layout"]["entities_on_a_header"] == 1 and plain["layout"]["entities_on_a_header"] == 0
     )
+
+
+def test_a_test_or_drug_named_exactly_as_a_finding_is_a_problem():
+    from mslm_core.layout import findings_by_name
+
+    names = {("hives", "Problem"), ("weight gain", "Problem"), ("drainage", "Test")}
+    names |= {("fever", "Problem"), ("fever", "Test")}  # a name of both kinds
+    names |= {("HD", "Problem")}
+
+    def names_a(text: str, kind: str) -> bool:
+        return (text, kind) in names
+
+    text = "hives, weight gain; no drainage. fever. HD today. cough"
+    ents = [
+        _entity(text, *_span(text, "hives"), "Drug"),
+        _entity(text, *_span(text, "weight gain"), "Test"),
+        _entity(text, *_span(text, "drainage"), "Problem"),  # never a Problem away
+        _entity(text, *_span(text, "fever"), "Test"),  # its own kind's name too
+        _entity(text, *_span(text, "HD"), "Procedure"),  # shorthand: the table's
+        _entity(text, *_span(text, "cough"), "Test"),  # named as nothing
+    ]
+    kinds = [(e.text, e.type) for e in findings_by_name(ents, names_a)]
+    assert kinds == [
+        ("hives", "Problem"),
+        ("weight gain", "Problem"),
+        ("drainage", "Problem"),
+        ("fever", "Test"),
+        ("HD", "Procedure"),
+        ("cough", "Test"),
+    ]
