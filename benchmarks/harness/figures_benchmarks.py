@@ -680,8 +680,9 @@ LINES: tuple[Line, ...] = (
     # -- MSLM's weighting, as far as it has run
     _row(
         PAGE,
-        "first 100 and 250 sentences of BC5CDR and all five sizes of MACCROBAT2020",
+        "first 100, 250 and 500 sentences of BC5CDR and all five sizes of MACCROBAT2020",
         None,  # sizes
+        None,
         None,
         None,
         None,
@@ -732,6 +733,14 @@ LINES: tuple[Line, ...] = (
         None,  # 250 sentences
         *_arms("BC5CDR-IOB@250"),
         _weights("vanilla-4-epochs", "BC5CDR-IOB@250"),
+    ),
+    _row(
+        PAGE,
+        "At BC5CDR's 500:",
+        None,  # 500 sentences
+        *_arms("BC5CDR-IOB@500"),
+        _weights("vanilla-4-epochs", "BC5CDR-IOB@500"),
+        Fig(WEIGHTS, partial(_p, dataset="BC5CDR-IOB@500", pick=min), "2"),
     ),
     _row(
         PAGE,
