@@ -40,14 +40,14 @@ from .clinical_types import context_applies, context_attributes, linked
 from .config import Bounds
 from .context.rules import PROFILES
 from .errors import ConfigError
-from .inference import EngineInfo, EntityExtractor, check_texts
-from .language import Language, other_language
-from .layout import (
-    Layout,
+from .findings import (
     findings_by_name,
     findings_with_their_site,
     findings_without_their_severity,
 )
+from .inference import EngineInfo, EntityExtractor, check_texts
+from .language import Language, other_language
+from .layout import Layout
 from .render import PREDICTION_FORMATS, media_type, predictions_help, render_predictions
 from .shorthand import ShorthandFinder
 from .types import Assertion, Entity
@@ -366,7 +366,8 @@ class AnnotationPipeline:
     ) -> list[list[Entity]]:
         """The decoded entities of ``texts`` → the note's layout (``mslm_core.layout``: no
         span across a line break, no list marker in one, no header as an entity) → a finding's
-        degree apart from it ("severe" of "severe chest pain" a Severity) → a Dosage
+        degree apart from it ("severe" of "severe chest pain" a Severity,
+        ``mslm_core.findings``) → a Dosage
         cut to its dose (``mslm_core.regimen``) → clinical shorthand
         (``mslm_core.shorthand.ShorthandFinder``) → vitals and lab values → thresholds →
         relations (each modifier's head, ``mslm_core.relations``, when the bundle has a

@@ -468,7 +468,7 @@ def test_a_word_of_course_or_a_sign_is_a_result_only_after_its_test():
 
 
 def test_a_finding_s_degree_is_its_severity_not_part_of_it():
-    from mslm_core.layout import findings_without_their_severity
+    from mslm_core.findings import findings_without_their_severity
 
     text = "Severe chest pain, mildly dilated LV, small bowel obstruction. Trace edema."
     spans = ["Severe chest pain", "mildly dilated", "small bowel obstruction", "Trace edema"]
@@ -593,7 +593,7 @@ def test_regimen_words_are_no_entity_and_a_dose_after_a_drug_is_a_dosage():
 
 
 def test_a_site_and_its_symptom_are_one_finding_where_they_name_one():
-    from mslm_core.layout import findings_with_their_site
+    from mslm_core.findings import findings_with_their_site
 
     text = "c/o chest pain and RUQ pain"
     ents = [
@@ -670,7 +670,7 @@ def test_the_check_set_leaves_out_the_types_it_does_not_annotate(tmp_path):
 
 
 def test_a_test_or_drug_named_exactly_as_a_finding_is_a_problem():
-    from mslm_core.layout import findings_by_name
+    from mslm_core.findings import findings_by_name
 
     names = {("hives", "Problem"), ("weight gain", "Problem"), ("drainage", "Test")}
     names |= {("fever", "Problem"), ("fever", "Test")}  # a name of both kinds
