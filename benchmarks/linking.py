@@ -4,6 +4,8 @@ kind than their entity.
 
     python benchmarks/linking.py [--cache DIR] [--git NAME=DIR ...]
         [--model NAME=BUNDLE ...]   (end to end: the model's mentions, then their concepts)
+    python benchmarks/linking.py --rerank-grid 1,2,4,8,16,32 [--encoder minilm] [--cache DIR]
+                                    (the optional re-rank's weight, chosen on dev)
 
 Gold: the test files of NCBI-disease (spyysalo/ncbi-disease at 5a266c6…, original-data/) and
 BC5CDR (cryptoradon/biomedRelExt at e42e945…, CDR_Data/CDR.Corpus.v010516/), fetched pinned
@@ -24,6 +26,15 @@ at each tenth of coverage (the most confident first), and how many concepts give
 another kind than their entity (a concept outside the parts its type maps to).
 
 Writes benchmarks/results/linking/summary.json.
+
+``--rerank-grid``: the optional re-rank (``mslm vocab import … --rerank``) prepared once for
+the packaged vocabulary, then every gold mention of the two corpora's *development* files
+linked at each weight, and without the re-rank: accuracy@1 and @5 per weight. The weight
+with the best accuracy@1 over both corpora together is the one chosen (the smaller of a tie),
+and the test files are then linked once at it and without the re-rank, to report what it
+buys. Writes benchmarks/results/linking/rerank-dev.json (``default_weight``: the default when
+the grid ran); ``mslm_core.linking.rerank``'s default weight is held to its choice by
+tests/test_docs.py.
 """
 
 from __future__ import annotations
@@ -48,6 +59,10 @@ _CDR = "CDR_Data/CDR.Corpus.v010516/CDR_{}Set.PubTator.txt"
 TEST_FILES = {
     "NCBI-disease-original": "original-data/test/NCBItestset_corpus.txt",
     "BC5CDR-original": _CDR.format("Test"),
+}
+DEV_FILES = {
+    "NCBI-disease-original": "original-data/devel/NCBIdevelopset_corpus.txt",
+    "BC5CDR-original": _CDR.format("Development"),
 }
 # NCBI-disease's four classes are one type, Disease, as models learn it
 TYPE_MAP = {
@@ -223,6 +238,71 @@ def end_to_end(name: str, root: Path, bundle: str, linker: Linker) -> dict:
     }
 
 
+def _accuracies(linker: Linker, corpus) -> dict:
+    examples = gold_examples(linker, [corpus])
+    n = max(len(examples), 1)
+    return {
+        "mentions": len(examples),
+        "right_at_1": sum(e.right for e in examples),
+        "accuracy_at_1": round(sum(e.right for e in examples) / n, 4),
+        "accuracy_at_5": round(
+            sum(bool(e.gold & {c.id for c in e.found[:5]}) for e in examples) / n, 4
+        ),
+    }
+
+
+def rerank_grid(linker: Linker, roots: dict[str, Path], weights: list[float], encoder: str):
+    """The re-rank's weight chosen on the development files (see the module's docstring)."""
+    import tempfile
+
+    from mslm_core.linking.rerank import DEFAULT_WEIGHT, Reranker, prepare
+
+    def read(name: str, files: dict[str, str]):
+        return read_corpus(
+            roots[name] / files[name], "pubtator", trust_offsets=True, type_map=TYPE_MAP
+        )
+
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        prepare(linker.vocabulary, linker.index, folder, encoder=encoder)
+        prepared = time.perf_counter() - started
+        reranker = Reranker(folder, linker.index)
+        dev: dict = {name: {} for name in roots}
+        for name in roots:
+            corpus = read(name, DEV_FILES)
+            linker.reranker = None
+            dev[name]["TF-IDF alone"] = _accuracies(linker, corpus)
+            for weight in weights:
+                reranker.weight = weight
+                linker.reranker = reranker  # a fresh cache: every mention re-ranked again
+                dev[name][f"weight {weight:g}"] = _accuracies(linker, corpus)
+        pooled = {
+            weight: sum(dev[name][f"weight {weight:g}"]["right_at_1"] for name in roots)
+            / sum(dev[name][f"weight {weight:g}"]["mentions"] for name in roots)
+            for weight in weights
+        }
+        chosen = min(weights, key=lambda w: (-round(pooled[w], 6), w))
+        test: dict = {name: {} for name in roots}
+        for name in roots:
+            corpus = read(name, TEST_FILES)
+            linker.reranker = None
+            test[name]["TF-IDF alone"] = _accuracies(linker, corpus)
+            reranker.weight = chosen
+            linker.reranker = reranker
+            test[name][f"weight {chosen:g}"] = _accuracies(linker, corpus)
+        linker.reranker = None
+    return {
+        "encoder": encoder,
+        "weights": weights,
+        "dev_accuracy_at_1_pooled": {f"{w:g}": round(a, 4) for w, a in pooled.items()},
+        "chosen_weight": chosen,
+        "default_weight": DEFAULT_WEIGHT,
+        "dev": dev,
+        "test": test,
+        "prepare_s": round(prepared, 1),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -235,10 +315,21 @@ def main() -> int:
         help="end to end: this model finds the mentions of NAME's test abstracts "
         "(NCBI-disease-original, BC5CDR-original)",
     )
+    ap.add_argument(
+        "--rerank-grid",
+        metavar="W,W,…",
+        help="instead: choose the re-rank's weight among these on the development files",
+    )
+    ap.add_argument("--encoder", default="minilm", help="the re-rank's encoder (--rerank-grid)")
     args = ap.parse_args()
     clones = dict(item.split("=", 1) for item in args.git)
     models = dict(item.split("=", 1) for item in args.model)
     linker = load_linker(DEFAULT_VOCABULARY)
+    if args.rerank_grid:
+        weights = [float(w) for w in args.rerank_grid.split(",")]
+        roots = {name: fetch_corpus(name, args.cache, clones.get(name)) for name in TEST_FILES}
+        emit("linking/rerank-dev", rerank_grid(linker, roots, weights, args.encoder))
+        return 0
     calibration = linker.calibration
     figures: dict = {
         "vocabulary": {

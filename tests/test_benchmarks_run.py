@@ -285,6 +285,14 @@ def _first_start_served_both(figures: dict) -> None:
     assert set(figures["estimate_worst_error"]) == {"early", "full"}
 
 
+def _rerank_chosen_on_dev(figures: dict) -> None:
+    """The weight chosen is the grid's best on dev, and the test files were linked at it."""
+    pooled = figures["dev_accuracy_at_1_pooled"]
+    assert pooled[f"{figures['chosen_weight']:g}"] == max(pooled.values())
+    for rows in figures["test"].values():
+        assert set(rows) == {"TF-IDF alone", f"weight {figures['chosen_weight']:g}"}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -574,6 +582,21 @@ RUNS: dict[str, Run] = {
         "linking/summary.json",
         needs=("corpus_cache", "bundle"),
         cost=8,
+    ),
+    "linking_rerank": Run(
+        "linking.py",
+        lambda t: [
+            "--cache",
+            str(t.corpus_cache),
+            "--rerank-grid",
+            "1,4",
+            "--encoder",
+            str(t.tiny_encoder),
+        ],
+        "linking/rerank-dev.json",
+        needs=("corpus_cache", "tiny_encoder"),
+        after=_rerank_chosen_on_dev,
+        cost=15,
     ),
     "linking_speed": Run(
         "linking_speed.py",

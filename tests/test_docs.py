@@ -160,6 +160,22 @@ def test_the_first_start_estimate_is_its_measurement():
     assert f"its early model **{early} minutes**" in schema
 
 
+def test_the_rerank_weight_is_the_one_chosen_on_dev():
+    """The re-rank's default weight is the best of the committed grid on the development
+    files (``benchmarks/linking.py --rerank-grid``), and not at the grid's edge."""
+    import json
+
+    from mslm_core.linking.rerank import DEFAULT_WEIGHT
+
+    grid = json.loads(
+        (REPO / "benchmarks/results/linking/rerank-dev.json").read_text(encoding="utf-8")
+    )
+    pooled = grid["dev_accuracy_at_1_pooled"]
+    assert grid["chosen_weight"] == DEFAULT_WEIGHT
+    assert pooled[f"{DEFAULT_WEIGHT:g}"] == max(pooled.values())
+    assert min(grid["weights"]) < DEFAULT_WEIGHT < max(grid["weights"])
+
+
 def test_the_pace_constants_quoted_are_the_code():
     """docs/benchmarks.md's first-start row quotes the time-left constants it measured with
     (``NAME`` value): each is mslm_core.train.pace's."""
