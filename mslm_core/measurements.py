@@ -312,18 +312,30 @@ def without_lone_results(text: str, entities: Sequence[Entity]) -> list[Entity]:
 
 
 # a value written as a bound ("< 7", "> 101.5", "more than 3 lbs")
-_BOUND = re.compile(r"(?:[<>≤≥]=?|more than|less than|greater than)[ \t]*\d", re.IGNORECASE)
+_COMPARATOR = r"(?:[<>≤≥]=?|(?:more|less|greater|higher|lower)[ \t]+than|over|above|below|under)"
+_BOUND = re.compile(_COMPARATOR + r"[ \t]*\d", re.IGNORECASE)
+_BOUND_BEFORE = re.compile(r"(?<![\w<>≤≥=])" + _COMPARATOR + r"[ \t]*$", re.IGNORECASE)
+
+
+def _bound(text: str, e: Entity) -> bool:
+    """Whether the Result ``e`` is written as a bound: its comparator in its span ("> 101.5")
+    or right before it ("fever > 101.5", "fever over 100.4" read as "101.5", "100.4")."""
+    if _BOUND.match(e.text):
+        return True
+    before = text[max(0, e.start - 14) : e.start].rsplit("\n", 1)[-1]
+    return e.text[:1].isdigit() and _BOUND_BEFORE.search(before) is not None
 
 
 def without_thresholds(text: str, entities: Sequence[Entity]) -> list[Entity]:
-    """``entities`` without the Results written as a bound that no test measured: with no Test
-    ending at most 12 characters before them on their line ("fever > 101.5", "weight gain >
-    3 lb"), or whose Test is a condition's or a goal's ("if Hgb < 7", "hold if SBP < 110":
-    :data:`_THRESHOLD`). A bound a test gave stays ("troponin < 0.01")."""
+    """``entities`` without the Results written as a bound (:func:`_bound`) that no test
+    measured: with no Test ending at most 12 characters before them on their line ("fever >
+    101.5", "fever over 100.4", "weight gain > 3 lb"), or whose Test is a condition's or a
+    goal's ("if Hgb < 7", "hold if SBP < 110": :data:`_THRESHOLD`). A bound a test gave stays
+    ("troponin < 0.01", "BP above 180 at home")."""
     tests = [e for e in entities if e.type == "Test"]
     out = []
     for e in entities:
-        if e.type == "Result" and _BOUND.match(e.text):
+        if e.type == "Result" and _bound(text, e):
             label = _test_before(text, e, tests)
             if label is None or _THRESHOLD.search(text, max(0, label.start - 24), label.start):
                 continue

@@ -513,6 +513,18 @@ def test_a_bound_is_a_result_only_where_a_test_measured_it():
     ents = [_entity(text, text.index(t), text.index(t) + len(t), k) for t, k in spans]
     kept = [e.text for e in measurements.without_thresholds(text, ents)]
     assert kept == ["Hgb", "fever", "Troponin", "< 0.01"]
+    # the comparator before the span the model read: the same bound
+    text = "Return for fever over 100.4, chills.\nBP above 180 at home; weight gain > 3 lb"
+    spans = [("fever", "Problem"), ("100.4", "Result"), ("BP", "Test"), ("180", "Result")]
+    spans += [("weight gain", "Problem"), ("3 lb", "Result")]
+    ents = [_entity(text, text.index(t), text.index(t) + len(t), k) for t, k in spans]
+    kept = [e.text for e in measurements.without_thresholds(text, ents)]
+    assert kept == ["fever", "BP", "180", "weight gain"]
+    # a comparator on the line before is not this value's; a value's own words are no bound
+    text = "Keep SBP >\n120 today. HR 70 over 90 beats. Temp 38.9 above baseline"
+    spans = [("120", "Result"), ("HR", "Test"), ("70", "Result"), ("38.9", "Result")]
+    ents = [_entity(text, text.index(t), text.index(t) + len(t), k) for t, k in spans]
+    assert measurements.without_thresholds(text, ents) == ents
 
 
 @pytest.mark.parametrize(
