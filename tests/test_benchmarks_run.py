@@ -293,6 +293,11 @@ def _rerank_chosen_on_dev(figures: dict) -> None:
         assert set(rows) == {"TF-IDF alone", f"weight {figures['chosen_weight']:g}"}
 
 
+def _scanned_words_mended(figures: dict) -> None:
+    assert figures["scanned_notes_words_changed"] > 200  # the check set's scanned notes
+    assert figures["sources_missing"] == []
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -630,6 +635,14 @@ RUNS: dict[str, Run] = {
         "note-style/smoke.json",
         needs=("bundle",),
         cost=20,
+    ),
+    "ocr": Run(
+        "ocr.py",
+        lambda t: ["--cache", str(t.corpus_cache), "--data", str(t.data), "--rounds", "1"],
+        "ocr.json",
+        needs=("corpus_cache", "data"),
+        after=_scanned_words_mended,
+        cost=2,
     ),
     "omop_warehouse": Run(
         "omop_warehouse.py",

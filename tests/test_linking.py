@@ -475,3 +475,22 @@ def test_n_grams_in_too_many_names_do_not_retrieve_unless_nothing_else_would(tmp
     (best, _), (fallback, _) = index.search(queries, [None, None], 4)
     assert index.ids[index.name_concept[best[0]]] == "C3"
     assert len(fallback) == 4
+
+
+def test_a_scanned_mention_is_looked_up_by_its_mended_words(tmp_path):
+    """OCR damage ("rn" for "m", "0" for "o", "l" for "I"): the mention keeps the note's span
+    and text, and is linked as it was written before the scan (mslm_core.ocr)."""
+    from mslm_core.types import Entity
+
+    linker = _typed(tmp_path)
+    text = "Renal insufficiency: kidney fai1ure. US: right upper l0be"
+    entities = [
+        [
+            Entity(21, 35, "kidney fai1ure", "Problem", 0.9, 0.9, 1.0),
+            Entity(41, 57, "right upper l0be", "Anatomy", 0.9, 0.9, 1.0),
+        ]
+    ]
+    failure, lobe = linker.apply_all([text], entities)[0]
+    assert failure.text == "kidney fai1ure" and failure.concept.id == "10"
+    assert lobe.concept.id == "2"
+    assert linker._lookups(text, [(21, 35), (41, 57)]) == ["kidney failure", "right upper lobe"]

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from scipy import sparse
 
 from ..clinical_types import CLINICAL_TYPES
+from ..ocr import mended_text
 from ..types import Entity, LinkedConcept, with_fields
 from .abbreviations import abbreviations
 from .calibration import LinkCalibration
@@ -301,18 +302,18 @@ class Linker:
         """The strings to look up for ``spans``: an abbreviation the text defines by its long
         form; clinical shorthand of an entity of the clinical schema's ``types`` by what notes
         mean by it ("CP" → chest pain, not the PubMed corpora's cleft palate); anything else
-        as it is."""
+        as it is, its words a scanner damaged mended (``mslm_core.ocr``)."""
         if not spans:
             return []
         expand = abbreviations(text)
         shorthand = long_forms() if types is not None else {}
         out = []
         for k, (a, b) in enumerate(spans):
-            written = text[a:b].strip()
+            written = mended_text(text[a:b].strip())  # as written before a scanner ("AKl")
             found = expand.get(written)
             if found is None and types is not None and types[k] in CLINICAL_TYPES:
                 found = shorthand.get(written)
-            out.append(found or text[a:b])
+            out.append(found or written)
         return out
 
     def apply_all(

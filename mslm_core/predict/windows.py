@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..features import Packing, Window
+from ..ocr import mended
 from ..text import sentence_spans, word_spans
 from ..types import Entity, ScoredMention
 
@@ -31,7 +32,8 @@ def sentences_of(texts: Sequence[str]) -> tuple[list[list[str]], list[Origin]]:
     (text index, the character spans of its words). A list item is read with its header: the
     lines under a short line that ends with a colon ("MEDICATIONS:", "Allergies:") open with
     the header's words (their spans the header's own, so that an entity found on them is one
-    on a header, which the layout drops), until a blank line."""
+    on a header, which the layout drops), until a blank line. A word a scanner damaged is read
+    mended (``mslm_core.ocr``: ``c0ugh`` as ``cough``); its span stays the note's."""
     sentences: list[list[str]] = []
     where: list[Origin] = []
     for t, text in enumerate(texts):
@@ -46,13 +48,13 @@ def sentences_of(texts: Sequence[str]) -> tuple[list[list[str]], list[Origin]]:
             last_end = b
             if _is_header(text, a, b, spans):
                 header = spans
-                sentences.append([text[x:y] for x, y in spans])
+                sentences.append([mended(text[x:y]) for x, y in spans])
                 where.append(Origin(t, spans))
                 continue
             starts_line = not text[text.rfind("\n", 0, a) + 1 : a].strip()
             context = header if header and starts_line else []
             spans = context + spans
-            sentences.append([text[x:y] for x, y in spans])
+            sentences.append([mended(text[x:y]) for x, y in spans])
             where.append(Origin(t, spans, len(context)))
     return sentences, where
 
