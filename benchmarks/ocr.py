@@ -27,11 +27,7 @@ from note_style import notes
 from mslm_core.corpora.pinned import default_cache
 from mslm_core.corpus import read_corpus
 from mslm_core.ocr import lexicon, mended
-from mslm_core.text import word_spans
-
-
-def _words(text: str) -> list[str]:
-    return [text[a:b] for a, b in word_spans(text)]
+from mslm_core.text import words_of
 
 
 def sources(cache: Path, data: Path) -> tuple[dict[str, list[str]], list[str]]:
@@ -41,7 +37,7 @@ def sources(cache: Path, data: Path) -> tuple[dict[str, list[str]], list[str]]:
     for name in ("MACCROBAT2020", "CHIA"):
         files = sorted((cache / name).rglob("*.txt"))
         if files:
-            found[name] = [w for f in files for w in _words(f.read_text(errors="replace"))]
+            found[name] = [w for f in files for w in words_of(f.read_text(errors="replace"))]
         else:
             missing.append(name)
     for name in ("BC5CDR-IOB", "NCBI-disease-IOB"):
@@ -52,7 +48,7 @@ def sources(cache: Path, data: Path) -> tuple[dict[str, list[str]], list[str]]:
             missing.append(name)
     for scanned, name in ((True, "note-style, scanned notes"), (False, "note-style, other notes")):
         found[name] = [
-            w for n in notes("all") if (n.style == "ocr") == scanned for w in _words(n.text)
+            w for n in notes("all") if (n.style == "ocr") == scanned for w in words_of(n.text)
         ]
     return found, missing
 
@@ -69,7 +65,8 @@ def main() -> int:
     found, missing = sources(args.cache or default_cache(), args.data)
     per_source: dict[str, dict] = {}
     for name, words in found.items():
-        changes = Counter((w, mended(w)) for w in words if mended(w) != w)
+        pairs = ((w, mended(w)) for w in words)
+        changes = Counter(pair for pair in pairs if pair[0] != pair[1])
         per_source[name] = {
             "words": len(words),
             "changed": sum(changes.values()),

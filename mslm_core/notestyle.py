@@ -31,7 +31,7 @@ import numpy as np
 
 from .corpus.model import Sentence
 from .shorthand import Shorthand, packaged
-from .text import word_spans
+from .text import words_of
 from .types import Mention
 
 #: Short forms the rewriting never writes: the note-style check set measures the model on
@@ -111,10 +111,6 @@ class Rates:
     bullet: float = 0.25
 
 
-def _words(text: str) -> list[str]:
-    return [text[a:b] for a, b in word_spans(text)]
-
-
 class NoteStyle:
     """Rewrites sentences in note style with a shorthand table (default: the packaged one)."""
 
@@ -134,13 +130,13 @@ class NoteStyle:
                     continue
                 spelled = sense.forms or ((sense.short.upper(), 1),)
                 for variant in _long_variants(long):
-                    key = tuple(w.lower() for w in _words(variant))
+                    key = tuple(w.lower() for w in words_of(variant))
                     # a long form of 4 letters or more, longer than its short form ("ph",
                     # "day", "six" are not rewritten)
                     if sum(map(len, key)) < 4 or len(variant) <= len(sense.short):
                         continue
                     options = self.forms.setdefault(key, [])
-                    options.extend((_words(form), float(count)) for form, count in spelled)
+                    options.extend((words_of(form), float(count)) for form, count in spelled)
         self.longest = max((len(k) for k in self.forms), default=0)
 
     def __call__(self, sentence: Sentence, rng: np.random.Generator) -> Sentence:

@@ -27,18 +27,16 @@ import gzip
 import itertools
 import re
 from functools import cache
-from pathlib import Path
 
 from .text import word_spans
 
 __all__ = ["lexicon", "mended", "mended_text"]
 
-_DATA = Path(__file__).resolve().parent / "data"
-_MESH = Path(__file__).resolve().parent / "linking" / "data" / "mesh-default.tsv.gz"
-
 #: The places a scanner misreads, and how each may be read instead (lower case).
-_PLACES = re.compile(r"rn|[01l]")
 _READINGS = {"rn": ("m",), "0": ("o",), "1": ("l", "i"), "l": ("i",)}
+_PLACES = re.compile("|".join(sorted(map(re.escape, _READINGS), key=len, reverse=True)))
+#: The digits a scanner makes of letters.
+_DIGITS = "".join(place for place in _READINGS if place.isdigit())
 #: A word worth a look: a digit that may be a letter beside a letter, ``rn``, an ``l`` beside a
 #: capital or opening a word before a consonant (``lnsulin``).
 _SUSPECT = re.compile(r"[a-zA-Z][01]|[01][a-zA-Z]|[rR][nN]|l[A-Z]|[A-Z]l|^l[^aeiouyl]")
@@ -59,16 +57,18 @@ def lexicon() -> dict[str, int]:
     none)."""
     from spellchecker import SpellChecker
 
+    from .linking.builtin import DEFAULT_VOCABULARY  # the linker reads words mended: lazily
+    from .shorthand import packaged
+
     words: dict[str, int] = dict(SpellChecker(language="en", distance=1).word_frequency.dictionary)
     extra: set[str] = set()
-    with gzip.open(_MESH, "rt", encoding="utf-8") as f:
+    with gzip.open(DEFAULT_VOCABULARY, "rt", encoding="utf-8") as f:
         for row in csv.reader((line for line in f if not line.startswith("#")), delimiter="\t"):
             for field in row[1:3]:
                 extra.update(_TERM_WORD.findall(field.lower()))
-    with open(_DATA / "shorthand.tsv", encoding="utf-8") as f:
-        for row in csv.reader((line for line in f if not line.startswith("#")), delimiter="\t"):
-            for field in row[:2]:
-                extra.update(_TERM_WORD.findall(field.lower()))
+    for senses in packaged().senses.values():
+        for sense in senses:
+            extra.update(_TERM_WORD.findall(f"{sense.short} {sense.long}".lower()))
     for word in extra:
         words.setdefault(word, 1)
     return words
@@ -166,7 +166,7 @@ def _plain_damage(word: str, capitals: bool) -> str:
     small = all(ch.islower() for ch in word if ch.isalpha())
     if letters < 4 or not (small or capitals):
         return word
-    if any(ch.isdigit() and ch not in "01" for ch in word):
+    if any(ch.isdigit() and ch not in _DIGITS for ch in word):
         return word
     out = []
     for i, ch in enumerate(word):

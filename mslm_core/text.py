@@ -42,6 +42,11 @@ def word_spans(text: str, boundaries: Iterable[int] = ()) -> list[tuple[int, int
     return spans
 
 
+def words_of(text: str) -> list[str]:
+    """The words of ``text`` (:func:`word_spans`)."""
+    return [text[a:b] for a, b in word_spans(text)]
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of the sentences of ``text`` (rule-based; never drops a character
     that belongs to a word). Leading/trailing whitespace of each sentence is excluded.

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..features import Packing, Window, WindowBuilder
+from ..ocr import lexicon
 from ..types import Entity, ScoredMention
 from .backend import Backend
 from .confidence import RawPredictions, span_features, temper, word_tag_probs
@@ -65,6 +66,7 @@ class Predictor:
         # they change confidences only, never which entities are found
         self.temperatures: tuple[float, float] = (1.0, 1.0)
         self._pool: ThreadPoolExecutor | None = None
+        lexicon()  # what mends a scanner's damage (0.3-0.6 s once), loaded here, not by a call
 
     # -- raw text ---------------------------------------------------------------------------
     def annotate(
