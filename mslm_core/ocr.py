@@ -27,10 +27,16 @@ import gzip
 import itertools
 import re
 from functools import cache
+from pathlib import Path
 
+from .shorthand import packaged
 from .text import word_spans
 
 __all__ = ["lexicon", "mended", "mended_text"]
+
+#: The linking package's packaged vocabulary (``linking.builtin.DEFAULT_VOCABULARY``), by its
+#: path: the linker reads words mended, so this module cannot import the linking package.
+_MESH = Path(__file__).resolve().parent / "linking" / "data" / "mesh-default.tsv.gz"
 
 #: The places a scanner misreads, and how each may be read instead (lower case).
 _READINGS = {"rn": ("m",), "0": ("o",), "1": ("l", "i"), "l": ("i",)}
@@ -57,12 +63,9 @@ def lexicon() -> dict[str, int]:
     none)."""
     from spellchecker import SpellChecker
 
-    from .linking.builtin import DEFAULT_VOCABULARY  # the linker reads words mended: lazily
-    from .shorthand import packaged
-
     words: dict[str, int] = dict(SpellChecker(language="en", distance=1).word_frequency.dictionary)
     extra: set[str] = set()
-    with gzip.open(DEFAULT_VOCABULARY, "rt", encoding="utf-8") as f:
+    with gzip.open(_MESH, "rt", encoding="utf-8") as f:
         for row in csv.reader((line for line in f if not line.startswith("#")), delimiter="\t"):
             for field in row[1:3]:
                 extra.update(_TERM_WORD.findall(field.lower()))
