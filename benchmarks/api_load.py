@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from common import DATA, emit, int8_bundle
+from common import DATA, emit, exit_on_sigterm, int8_bundle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -336,6 +336,7 @@ def main() -> None:
         "and offline engine processes alike (default 1)",
     )
     args = ap.parse_args()
+    exit_on_sigterm()
 
     from mslm_core.corpus import read_corpus
 

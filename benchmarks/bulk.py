@@ -36,7 +36,7 @@ from pathlib import Path
 import httpx
 import omop_warehouse as wh
 import psycopg
-from common import emit, int8_bundle
+from common import emit, exit_on_sigterm, int8_bundle
 
 KEY = "bench-admin-key-0123456789abcdef"
 REDIS = "redis://127.0.0.1:6379"
@@ -246,6 +246,7 @@ def main() -> None:
         help="seconds the engine processes of the ceiling measurement get to load the model",
     )
     args = p.parse_args()
+    exit_on_sigterm()
 
     tmp = Path(tempfile.mkdtemp(prefix="mslm-bulk-"))
     bundle = int8_bundle(args.model, tmp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,10 @@ def int8_bundle(model: str | Path, tmp: Path) -> Path:
         shutil.copytree(model, bundle)
         export_bundle(bundle, quantize="int8")
     return bundle
+
+
+def exit_on_sigterm() -> None:
+    """Let ``kill`` (SIGTERM) run the script's ``finally``: it raises SystemExit, so that the
+    servers and workers the script started in sessions of their own, which no signal to its
+    process group reaches, are stopped with it instead of running on."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))

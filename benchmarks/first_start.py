@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, machine
+from common import RESULTS, exit_on_sigterm, machine
 
 KEY = "first-start-benchmark-key-0123456789"
 
@@ -56,6 +56,7 @@ def main() -> None:
         "serves is under artifacts/models/); default: a temporary home, deleted",
     )
     args = ap.parse_args()
+    exit_on_sigterm()
     import httpx
 
     if args.keep_home:

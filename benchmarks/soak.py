@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from api_load import KEY, free_port, load, rss_mb
-from common import DATA, emit, int8_bundle
+from common import DATA, emit, exit_on_sigterm, int8_bundle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -41,6 +41,7 @@ def main() -> None:
         "--base-model", help="the training job's encoder (an alias or a directory; default: minilm)"
     )
     args = ap.parse_args()
+    exit_on_sigterm()
 
     import httpx
 

@@ -175,6 +175,82 @@ def test_runs_side_by_side_score_as_one_after_the_other(tmp_path, data_root, tin
         Runner(protocol, data_root, tmp_path / "r", tmp_path / "w", jobs=0)
 
 
+_ORPHAN = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from harness.runner import exit_with_parent
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent
+    )
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 600)  # a run in progress
+    time.sleep(600)
+"""
+
+# a benchmark script's shape: a server in a session of its own, stopped in a finally
+_SERVER = """
+import os, signal, subprocess, time
+from common import exit_on_sigterm
+
+exit_on_sigterm()
+server = subprocess.Popen(["sleep", "600"], start_new_session=True)
+print(server.pid, flush=True)
+try:
+    time.sleep(600)
+finally:
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait()
+"""
+
+
+@pytest.mark.parametrize(
+    "script, sig",
+    [(_ORPHAN, "SIGKILL"), (_SERVER, "SIGTERM")],
+    ids=["a runner's spawned workers", "a script's server"],
+)
+def test_a_stopped_benchmark_leaves_no_process_behind(tmp_path, script, sig):
+    """``kill`` on reproduce.py --jobs N (even -9: no handler runs) or on a benchmark that
+    started a server: its workers and servers stop too, not run on unseen beside the next
+    command."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "parent.py").write_text(script, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "benchmarks")}
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "parent.py")], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert _running(child)  # alive while its parent is
+        parent.send_signal(getattr(signal, sig))
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _running(child):
+            time.sleep(0.1)
+        if _running(child):
+            os.kill(child, signal.SIGKILL)
+            pytest.fail(f"{child} outlived the process that started it")
+    finally:
+        parent.kill()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (one that exited but is not yet reaped, a zombie, is
+    not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def test_datasets_runs_a_part_of_a_protocol_now(tmp_path, data_root, tiny_encoder):
     protocol = load_protocol(write_protocol(tmp_path, tiny_encoder, grid=False))
     results, trained = tmp_path / "results" / "tiny", []

@@ -527,9 +527,30 @@ def _init_worker(
     import torch
 
     global _WORKER
+    exit_with_parent()
     logging.basicConfig(level=log_level, format="%(asctime)s %(processName)s %(name)s: %(message)s")
     torch.set_num_threads(threads)
     _WORKER = Runner(protocol, data_root, results_dir, work_dir, device, keep_bundles)
+
+
+def exit_with_parent() -> None:
+    """In a worker process: exit as soon as the process that spawned it is gone, however it went
+    (a ``kill``, a closed terminal). Otherwise a stopped ``reproduce.py`` leaves its workers
+    training on, side by side with the next command. The parent's sentinel is a pipe that its
+    death closes; a run cut short resumes from its last checkpoint, as after any interruption."""
+    import multiprocessing
+    import threading
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _run_in_worker(spec: RunSpec) -> tuple[dict[str, Any], bool]:
