@@ -435,7 +435,9 @@ def test_annotate_reports_clinical_context_in_every_format(trained_service, tmp_
     rules.write_text(json.dumps({"rules": [pseudo]}))
     with TestClient(create_app(settings.model_copy(update={"context_rules": rules}))) as c:
         body = c.post("/v1/annotate", headers=auth(ANNOTATE), json={"texts": [text]}).json()
-        assert all(not e["assertion"]["negated"] for e in body["results"][0]["entities"])
+        ents = body["results"][0]["entities"]
+        assert {e["text"] for e in ents} == {"diabetes", "cancer"}
+        assert all(not e["assertion"]["negated"] for e in ents)
     rules.write_text(json.dumps({"rules": [{**pseudo, "category": "NEGATION"}]}))
     bad = settings.model_copy(update={"context_rules": rules})
     with (
