@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .masking import BLM, ELM
+from .weights import BLM, ELM
 
 
 def mask_specific_loss(

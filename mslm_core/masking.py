@@ -22,12 +22,11 @@ import numpy.typing as npt
 
 from .errors import ConfigError, UnknownNameError
 from .features import Window
-from .weights import mask_specific_weights
+from .weights import BLM, ELM, NOT_MASKED, mask_specific_weights
 
 if TYPE_CHECKING:
     from .config import TrainConfig
 
-NOT_MASKED, BLM, ELM = 0, 1, 2
 
 _S = TypeVar("_S", bound="MaskingStrategy")
 

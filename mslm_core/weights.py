@@ -6,6 +6,10 @@ import math
 
 from .errors import MaskingError
 
+# a subword's mask type, as masking.py marks it (``mask_type``) and the loss weighs it: here, out
+# of the masking module, so that the model's loss needs no import of the masking code (the
+# prediction path cannot reach it: pyproject.toml's import contracts)
+NOT_MASKED, BLM, ELM = 0, 1, 2
 SENSITIVITY_THRESHOLD = 0.5
 WEIGHT_RULES = ("paper", "reference")
 
