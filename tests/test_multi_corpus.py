@@ -740,10 +740,27 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(tiny_clinical, encoder, tmp
         "single-MACCROBAT2020-s1",
         "textbook-BC5CDR-IOB-s1",
         "textbook-MACCROBAT2020-s1",
+        "textbook-tuned-BC5CDR-IOB-s1",
+        "textbook-tuned-MACCROBAT2020-s1",
     ]
     summary = json.loads((out / "summary.json").read_text())
     table = summary["table"]
-    assert set(table["BC5CDR-IOB"]) == {"merged", "single", "textbook", "merged_minus_single"}
+    variants = {"merged", "single", "textbook", "textbook-tuned", "merged_minus_single"}
+    assert set(table["BC5CDR-IOB"]) == variants
+    # the tuned textbook: the learning rate and epoch choice its own dev search made
+    # (benchmarks/results/textbook-lr), not the plain one's; each variant's cell its own runs
+    tuned = json.loads((out / "runs" / "textbook-tuned-MACCROBAT2020-s1.json").read_text())
+    plain = json.loads((out / "runs" / "textbook-MACCROBAT2020-s1.json").read_text())
+    assert (tuned["settings"]["learning_rate"], plain["settings"]["learning_rate"]) == (3e-4, 1e-4)
+    assert summary["textbook_tuned"]["select"] == "best-dev"
+    f1 = {
+        v: table["MACCROBAT2020"][v]["all"]["strict_f1"]["mean"]
+        for v in ("textbook", "textbook-tuned")
+    }
+    assert f1 == {
+        "textbook": round(100 * plain["test"]["MACCROBAT2020"]["strict"]["f1"], 2),
+        "textbook-tuned": round(100 * tuned["test"]["MACCROBAT2020"]["strict"]["f1"], 2),
+    }
     # each corpus judged on its own types: no Anatomy row for the chemical/disease corpus
     assert "Anatomy" not in table["BC5CDR-IOB"]["merged"]
     assert "Anatomy" in table["MACCROBAT2020"]["merged"]
@@ -808,7 +825,8 @@ def test_the_clinical_benchmark_regroups_runs_recorded_with_linked_types_apart()
         clinical_model.regroup(recorded)  # without the total, Procedure's predictions are unknown
     assert clinical_model.regroup(got) is got  # rows already linked: as they are
     report = {"strict": {"f1": 0.6}, "overlap": {"f1": 0.8}, "per_type": recorded, "n_pred": 5}
-    table = clinical_model.aggregate({"merged-all-s1": {"test": {"CHIA": report}}}, ["CHIA"])
+    run = {"test": {"CHIA": report}, "variant": "merged", "corpus": None}
+    table = clinical_model.aggregate({"merged-all-s1": run}, ["CHIA"])
     assert table["CHIA"]["merged"]["Procedure|Test"]["strict_f1"]["mean"] == 50.0
     assert "| CHIA | Procedure\\|Test (4) | 50.0 ± 0.0 |" in clinical_model.markdown(table, 1)
 
