@@ -7,7 +7,12 @@ import http.server
 import itertools
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -214,12 +219,6 @@ def test_a_stopped_benchmark_leaves_no_process_behind(tmp_path, script, sig):
     """``kill`` on reproduce.py --jobs N (even -9: no handler runs) or on a benchmark that
     started a server: its workers and servers stop too, not run on unseen beside the next
     command."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     (tmp_path / "parent.py").write_text(script, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "benchmarks")}
     parent = subprocess.Popen(
