@@ -65,7 +65,8 @@ TEXTBOOK = {
     "weight_decay": 0.01,
     "warmup_ratio": 0.1,
 }
-TEXTBOOK_SEARCH = RESULTS / "textbook-lr"
+# the committed decision, wherever this run writes (MSLM_BENCH_RESULTS moves RESULTS)
+TEXTBOOK_SEARCH = Path(__file__).resolve().parent / "results" / "textbook-lr"
 
 
 def textbook_tuned() -> dict[str, Any]:
