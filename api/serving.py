@@ -432,6 +432,11 @@ class ModelManager:
         if wanted == self.active_id:
             return
         async with self._lock:
+            # read again under the lock: an activation on this replica may have finished
+            # between the first read and here, and that stale read must not undo it
+            wanted, self.coming = await asyncio.to_thread(self._read_active)
+            if wanted == self.active_id:
+                return
             if wanted is None:
                 self.active_id = None
                 return

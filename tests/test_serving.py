@@ -5,14 +5,18 @@ request's model evicted never answered, and the eviction stalled the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections import OrderedDict
+from types import SimpleNamespace
 
 import pytest
 
 from api.metrics import Metrics
-from api.serving import BatcherClosed, MicroBatcher
+from api.serving import BatcherClosed, MicroBatcher, ModelManager
 from mslm_core.pipeline import AnnotateOptions
+from store import models as stored_models
 
 
 class FakePlan:
@@ -86,6 +90,46 @@ def test_the_active_model_gauge_names_the_served_model_alone():
     page = one.render().decode()
     assert 'mslm_active_model_info{model="m-b"} 1.0' in page
     assert 'model="m-a"' not in page
+
+
+def test_a_refresh_that_read_the_store_before_an_activation_does_not_undo_it(monkeypatch):
+    """The periodic refresh read "no model" from the store; an admin's activation on this
+    replica finished before that refresh took the lock. The model stays served (CI saw a 503
+    "no model is active yet" right after a 200 from activate)."""
+    store: dict[str, str | None] = {"active": None}
+    first_read, go_on = threading.Event(), threading.Event()
+    reads: list[str | None] = []
+
+    def read_active():
+        reads.append(store["active"])  # what the store says now ...
+        if len(reads) == 1:
+            first_read.set()
+            go_on.wait(5)  # ... handed back after the activation: stale
+        return reads[-1], None
+
+    async def load(model_id):
+        return SimpleNamespace(id=model_id)
+
+    manager = ModelManager.__new__(ModelManager)  # no settings, store or vocabulary: fakes
+    manager.active_id = manager.last_error = manager.coming = None
+    manager._models, manager._loading = OrderedDict(), {}
+    manager._lock, manager._ranking = asyncio.Lock(), asyncio.Lock()
+    manager.metrics = Metrics()
+    manager.vocabularies = SimpleNamespace(follow=lambda: None)
+    manager.factory = lambda: contextlib.nullcontext(None)
+    manager._read_active, manager.load = read_active, load
+    monkeypatch.setattr(stored_models, "set_active_model", lambda _, m: store.update(active=m))
+
+    async def scenario():
+        refresh = asyncio.create_task(manager.refresh())
+        assert await asyncio.to_thread(first_read.wait, 5)
+        await manager.activate("m-new")
+        go_on.set()
+        await refresh
+        return manager.active_id
+
+    assert asyncio.run(scenario()) == "m-new"
+    assert reads == [None, "m-new"]  # the refresh looked again under the lock
 
 
 def test_closing_answers_the_running_and_the_queued_requests_without_blocking(metrics):
