@@ -418,10 +418,14 @@ class ModelManager:
     async def refresh(self) -> None:
         """Follow the store's active model id and vocabulary, and drop models deleted since
         they were loaded (every replica calls this periodically)."""
+        before = self.vocabularies.current
         linking = await asyncio.to_thread(self.vocabularies.follow)
         if linking is not None:
             async with self._lock:
-                self._link_with(linking)
+                # a vocabulary activated here while that one was built is newer: the next
+                # refresh reads the store again
+                if self.vocabularies.current is before:
+                    self._link_with(linking)
         held = list(self._models)
         if held:
             existing = await asyncio.to_thread(self._existing, held)

@@ -115,7 +115,7 @@ def test_a_refresh_that_read_the_store_before_an_activation_does_not_undo_it(mon
     manager._models, manager._loading = OrderedDict(), {}
     manager._lock, manager._ranking = asyncio.Lock(), asyncio.Lock()
     manager.metrics = Metrics()
-    manager.vocabularies = SimpleNamespace(follow=lambda: None)
+    manager.vocabularies = SimpleNamespace(current=None, follow=lambda: None)
     manager.factory = lambda: contextlib.nullcontext(None)
     manager._read_active, manager.load = read_active, load
     monkeypatch.setattr(stored_models, "set_active_model", lambda _, m: store.update(active=m))
@@ -130,6 +130,34 @@ def test_a_refresh_that_read_the_store_before_an_activation_does_not_undo_it(mon
 
     assert asyncio.run(scenario()) == "m-new"
     assert reads == [None, "m-new"]  # the refresh looked again under the lock
+
+
+def test_a_vocabulary_built_by_a_refresh_does_not_replace_one_activated_meanwhile():
+    """The refresh built the vocabulary another replica had activated (slow); an admin
+    activated a newer one here meanwhile. The newer one stays until the store says else."""
+    built, go_on = threading.Event(), threading.Event()
+    current = SimpleNamespace(vocabulary_id=None, linker=None)
+
+    def follow():
+        built.set()
+        go_on.wait(5)
+        return SimpleNamespace(vocabulary_id="v-other", linker="other")
+
+    manager = ModelManager.__new__(ModelManager)
+    manager.active_id, manager._models, manager._lock = None, OrderedDict(), asyncio.Lock()
+    manager.vocabularies = SimpleNamespace(current=current, follow=follow)
+    manager.vocabularies.activate = lambda v: SimpleNamespace(vocabulary_id=v, linker="new")
+    manager._read_active = lambda: (None, None)
+
+    async def scenario():
+        refresh = asyncio.create_task(manager.refresh())
+        assert await asyncio.to_thread(built.wait, 5)
+        await manager.activate_vocabulary("v-new")
+        go_on.set()
+        await refresh
+        return manager.vocabularies.current.vocabulary_id
+
+    assert asyncio.run(scenario()) == "v-new"
 
 
 def test_closing_answers_the_running_and_the_queued_requests_without_blocking(metrics):
