@@ -92,6 +92,33 @@ def test_the_active_model_gauge_names_the_served_model_alone():
     assert 'model="m-a"' not in page
 
 
+def _bare_manager(read_active, vocabularies) -> ModelManager:
+    """A model manager with no settings, store or vocabulary of its own: fakes."""
+    manager = ModelManager.__new__(ModelManager)
+    manager.active_id = manager.last_error = manager.coming = None
+    manager._models, manager._loading = OrderedDict(), {}
+    manager._lock, manager._ranking = asyncio.Lock(), asyncio.Lock()
+    manager.metrics = Metrics()
+    manager.vocabularies = vocabularies
+    manager.factory = lambda: contextlib.nullcontext(None)
+    manager._read_active = read_active
+    return manager
+
+
+def _refresh_around(manager, reached: threading.Event, go_on: threading.Event, act) -> None:
+    """``manager.refresh()`` held where it sets ``reached``, ``act()`` run meanwhile, then
+    the refresh let go on to its end."""
+
+    async def scenario():
+        refresh = asyncio.create_task(manager.refresh())
+        assert await asyncio.to_thread(reached.wait, 5)
+        await act()
+        go_on.set()
+        await refresh
+
+    asyncio.run(scenario())
+
+
 def test_a_refresh_that_read_the_store_before_an_activation_does_not_undo_it(monkeypatch):
     """The periodic refresh read "no model" from the store; an admin's activation on this
     replica finished before that refresh took the lock. The model stays served (CI saw a 503
@@ -110,25 +137,11 @@ def test_a_refresh_that_read_the_store_before_an_activation_does_not_undo_it(mon
     async def load(model_id):
         return SimpleNamespace(id=model_id)
 
-    manager = ModelManager.__new__(ModelManager)  # no settings, store or vocabulary: fakes
-    manager.active_id = manager.last_error = manager.coming = None
-    manager._models, manager._loading = OrderedDict(), {}
-    manager._lock, manager._ranking = asyncio.Lock(), asyncio.Lock()
-    manager.metrics = Metrics()
-    manager.vocabularies = SimpleNamespace(current=None, follow=lambda: None)
-    manager.factory = lambda: contextlib.nullcontext(None)
-    manager._read_active, manager.load = read_active, load
+    manager = _bare_manager(read_active, SimpleNamespace(current=None, follow=lambda: None))
+    manager.load = load
     monkeypatch.setattr(stored_models, "set_active_model", lambda _, m: store.update(active=m))
-
-    async def scenario():
-        refresh = asyncio.create_task(manager.refresh())
-        assert await asyncio.to_thread(first_read.wait, 5)
-        await manager.activate("m-new")
-        go_on.set()
-        await refresh
-        return manager.active_id
-
-    assert asyncio.run(scenario()) == "m-new"
+    _refresh_around(manager, first_read, go_on, lambda: manager.activate("m-new"))
+    assert manager.active_id == "m-new"
     assert reads == [None, "m-new"]  # the refresh looked again under the lock
 
 
@@ -136,28 +149,20 @@ def test_a_vocabulary_built_by_a_refresh_does_not_replace_one_activated_meanwhil
     """The refresh built the vocabulary another replica had activated (slow); an admin
     activated a newer one here meanwhile. The newer one stays until the store says else."""
     built, go_on = threading.Event(), threading.Event()
-    current = SimpleNamespace(vocabulary_id=None, linker=None)
 
     def follow():
         built.set()
         go_on.wait(5)
         return SimpleNamespace(vocabulary_id="v-other", linker="other")
 
-    manager = ModelManager.__new__(ModelManager)
-    manager.active_id, manager._models, manager._lock = None, OrderedDict(), asyncio.Lock()
-    manager.vocabularies = SimpleNamespace(current=current, follow=follow)
-    manager.vocabularies.activate = lambda v: SimpleNamespace(vocabulary_id=v, linker="new")
-    manager._read_active = lambda: (None, None)
-
-    async def scenario():
-        refresh = asyncio.create_task(manager.refresh())
-        assert await asyncio.to_thread(built.wait, 5)
-        await manager.activate_vocabulary("v-new")
-        go_on.set()
-        await refresh
-        return manager.vocabularies.current.vocabulary_id
-
-    assert asyncio.run(scenario()) == "v-new"
+    vocabularies = SimpleNamespace(
+        current=SimpleNamespace(vocabulary_id=None, linker=None),
+        follow=follow,
+        activate=lambda v: SimpleNamespace(vocabulary_id=v, linker="new"),
+    )
+    manager = _bare_manager(lambda: (None, None), vocabularies)
+    _refresh_around(manager, built, go_on, lambda: manager.activate_vocabulary("v-new"))
+    assert vocabularies.current.vocabulary_id == "v-new"
 
 
 def test_closing_answers_the_running_and_the_queued_requests_without_blocking(metrics):
