@@ -121,8 +121,8 @@ def _refresh_around(manager, reached: threading.Event, go_on: threading.Event, a
 
 def test_a_refresh_that_read_the_store_before_an_activation_does_not_undo_it(monkeypatch):
     """The periodic refresh read "no model" from the store; an admin's activation on this
-    replica finished before that refresh took the lock. The model stays served (CI saw a 503
-    "no model is active yet" right after a 200 from activate)."""
+    replica finished before that refresh took the lock. The model stays served (without the
+    second read under the lock: 503 "no model is active yet" right after activate's 200)."""
     store: dict[str, str | None] = {"active": None}
     first_read, go_on = threading.Event(), threading.Event()
     reads: list[str | None] = []
