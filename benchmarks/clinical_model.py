@@ -50,6 +50,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from common import RESULTS, machine
 
+from harness.aggregate import ci95, paired_t_p
 from mslm_core.config import TrainConfig
 from mslm_core.corpora import clinical
 from mslm_core.corpus import Corpus, write_corpus
@@ -58,6 +59,15 @@ from mslm_core.sources import load_training_data
 
 log = logging.getLogger("clinical_model")
 VARIANTS = ("merged", "single", "textbook", "textbook-tuned")
+#: The comparisons the docs state, ``a − b`` on the seeds both ran: a claim that ``a`` is ahead
+#: or behind stands only where the paired 95 % interval excludes 0; otherwise the two are level.
+COMPARE = (
+    ("merged", "single"),
+    ("merged", "textbook-tuned"),
+    ("single", "textbook-tuned"),
+    ("single", "textbook"),
+    ("textbook-tuned", "textbook"),
+)
 TEXTBOOK = {
     "learning_rate": 1e-4,
     "epochs": 3,
@@ -258,9 +268,54 @@ def _prf(hit_pred: float, n_pred: float, n_gold: float, hit_gold: float | None =
     return dict(zip(("precision", "recall", "f1"), scores, strict=True))
 
 
+def _test_f1(runs: dict[str, dict], variant: str, corpus: str) -> dict[int, float]:
+    """{seed: strict test F1 (percent)} of a variant's runs on a corpus (a merged run scores
+    every corpus)."""
+    return {
+        r["seed"]: 100 * r["test"][corpus]["strict"]["f1"]
+        for r in runs.values()
+        if r["variant"] == variant
+        and (variant == "merged" or r["corpus"] == corpus)
+        and corpus in r["test"]
+    }
+
+
+def paired(runs: dict[str, dict], corpus: str) -> dict[str, dict[str, Any]]:
+    """Each :data:`COMPARE` pair on a corpus, run by run on the seeds both have: the mean
+    difference of strict test F1 in points, its 95 % interval (Student's t), the paired
+    t-test's p, and the verdict the docs may state: ``ahead``/``behind`` where the interval
+    excludes 0, ``level`` where it does not, ``unknown`` with fewer than 2 pairs."""
+    out: dict[str, dict[str, Any]] = {}
+    for a, b in COMPARE:
+        fa, fb = _test_f1(runs, a, corpus), _test_f1(runs, b, corpus)
+        seeds = sorted(set(fa) & set(fb))
+        if not seeds:
+            continue
+        diffs = [fa[s] - fb[s] for s in seeds]
+        interval = ci95(diffs)
+        verdict = (
+            "unknown"
+            if interval is None
+            else "ahead"
+            if interval[0] > 0
+            else "behind"
+            if interval[1] < 0
+            else "level"
+        )
+        out[f"{a} − {b}"] = {
+            "seeds": seeds,
+            "diff_mean": round(statistics.fmean(diffs), 2),
+            "ci95": None if interval is None else [round(x, 2) + 0.0 for x in interval],
+            "p_value": paired_t_p([fa[s] for s in seeds], [fb[s] for s in seeds]),
+            "verdict": verdict,
+        }
+    return out
+
+
 def aggregate(runs: dict[str, dict], corpora: list[str]) -> dict[str, Any]:
     """Per corpus and target type: strict and overlap F1 (and recall) of each variant,
-    mean ± std over seeds (percent), and merged − single per type."""
+    mean ± std over seeds (percent), merged − single per type, and the :func:`paired`
+    comparisons of the whole corpus."""
     table: dict[str, Any] = {}
     for corpus in corpora:
         rows: dict[str, dict[str, Any]] = {}
@@ -304,12 +359,15 @@ def aggregate(runs: dict[str, dict], corpora: list[str]) -> dict[str, Any]:
                 for label in rows["merged"]
                 if label in rows["single"]
             }
+        if comparisons := paired(runs, corpus):
+            rows["paired"] = comparisons
         table[corpus] = rows
     return table
 
 
 def markdown(table: dict[str, Any], seeds: int) -> str:
-    """The summary table; a cell averaged over fewer than ``seeds`` runs says how many."""
+    """The summary table (a cell averaged over fewer than ``seeds`` runs says how many) and
+    the paired comparisons under it."""
     lines = [
         "| corpus | type (gold) | merged strict F1 | single strict F1 | textbook strict F1 | "
         "textbook tuned strict F1 | merged − single | merged overlap F1 | merged overlap recall |",
@@ -339,6 +397,22 @@ def markdown(table: dict[str, Any], seeds: int) -> str:
                 f"{cell(tuned, 'strict_f1')} | "
                 f"{'' if delta is None else f'{delta:+.1f}'} | {cell(m, 'overlap_f1')} | "
                 f"{cell(m, 'overlap_recall') if m and 'overlap_recall' in m else '—'} |"
+            )
+    lines += [
+        "",
+        "Paired on the seeds both ran (strict test F1, points; a claim stands only where the "
+        "95 % interval excludes 0):",
+        "",
+        "| corpus | a − b | seeds | difference | 95 % interval | p | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for corpus, rows in table.items():
+        for pair, c in rows.get("paired", {}).items():
+            interval = "—" if c["ci95"] is None else f"{c['ci95'][0]:+.1f} to {c['ci95'][1]:+.1f}"
+            p = "—" if c["p_value"] is None else f"{c['p_value']:.3f}"
+            lines.append(
+                f"| {corpus} | {pair} | {', '.join(map(str, c['seeds']))} | "
+                f"{c['diff_mean']:+.1f} | {interval} | {p} | {c['verdict']} |"
             )
     return "\n".join(lines) + "\n"
 

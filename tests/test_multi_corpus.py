@@ -745,8 +745,11 @@ def test_the_clinical_benchmark_runs_on_tiny_corpora(tiny_clinical, encoder, tmp
     ]
     summary = json.loads((out / "summary.json").read_text())
     table = summary["table"]
-    variants = {"merged", "single", "textbook", "textbook-tuned", "merged_minus_single"}
+    variants = {"merged", "single", "textbook", "textbook-tuned", "merged_minus_single", "paired"}
     assert set(table["BC5CDR-IOB"]) == variants
+    # one seed: a difference, but no interval, so no verdict either way
+    one = table["MACCROBAT2020"]["paired"]["single − textbook-tuned"]
+    assert (one["seeds"], one["ci95"], one["verdict"]) == ([1], None, "unknown")
     # the tuned textbook: the learning rate and epoch choice its own dev search made
     # (benchmarks/results/textbook-lr), not the plain one's; each variant's cell its own runs
     tuned = json.loads((out / "runs" / "textbook-tuned-MACCROBAT2020-s1.json").read_text())
@@ -825,10 +828,53 @@ def test_the_clinical_benchmark_regroups_runs_recorded_with_linked_types_apart()
         clinical_model.regroup(recorded)  # without the total, Procedure's predictions are unknown
     assert clinical_model.regroup(got) is got  # rows already linked: as they are
     report = {"strict": {"f1": 0.6}, "overlap": {"f1": 0.8}, "per_type": recorded, "n_pred": 5}
-    run = {"test": {"CHIA": report}, "variant": "merged", "corpus": None}
+    run = {"test": {"CHIA": report}, "variant": "merged", "corpus": None, "seed": 1}
     table = clinical_model.aggregate({"merged-all-s1": run}, ["CHIA"])
     assert table["CHIA"]["merged"]["Procedure|Test"]["strict_f1"]["mean"] == 50.0
     assert "| CHIA | Procedure\\|Test (4) | 50.0 ± 0.0 |" in clinical_model.markdown(table, 1)
+
+
+def test_the_clinical_benchmark_says_ahead_only_where_the_paired_interval_excludes_zero():
+    """The docs' "ahead", "level" and "behind" come from the summary: the paired difference of
+    strict test F1 on the seeds both variants ran, and its 95 % interval (Student's t)."""
+    import clinical_model
+
+    def run(variant, corpus, seed, f1):
+        return {
+            "variant": variant,
+            "corpus": corpus,
+            "seed": seed,
+            "test": {"CHIA": {"strict": {"f1": f1}}, "BC5CDR-IOB": {"strict": {"f1": f1 - 0.1}}},
+        }
+
+    runs = {}
+    for seed, (merged, single, tuned) in enumerate(
+        [(0.70, 0.71, 0.69), (0.72, 0.70, 0.685), (0.69, 0.705, 0.692)], start=1
+    ):
+        runs |= {
+            f"merged-all-s{seed}": run("merged", None, seed, merged),
+            f"single-CHIA-s{seed}": run("single", "CHIA", seed, single),
+            f"textbook-tuned-CHIA-s{seed}": run("textbook-tuned", "CHIA", seed, tuned),
+        }
+    runs["textbook-tuned-CHIA-s4"] = run("textbook-tuned", "CHIA", 4, 0.5)  # no pair: unused
+    got = clinical_model.paired(runs, "CHIA")
+    assert set(got) == {"merged − single", "merged − textbook-tuned", "single − textbook-tuned"}
+    ahead = got["single − textbook-tuned"]  # +2.0, +1.5, +1.3 points
+    assert ahead["seeds"] == [1, 2, 3] and ahead["diff_mean"] == pytest.approx(1.6)
+    low, high = ahead["ci95"]
+    assert 0 < low < 1.6 < high and ahead["verdict"] == "ahead"
+    assert got["merged − single"]["verdict"] == "level"  # −1.0, +2.0, −1.5: the interval spans 0
+    flipped = {
+        k: {**r, "test": {"CHIA": {"strict": {"f1": 1 - r["test"]["CHIA"]["strict"]["f1"]}}}}
+        for k, r in runs.items()
+    }
+    assert clinical_model.paired(flipped, "CHIA")["single − textbook-tuned"]["verdict"] == "behind"
+    # a merged run scores every corpus; the single runs here are CHIA's, so BC5CDR has no pair
+    assert clinical_model.paired(runs, "BC5CDR-IOB") == {}
+    table = {"CHIA": {"paired": got}}  # as aggregate() stores them (run above on tiny corpora)
+    assert "| CHIA | single − textbook-tuned | 1, 2, 3 | +1.6 |" in clinical_model.markdown(
+        table, 3
+    )
 
 
 def test_the_clinical_benchmark_scores_a_blank_style_as_served_too(
