@@ -16,6 +16,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MSLM_VOCABULARY", "none")
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: Set by .ci/run where the shared corpora are on the machine: a test that needs one and finds
+#: it missing fails (:func:`missing_data`) rather than skipping in silence.
+REQUIRE_DATA = os.environ.get("MSLM_REQUIRE_DATA") == "1"
 
 # A few sentences in the corpora's own format (IOB2), enough to overfit.
 TOY_CONLL = """\
@@ -51,10 +54,17 @@ patient\tO
 """
 
 
+def missing_data(what: str) -> None:
+    """A test's data is not here: skip, or fail where it must be (:data:`REQUIRE_DATA`)."""
+    if REQUIRE_DATA:
+        pytest.fail(f"{what} (MSLM_REQUIRE_DATA=1: CI found the shared corpora at {DATA})")
+    pytest.skip(what)
+
+
 def data_dir(name: str) -> Path:
     path = DATA / name
     if not path.is_dir():
-        pytest.skip(f"shared corpus {name} not found at {path}")
+        missing_data(f"shared corpus {name} not found at {path}")
     return path
 
 

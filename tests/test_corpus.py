@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import DATA, REQUIRE_DATA
 
 from mslm_core.corpus import (
     MAX_ISSUES,
@@ -25,10 +26,12 @@ from mslm_core.corpus import (
 )
 from mslm_core.errors import CorpusError
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 NCBI = DATA / "NCBI-disease-IOB"
 BC5CDR = DATA / "BC5CDR-IOB"
-needs_data = pytest.mark.skipif(not NCBI.is_dir(), reason="shared corpora not available")
+# where CI found the shared corpora (REQUIRE_DATA), a missing one fails the test that reads it
+needs_data = pytest.mark.skipif(
+    not NCBI.is_dir() and not REQUIRE_DATA, reason="shared corpora not available"
+)
 
 
 def _write(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -730,3 +733,16 @@ def test_jsonl_values_python_cannot_decode_are_refused_with_the_line(tmp_path, v
     with pytest.raises(CorpusError) as err:
         read_jsonl(path)
     assert f"{path}:2: unreadable JSON" in str(err.value)
+
+
+def test_a_missing_corpus_fails_where_ci_requires_the_data(monkeypatch):
+    """Outside CI a test whose corpus is missing skips; where .ci/run found the shared corpora
+    (MSLM_REQUIRE_DATA=1) it fails, naming the corpus."""
+    import conftest
+
+    monkeypatch.setattr(conftest, "REQUIRE_DATA", False)
+    with pytest.raises(pytest.skip.Exception, match="no-such-corpus"):
+        conftest.data_dir("no-such-corpus")
+    monkeypatch.setattr(conftest, "REQUIRE_DATA", True)
+    with pytest.raises(pytest.fail.Exception, match=r"no-such-corpus.*MSLM_REQUIRE_DATA=1"):
+        conftest.data_dir("no-such-corpus")

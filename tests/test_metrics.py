@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from conftest import DATA, missing_data
 
 from mslm_core.corpus import Mention
 from mslm_core.metrics import (
@@ -19,7 +20,6 @@ from mslm_core.metrics import (
     token_macro_f1,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 M = Mention
 
 
@@ -368,7 +368,7 @@ def test_oracle_against_seqeval_and_sklearn(corpus, n_types):
     sk_f1 = pytest.importorskip("sklearn.metrics").f1_score
     path = DATA / corpus / "devel.tsv"
     if not path.is_file():
-        pytest.skip(f"{path} not present")
+        missing_data(f"{path} not present")
 
     gold_tags = _read_iob(path)
     gold, n_words = [], []
