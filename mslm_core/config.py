@@ -15,7 +15,9 @@ from .errors import ConfigError
 from .weights import WEIGHT_RULES
 
 # The default peak learning rate by encoder width (TrainConfig.learning_rate_for).
-SMALL_ENCODER_LR = 2e-4  # MiniLM (384 wide): docs/quality.md's dev table (run files not kept)
+# MiniLM (384 wide): the rate within 0.1 dev points of the best on NCBI-disease, the lower one
+# (benchmarks/results/quality-ablation, docs/quality.md; tests/test_docs.py checks it)
+SMALL_ENCODER_LR = 2e-4
 BASE_ENCODER_LR = 5e-5  # the paper's, for 768-wide BERTs
 HEAD_CHOICES = ("linear", "paper")  # model.HEADS (not imported: serving needs no torch)
 DECODINGS = ("viterbi", "argmax")

@@ -160,6 +160,31 @@ def test_the_first_start_estimate_is_its_measurement():
     assert f"its early model **{early} minutes**" in schema
 
 
+def test_the_small_encoder_rate_is_the_one_chosen_on_dev():
+    """MiniLM's default learning rate is the quality ablation's choice on NCBI-disease's dev
+    set: the lowest of the recipe's rates within 0.1 dev points of the best (as
+    docs/quality.md writes them, one decimal); the rows are the committed re-run's."""
+    import json
+
+    from mslm_core.config import SMALL_ENCODER_LR
+
+    summary = json.loads(
+        (REPO / "benchmarks/results/quality-ablation/summary.json").read_text(encoding="utf-8")
+    )
+    variants = json.loads(
+        (REPO / "benchmarks/results/quality-ablation/protocol.json").read_text(encoding="utf-8")
+    )["variants"]
+    rows = summary["datasets"]["NCBI-disease-IOB"]
+    rates = {
+        v["learning_rate"]: round(100 * rows[name]["dev_f1_mean"], 1)
+        for name, v in variants.items()
+        if name.startswith("recipe") and set(v) == {"head", "decoding", "learning_rate"}
+    }
+    assert len(rates) >= 3 and SMALL_ENCODER_LR in rates
+    best = max(rates.values())
+    assert min(r for r, f1 in rates.items() if best - f1 <= 0.1 + 1e-9) == SMALL_ENCODER_LR
+
+
 def test_the_rerank_weight_is_the_one_chosen_on_dev():
     """The re-rank's default weight is the best of the committed grid on the development
     files (``benchmarks/linking.py --rerank-grid``), and not at the grid's edge."""
