@@ -409,7 +409,13 @@ def markdown(table: dict[str, Any], seeds: int) -> str:
     for corpus, rows in table.items():
         for pair, c in rows.get("paired", {}).items():
             interval = "—" if c["ci95"] is None else f"{c['ci95'][0]:+.1f} to {c['ci95'][1]:+.1f}"
-            p = "—" if c["p_value"] is None else f"{c['p_value']:.3f}"
+            p = (
+                "—"
+                if c["p_value"] is None
+                else "< 0.001"
+                if c["p_value"] < 0.001
+                else f"{c['p_value']:.3f}"
+            )
             lines.append(
                 f"| {corpus} | {pair} | {', '.join(map(str, c['seeds']))} | "
                 f"{c['diff_mean']:+.1f} | {interval} | {p} | {c['verdict']} |"
