@@ -185,6 +185,145 @@ def test_the_small_encoder_rate_is_the_one_chosen_on_dev():
     assert min(r for r, f1 in rates.items() if best - f1 <= 0.1 + 1e-9) == SMALL_ENCODER_LR
 
 
+def test_the_speed_headlines_name_the_model_and_commit_of_their_files():
+    """Each row of the README's speed and scale table names, beside its result file, the model
+    and the commit that file was measured on (read from the file: its details, or the
+    command that made it)."""
+    import json
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    checked = 0
+    for name in (
+        "inference-cpu.json",
+        "api_load-cpu.json",
+        "bulk/bulk.json",
+        "linking/summary.json",
+    ):
+        link = f"(benchmarks/results/{name})"
+        (line,) = [t for t in readme if link in t and t.startswith("| ")]
+        cell = line.split(link, 1)[1]
+        data = json.loads((REPO / "benchmarks/results" / name).read_text(encoding="utf-8"))
+        commit = data["details"]["machine"]["commit"]
+        assert f"commit {commit}" in cell, (name, cell)
+        models = re.findall(r"m-\d{14}", json.dumps(data["details"]) + data.get("command", ""))
+        if name != "linking/summary.json":  # gold mentions: no model
+            assert models and f"model {models[0]}" in cell, (name, cell)
+        checked += 1
+    assert checked == 4
+
+
+#: The clinical comparisons the pages state in words, and the verdict of the paired interval
+#: each needs in benchmarks/results/clinical/summary.json (clinical_model.paired).
+CLINICAL_VERDICTS = (
+    (
+        "README.md",
+        "level with our recipe alone on MACCROBAT",
+        "MACCROBAT2020",
+        "merged − single",
+        "level",
+    ),
+    ("README.md", "0.7 below it on CHIA", "CHIA", "merged − single", "behind"),
+    ("README.md", "well behind on the PubMed ones", "BC5CDR-IOB", "merged − single", "behind"),
+    (
+        "README.md",
+        "well behind on the PubMed ones",
+        "NCBI-disease-IOB",
+        "merged − single",
+        "behind",
+    ),
+    (
+        "README.md",
+        "ahead of the tuned textbook on CHIA and NCBI-disease",
+        "CHIA",
+        "single − textbook-tuned",
+        "ahead",
+    ),
+    (
+        "README.md",
+        "ahead of the tuned textbook on CHIA and NCBI-disease",
+        "NCBI-disease-IOB",
+        "single − textbook-tuned",
+        "ahead",
+    ),
+    (
+        "README.md",
+        "level with it on MACCROBAT and BC5CDR",
+        "MACCROBAT2020",
+        "single − textbook-tuned",
+        "level",
+    ),
+    (
+        "README.md",
+        "level with it on MACCROBAT and BC5CDR",
+        "BC5CDR-IOB",
+        "single − textbook-tuned",
+        "level",
+    ),
+    (
+        "docs/clinical-schema.md",
+        "the one model is level with each corpus trained alone on MACCROBAT",
+        "MACCROBAT2020",
+        "merged − single",
+        "level",
+    ),
+    (
+        "docs/clinical-schema.md",
+        "+2.9 over the tuned textbook",
+        "MACCROBAT2020",
+        "merged − textbook-tuned",
+        "level",
+    ),
+    (
+        "docs/clinical-schema.md",
+        "0.7 below our recipe alone on CHIA",
+        "CHIA",
+        "merged − single",
+        "behind",
+    ),
+    (
+        "docs/clinical-schema.md",
+        "though ahead of the tuned textbook there",
+        "CHIA",
+        "merged − textbook-tuned",
+        "ahead",
+    ),
+    (
+        "docs/clinical-schema.md",
+        "level with the tuned textbook on BC5CDR",
+        "BC5CDR-IOB",
+        "single − textbook-tuned",
+        "level",
+    ),
+    (
+        "docs/clinical-schema.md",
+        "and ahead of it on NCBI-disease",
+        "NCBI-disease-IOB",
+        "single − textbook-tuned",
+        "ahead",
+    ),
+)
+
+
+@pytest.mark.parametrize(("page", "phrase", "corpus", "pair", "verdict"), CLINICAL_VERDICTS)
+def test_a_clinical_comparison_is_worded_as_its_paired_interval_says(
+    page, phrase, corpus, pair, verdict
+):
+    """ "Ahead", "below" and "level" on the clinical table are the paired 95 % interval's
+    verdict (ahead/behind only where it excludes 0): a re-run that moves an interval across 0
+    fails here until the words follow."""
+    import json
+
+    text = " ".join((REPO / page).read_text(encoding="utf-8").split())
+    assert phrase in text, f"{page} no longer says {phrase!r}"
+    summary = json.loads(
+        (REPO / "benchmarks/results/clinical/summary.json").read_text(encoding="utf-8")
+    )
+    comparison = summary["table"][corpus]["paired"][pair]
+    assert len(comparison["seeds"]) >= 3
+    assert comparison["verdict"] == verdict, (page, phrase, comparison)
+
+
 def test_the_rerank_weight_is_the_one_chosen_on_dev():
     """The re-rank's default weight is the best of the committed grid on the development
     files (``benchmarks/linking.py --rerank-grid``), and not at the grid's edge."""
