@@ -5,7 +5,7 @@ The files: ``clinical/summary.json`` (the table: the recipe, each corpus alone a
 three seeds), ``clinical/runs/`` (each seed's run: the recipe's seeds 1 and 2 are the "same
 seeds" the ablations are set against), ``clinical/ablations/`` (one file a seed of each
 ablation), ``clinical/misses-*.json`` (where the strict points go), ``clinical/first-start.json``
-(the first start of commit 7f18b9a and its early model), ``clinical/first-start-epyc.json`` and
+(the first start of commit 5f15b3c and its early model), ``clinical/first-start-epyc.json`` and
 ``clinical/assertion-first-start-epyc.json`` (the first start on the second machine and its model
 end to end), ``assertion-test/summary.json`` (the BC5CDR-only model end to end),
 ``note-style/test.json`` and ``relations/summary.json``.
@@ -15,17 +15,19 @@ figures as the page writes them (rounded to one decimal first: "78.7 → 79.4: +
 stored values (where one of the two is not written beside it). Signed differences in points are
 written through ``"+%1"`` of a hundredth.
 
+Read from a file as an earlier commit's tree held it, since overwritten (``history/<commit>/``
+under benchmarks/results/): the one model's CHIA Procedure row as scored apart until 28 November
+(12.1 points below the corpus alone, −12.13 in ``clinical/summary.json`` of 95fd98a, before
+48408f7 regrouped it); the first start of commit 7f18b9a (29.5 and 1.8 minutes:
+``first-start.json`` of b11f70b), the earlier one of commit 0b04c4c on a slower machine (39.4 and
+2.2: of b78bd4b) and the full model alone in an earlier run (32.3: of b29edda).
+
 Not registered, their figures being in no file of the tree (:data:`UNMEASURED` says why, line
-by line): how long a whole seed of the table takes (between 2 and 3½ hours); the one model's
-CHIA Procedure row as scored apart until 28 November (12.1 points below the corpus alone:
-``clinical/summary.json`` held it, −12.13, before commit 48408f7, in the git history only); the
-earlier first start of commit 0b04c4c (39.4 and 2.2 minutes, its full model's 1,773 s of steps:
-``first-start.json`` as of commit b78bd4b, in the history only; 0.34 s a step against 0.26, its
-early model's 85 s of steps) and the full model alone in an earlier run (32.3 minutes:
-``first-start.json`` as of commit b29edda); the early model's 71 s of steps in the run of commit
-7f18b9a (``first-start.json`` holds the full model's training time only), so the table row
-"served after `mslm up`" and "what it trains" stay unregistered; one merged seed with
-``--strategy auto`` (about 40 minutes: an estimate, not run). The first-start model's misses
+by line): how long a whole seed of the table takes (between 2 and 3½ hours); 0.34 s a step
+against 0.26 (the runs of 0b04c4c and 7f18b9a: no file holds their steps); the early model's 71
+and 85 s of steps (``first-start.json`` holds the full model's training time only), so the table
+row "what it trains" stays unregistered; one merged seed with ``--strategy auto`` (about 40
+minutes: an estimate, not run). The first-start model's misses
 "within" so many points of the 5-epoch bundle's are the largest difference over the rows that
 line and the next quote (found exactly, other boundaries, spurious): 1.7, other boundaries on
 BC5CDR (found exactly alone differs by up to 1.3, spurious by 1.4). Not registered as unsure:
@@ -49,13 +51,20 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.figures import Fig, Line, Unmeasured, _row, load
+from harness.figures import Fig, Line, Unmeasured, _row, history, load
 
 PAGE = "docs/clinical-schema.md"
 SUMMARY = "clinical/summary.json"
 RUNS = "clinical/runs/"
 AB = "clinical/ablations/"
 FIRST = "clinical/first-start.json"
+#: first-start.json as earlier commits held it: the run of commit 7f18b9a (b11f70b), the one of
+#: 0b04c4c on a slower machine (b78bd4b), the full model alone in an earlier run (b29edda).
+FIRST_7F18B9A = history("b11f70b", FIRST)
+FIRST_0B04C4C = history("b78bd4b", FIRST)
+FIRST_FULL_ONLY = history("b29edda", FIRST)
+#: clinical/summary.json before 48408f7 grouped CHIA's procedures apart (95fd98a).
+SUMMARY_APART = history("95fd98a", "clinical/summary.json")
 EPYC = "clinical/first-start-epyc.json"
 EPYC_CONTEXT = "clinical/assertion-first-start-epyc.json"
 MISSES_E5 = "clinical/misses-epochs5-s1.json"
@@ -356,6 +365,11 @@ LINES: tuple[Line, ...] = (
     ),
     _table_row("| NCBI-disease |", NCBI),
     # -- the one model against each corpus alone
+    _row(
+        PAGE,
+        "devices) showed the one model 12.1 points",
+        Fig(SUMMARY_APART, lambda d: -d["table"]["CHIA"]["merged_minus_single"]["Procedure"], "1"),
+    ),
     _row(
         PAGE,
         "on MACCROBAT (+",
@@ -1026,6 +1040,19 @@ LINES: tuple[Line, ...] = (
     ),
     _row(
         PAGE,
+        "7f18b9a the day before took",
+        Fig(FIRST_7F18B9A, ("minutes_to_served",), "1"),
+        Fig(FIRST_7F18B9A, ("minutes_to_early",), "1"),
+    ),
+    _row(
+        PAGE,
+        "with the same loss and dev F1 at every epoch, took",
+        Fig(FIRST_0B04C4C, ("minutes_to_served",), "1"),
+        Fig(FIRST_0B04C4C, ("minutes_to_early",), "1"),
+    ),
+    _row(PAGE, "and the full model alone", Fig(FIRST_FULL_ONLY, ("minutes_to_served",), "1")),
+    _row(
+        PAGE,
         "Two later first starts, each on a fresh",
         None,  # 2-core
         Fig("clinical/first-start-xeon-400fa66.json", ("minutes_to_served",), "1"),
@@ -1097,6 +1124,14 @@ LINES: tuple[Line, ...] = (
         after="%; other boundaries",
     ),
     # -- the first start's early model
+    _row(
+        PAGE,
+        "| served after `mslm up` (",
+        Fig(FIRST_7F18B9A, ("minutes_to_early",), "1"),
+        Fig(FIRST_0B04C4C, ("minutes_to_early",), "1"),
+        Fig(FIRST_7F18B9A, ("minutes_to_served",), "1"),
+        Fig(FIRST_0B04C4C, ("minutes_to_served",), "1"),
+    ),
     _early_and_full("| found exactly, MACCROBAT / CHIA / BC5CDR / NCBI-disease |", "found"),
     _early_and_full("| found with other boundaries |", "overlapping span"),
     _early_and_full("| missed (no predicted span touches it) |", "nothing"),
@@ -1118,19 +1153,11 @@ LINES: tuple[Line, ...] = (
 )
 
 #: The page's lines whose decimals are no figure of a committed result file, and why.
-_HISTORY = "first-start.json's git history only (commit b78bd4b), no file in the tree holds it"
 UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "| **Dosage** | doses and strengths", "examples of mentions (0.5 μg/kg)"),
     Unmeasured(PAGE, "| **Result** | lab values", "examples of mentions (12.4 g/dL)"),
     Unmeasured(PAGE, "| `Dosage` | Dosage |", "examples of mentions (0.5 μg/kg)"),
     Unmeasured(PAGE, "`weight` 0.5: half its sentences", "a setting (a dataset's weight 0.5)"),
-    Unmeasured(
-        PAGE,
-        "devices) showed the one model 12.1 points",
-        "measured when CHIA's Procedure was scored apart (merged − single −12.13): "
-        "clinical/summary.json held it before commit 48408f7 (git history only); "
-        "no file in the tree holds it",
-    ),
     Unmeasured(
         PAGE, "weight 0.5, so each of their sentences", "a setting (the recipe's weight 0.5)"
     ),
@@ -1143,33 +1170,11 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "(`note_style` 0.3", "a setting (note_style 0.3)"),
     Unmeasured(
         PAGE,
-        "took 39.4 and 2.2 minutes",
-        "measured by first_start.py at commit 0b04c4c (minutes_to_served 39.4, minutes_to_early "
-        f"2.2): in {_HISTORY}",
-    ),
-    Unmeasured(
-        PAGE,
         "(commit 0b04c4c: 0.34 s a step",
         "seconds a step (training seconds over steps) of the runs of commits 0b04c4c and 7f18b9a: "
-        "no committed file holds them",
-    ),
-    Unmeasured(
-        PAGE,
-        "the full model alone 32.3 minutes",
-        "measured by first_start.py (the full model alone, 32.3 minutes): in first-start.json's "
-        "git history only (commit b29edda), no file in the tree holds it",
-    ),
-    Unmeasured(
-        PAGE,
-        "7f18b9a the day before took 29.5 and 1.8 minutes",
-        "measured by first_start.py at commit 7f18b9a (minutes_to_served 29.5, minutes_to_early "
-        "1.8): in first-start.json's git history only (commit b11f70b)",
-    ),
-    Unmeasured(
-        PAGE,
-        "| served after `mslm up` |",
-        "1.8 and 29.5 the run of commit 7f18b9a (first-start.json's git history only, commit "
-        f"b11f70b), the bracketed 2.2 and 39.4 the run of commit 0b04c4c: in {_HISTORY}",
+        "no committed file holds them (their files, history/b78bd4b/ and history/b11f70b/, hold "
+        "the training seconds; neither holds the count of steps, b11f70b's only the steps its "
+        "estimates sampled)",
     ),
     Unmeasured(PAGE, "| MACCROBAT2020 (Caufield", "a licence's version (CC BY 4.0)"),
     Unmeasured(PAGE, "| CHIA (Kury", "a licence's version (CC BY 4.0)"),
