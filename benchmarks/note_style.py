@@ -281,6 +281,7 @@ def languages() -> dict[str, Any]:
     lines = [line for text in english for line in text.splitlines() if line.strip()]
     with open(DATA / "languages.tsv", encoding="utf-8", newline="") as handle:
         others = list(csv.reader(handle, delimiter="\t"))[1:]
+    judged = [identify(t) for t in [*english, *lines]]
     found: Counter[str] = Counter()
     for code, text in others:
         said = other_language(text, "en")
@@ -290,6 +291,11 @@ def languages() -> dict[str, Any]:
         "english_notes_warned": sum(other_language(t, "en") is not None for t in english),
         "english_lines_judged": sum(identify(t) is not None for t in lines),
         "english_lines_warned": sum(other_language(t, "en") is not None for t in lines),
+        # how near an English note or line came to a warning: the highest probability the
+        # identifier gave another language on any of them
+        "english_most_other_probability": max(
+            (x.probability for x in judged if x is not None and x.code != "en"), default=0.0
+        ),
         "other_notes": len(others),
         "other_notes_found": sum(found.values()),
         "found_per_language": dict(sorted(found.items())),
