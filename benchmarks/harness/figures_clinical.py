@@ -214,8 +214,8 @@ def _std(corpus: str, system: str) -> Fig:
 def _pair(corpus: str, pair: str, end: int | None = None) -> Fig:
     """A paired comparison of the summary (``a − b`` on the seeds both ran), in points: the
     mean difference, or an end of its 95 % interval (``end`` 0 or 1)."""
-    at = ("table", corpus, "paired", pair) + (("diff_mean",) if end is None else ("ci95", end))
-    return Fig(SUMMARY, at, "+1")
+    at: tuple[str | int, ...] = ("table", corpus, "paired", pair)
+    return Fig(SUMMARY, (*at, "diff_mean") if end is None else (*at, "ci95", end), "+1")
 
 
 def _table_row(anchor: str, corpus: str, *lead: Fig | None) -> Line:
