@@ -6,7 +6,10 @@
   retyped when the linker's vocabulary names a finding so and nothing of the model's type
   (:func:`findings_by_name`);
 - **a site and its finding that together name one finding are one**: "chest" + "pain" is
-  "chest pain" (:func:`findings_with_their_site`).
+  "chest pain" (:func:`findings_with_their_site`);
+- **a problem list's title is its problem**: "# Hypokalemia: K nadir 3.0", "# Anemia - iron
+  studies …" — the title the model missed is a Problem when the vocabulary names a finding so
+  (:func:`problem_list_titles`).
 
 Every entity keeps its scores; offsets stay offsets into the text.
 """
@@ -92,3 +95,29 @@ def findings_with_their_site(
             continue
         out.append(e)
     return out
+
+
+#: A problem list's item: a "#" at the start of a line, then its title up to a colon, a dash
+#: set apart ("# AKI - improving") or the line's end.
+_TITLE = re.compile(
+    r"^[ \t]*#[ \t]*(?P<title>[A-Za-z][^:\n#]{1,48}?)[ \t]*(?::|[ \t]-[ \t]|$)", re.M
+)
+#: The confidence given to a title found as a problem (:func:`problem_list_titles`), as to
+#: shorthand found by its table (mslm_core.shorthand.FOUND_CONFIDENCE).
+TITLE_CONFIDENCE = 0.85
+
+
+def problem_list_titles(
+    text: str, entities: Sequence[Entity], is_finding: Callable[[str], bool]
+) -> list[Entity]:
+    """``entities`` with the title of each problem-list item ("# Hypokalemia: …") a Problem
+    where the model found nothing over it and ``is_finding`` (the vocabulary names a finding
+    so) says it is one."""
+    added = []
+    for m in _TITLE.finditer(text):
+        a, b = m.span("title")
+        if any(e.start < b and a < e.end for e in entities) or not is_finding(text[a:b]):
+            continue
+        c = TITLE_CONFIDENCE
+        added.append(Entity(a, b, text[a:b], "Problem", c, c, 1.0))
+    return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)

@@ -1,13 +1,13 @@
 """Vital signs and lab values as notes write them: "BP 168/94", "HR 102", "T 38.9", "SpO2 91%
 RA", "Cr 1.4", "troponin 0.4 ng/mL", "Na 134, K 3.2".
 
-A known test label followed by its value (an optional ``:``, ``=``, "of", "was" between, a
-unit after) is a **Test** over the label and a **Result** over the value with its unit, the
-result tied to its test. These spans replace whatever the model found over them: a label
-such as "VS", "T" or "K" is too short for the model to read reliably, and a value is read as
-one span with its unit. Labels are matched whole and case-insensitively; a one-letter label
-(``T``, ``P``) only with a value in its own range (a temperature, a pulse), so "T 2" or
-"P 1" is left to the model.
+A known test label followed by its value (an optional ``:``, ``=``, "of", "was", "nadir",
+"peaked" between, a unit after) is a **Test** over the label and a **Result** over the value
+with its unit, the result tied to its test. These spans replace whatever the model found over
+them: a label such as "VS", "T" or "K" is too short for the model to read reliably, and a value
+is read as one span with its unit. Labels are matched whole and case-insensitively; a
+one-letter label (``T``, ``P``) only with a value in its own range (a temperature, a pulse), so
+"T 2" or "P 1" is left to the model.
 
 :class:`Measurement` keeps the pair; :func:`find` gives them in a text, in order.
 """
@@ -166,7 +166,12 @@ def _label_pattern(labels: Sequence[str]) -> str:
     return "|".join(r"[ \t]+".join(re.escape(w) for w in label.split()) for label in ordered)
 
 
-_SEP = r"[ \t]*(?:[:=]|\bof\b|\bwas\b|\bis\b)?[ \t]*"
+# between a label and its value: ":", "=", "of", "was", "is", or the value's place in a course
+# ("K nadir 3.0", "Cr peaked 2.2", "lactate max 4.1")
+_SEP = (
+    r"[ \t]*(?:[:=]|\bof\b|\bwas\b|\bis\b|\bnadir\b|\bpeak(?:ed)?(?:[ \t]+at)?\b"
+    r"|\btrough\b|\bmax\b|\bmin\b)?[ \t]*"
+)
 # a value ends there: not inside a longer number, a word, a ratio ("K 3/4") or a grade ("2+")
 _AFTER = r"(?![\w.]*\d|[ \t]?/\s*\d|\+)"
 # what makes a value a threshold, not a result: "if Hgb < 7", "goal INR 2-3", "hold for SBP <
@@ -393,3 +398,41 @@ def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) a
     Result, over whatever the model found there."""
     return _over(entities, [_entity(text, m.span(), "Result") for m in _EXAM.finditer(text)])
+
+
+# a test's value in words right after it ("UA neg", "hCG negative", "lipase nl", "troponin
+# negative", "CT head unremarkable", "UA bland"): normalize's qualitative results, and "nl"
+_QUALITATIVE = re.compile(
+    r"[ \t]*(?::[ \t]*|=[ \t]*|(?:was|is|came back)[ \t]+)?"
+    r"(?P<value>normal|nl|wnl|within normal limits|abnormal|positive|negative|pos|neg|bland"
+    r"|unremarkable|detected|not detected|undetectable|reactive|non-?reactive)(?![\w/-])",
+    re.IGNORECASE,
+)
+
+
+def with_qualitative_results(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with a test's value written as a word right after the Test (a site named
+    between: "CT head negative") a Result, where nothing was found over the word."""
+    out = list(entities)
+    taken = [(e.start, e.end) for e in entities]
+    ordered = sorted(entities, key=lambda e: (e.start, e.end))
+    for i, e in enumerate(ordered):
+        if e.type != "Test":
+            continue
+        end = e.end
+        following = ordered[i + 1] if i + 1 < len(ordered) else None
+        if (
+            following is not None
+            and following.type == "Anatomy"
+            and re.fullmatch(r"[ \t]+", text[end : following.start])
+        ):
+            end = following.end
+        m = _QUALITATIVE.match(text, end)
+        if m is None or _THRESHOLD.search(text, max(0, e.start - 24), e.start):
+            continue  # none, or a condition ("CT if hCG neg"), not a value measured
+        a, b = m.span("value")
+        if any(s < b and a < t for s, t in taken):
+            continue
+        out.append(_entity(text, (a, b), "Result"))
+        taken.append((a, b))
+    return sorted(out, key=lambda e: (e.start, e.end))

@@ -44,6 +44,7 @@ from .findings import (
     findings_by_name,
     findings_with_their_site,
     findings_without_their_severity,
+    problem_list_titles,
 )
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
@@ -394,8 +395,12 @@ class AnnotationPipeline:
         if self.linker is not None and self.measures:
             names_a_finding = partial(self.linker.names_a, entity_type="Problem")
             tidy = [
-                findings_with_their_site(
-                    t, findings_by_name(es, self.linker.names_a), names_a_finding
+                problem_list_titles(
+                    t,
+                    findings_with_their_site(
+                        t, findings_by_name(es, self.linker.names_a), names_a_finding
+                    ),
+                    names_a_finding,
                 )
                 for t, es in zip(texts, tidy, strict=True)
             ]
@@ -414,6 +419,7 @@ class AnnotationPipeline:
                 tidy[i] = measurements.with_reference_values(
                     text, measurements.with_exam_shorthand(text, tidy[i])
                 )
+                tidy[i] = measurements.with_qualitative_results(text, tidy[i])
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity
             out = [self.relations.attach(t, es) for t, es in zip(texts, out, strict=True)]

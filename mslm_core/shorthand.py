@@ -194,6 +194,8 @@ def packaged() -> Shorthand:
 
 
 TYPED = Path(__file__).resolve().parent / "data" / "shorthand-types.tsv"
+#: Short forms the inventory lacks, written for this project, typed (``shorthand-more.tsv``).
+MORE = Path(__file__).resolve().parent / "data" / "shorthand-more.tsv"
 #: The shorthand that joins a finding to what is said of it ("s/p", "w/o", "2/2", "c/f"): a
 #: word of no entity, so never the first or last of one ("breast ca s/p" is "breast ca").
 CONNECTORS = frozenset(
@@ -242,19 +244,35 @@ NONE = "-"
 FOUND_CONFIDENCE = 0.85
 
 
+def _typed_rows(path: Path, columns: str) -> Iterable[list[str]]:
+    """The rows of a typed short-form table (three tab-separated cells, ``columns`` its header
+    line; ``#`` lines and blank ones skipped); an error names the file and line."""
+    header = columns.split()[0] + "\t"
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.startswith("#") or not line.strip() or line.startswith(header):
+                continue
+            cells = line.rstrip("\n").split("\t")
+            if len(cells) != 3 or not all(c.strip() for c in cells):
+                raise ConfigError(f"{path}:{number}: 3 tab-separated columns ({columns})")
+            yield cells
+
+
 def read_types(path: Path = TYPED) -> dict[str, str]:
     """Short form → the clinical schema's type of what it stands for (``shorthand-types.tsv``);
     errors name the file and line."""
-    out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.startswith("#") or not line.strip() or line.startswith("short\t"):
-                continue
-            cells = line.rstrip("\n").split("\t")
-            if len(cells) != 3:
-                raise ConfigError(f"{path}:{number}: 3 tab-separated columns (short, type, long)")
-            out[cells[0]] = cells[1]
-    return out
+    return {short: kind for short, kind, _ in _typed_rows(path, "short type long")}
+
+
+def read_more(path: Path = MORE) -> dict[str, str]:
+    """Spelling → the clinical schema's type, for the short forms the inventory lacks
+    (``shorthand-more.tsv``: spellings joined by ``|``, a type, a long form); errors name the
+    file and line."""
+    return {
+        spelling: kind
+        for spellings, kind, _ in _typed_rows(path, "spellings type long_form")
+        for spelling in spellings.split("|")
+    }
 
 
 #: Therapies in shorthand where the words around them say therapy, not a patient or a
@@ -298,6 +316,10 @@ def therapies(text: str) -> list[tuple[int, int]]:
     return sorted(out)
 
 
+#: The types of a model's span that a finding in shorthand at its edge retypes a Problem.
+_RETYPED = frozenset({"Test", "Result", "Drug", "Procedure", "Anatomy"})
+
+
 class ShorthandFinder:
     """Clinical shorthand as entities: a short form of the typed table, written as notes write
     it (a spelling of the inventories' that has a capital, a digit or a sign, or four letters or
@@ -306,8 +328,11 @@ class ShorthandFinder:
     where it found nothing there, the entity is added (:data:`FOUND_CONFIDENCE`); where it
     found an overlapping span, the model's stands — but for a site: a short form of Anatomy
     that begins or ends a model's finding, test or procedure ("BLE edema", "TTP RUQ", "RUQ
-    US") is cut from it, the schema's site named apart, the rest keeping the model's type. A
-    model's entity that is a short form of no entity ("Pt", "PRN", "SNF") is dropped."""
+    US") is cut from it, the schema's site named apart, the rest keeping the model's type, and
+    for a finding: a short form of Problem that begins or ends a model's span of another type
+    ("CKD stage 3b" read as a Result) makes it a Problem. A model's entity that is a short form
+    of no entity ("Pt", "PRN", "SNF") is dropped. The short forms are the typed table's and
+    ``shorthand-more.tsv``'s (procedures the inventory lacks: "appy", "TKA", "Foley")."""
 
     def __init__(
         self,
@@ -315,6 +340,7 @@ class ShorthandFinder:
         table: Shorthand | None = None,
         typed: dict[str, str] | None = None,
         confidence: float = FOUND_CONFIDENCE,
+        more: dict[str, str] | None = None,
     ):
         table = table if table is not None else packaged()
         typed = typed if typed is not None else read_types()
@@ -332,6 +358,9 @@ class ShorthandFinder:
                     self.never.add(spelling)
                 elif spelling.lower() != spelling or not spelling.isalpha() or len(spelling) >= 4:
                     self.kind[spelling] = kind
+        for spelling, kind in (read_more() if more is None else more).items():
+            if kind in types:
+                self.kind.setdefault(spelling, kind)
         if not self.kind:  # a model of other types: its entities are not ours to judge
             self.never.clear()
         #: therapies in shorthand are found (the model's types have a Procedure)
@@ -375,6 +404,16 @@ class ShorthandFinder:
             elif not any(e.start < b and a < e.end for e in entities):
                 c = self.confidence
                 added.append(Entity(a, b, text[a:b], kind, c, c, 1.0))
+            elif kind == "Problem":
+                # a finding in shorthand that begins or ends a model's span of another type
+                # ("CKD stage 3" read as a Test, "breast ca" as a site): the span is a finding
+                for j, e in enumerate(out):
+                    if (
+                        e.type in _RETYPED
+                        and (e.start == a or e.end == b)
+                        and e.start <= a < b <= e.end
+                    ):
+                        out[j] = with_fields(e, type=kind)
         return sorted([*out, *added], key=lambda e: (e.start, e.end)) if added else out
 
     def _sites_apart(

@@ -174,6 +174,8 @@ def test_prose_that_looks_like_a_label_is_no_header(line):
         ("Temp 101.2, Wt 92 kg", [("Temp", "101.2"), ("Wt", "92 kg")]),
         ("troponin 0.4 ng/mL; Cr 1.4", [("troponin", "0.4 ng/mL"), ("Cr", "1.4")]),
         ("BP of 120/80 and HR was 72", [("BP", "120/80"), ("HR", "72")]),
+        # the value's place in a course between the label and the value
+        ("K nadir 3.0; Cr peaked 2.2", [("K", "3.0"), ("Cr", "2.2")]),
         ("O2 sat 89% on 2L", [("O2 sat", "89%")]),
         # a one-letter label needs a value in its range; a ratio is a pressure's only
         ("T 2 DM, K 3/4, P 1", []),
@@ -327,15 +329,25 @@ def test_shorthand_is_found_and_typed_as_notes_write_it():
         ("ASA", "Drug"),
         ("CABG", "Procedure"),
     ]
-    # the model's "HTN" typed Test is retyped; its "chest" over "CP" stands; nothing found
-    # on "SOB" gets one; a header ("CV:") gets none
-    htn, cp = text.index("HTN"), text.index("CP,")
-    model = [_entity(text, htn, htn + 3, "Test"), _entity(text, cp - 4, cp + 2, "Anatomy")]
+    # the model's "HTN" typed Test is retyped; its span over "CP" stands, a finding as the
+    # short form it ends is; its Drug over "ASA" stands (not a finding's short form); nothing
+    # found on "SOB" gets one; a header ("CV:") gets none
+    htn, cp, asa = text.index("HTN"), text.index("CP,"), text.index("ASA")
+    model = [
+        _entity(text, htn, htn + 3, "Test"),
+        _entity(text, cp - 4, cp + 2, "Anatomy"),
+        _entity(text, asa - 3, asa + 3, "Test"),
+    ]
     merged = finder.merged(text, model, heads=[(0, 2)])
     kinds = {e.text: (e.type, round(e.confidence, 2)) for e in merged}
     assert kinds["HTN"] == ("Problem", 0.9)
     assert kinds["SOB"] == ("Problem", 0.85) and "CV" not in kinds
-    assert kinds["and CP"] == ("Anatomy", 0.9) and "CP" not in kinds  # the model's stands
+    assert kinds["and CP"] == ("Problem", 0.9) and "CP" not in kinds
+    assert kinds["On ASA"] == ("Test", 0.9)  # only a finding retypes the span it edges
+    # a finding in shorthand that begins a span of another type: the span is a finding
+    staged = "CKD stage 3b, on HD."
+    got = finder.merged(staged, [_entity(staged, 0, 12, "Result")])
+    assert [(e.text, e.type) for e in got] == [("CKD stage 3b", "Problem"), ("HD", "Procedure")]
     # a model without the types finds nothing
     assert ShorthandFinder({"Chemical", "Disease"}).kind == {}
 
@@ -581,6 +593,76 @@ def test_normal_exam_shorthand_is_a_result():
         ("NT/ND", "Result"),
         ("MMM", "Result"),
     ]
+
+
+def test_a_tests_value_in_words_is_a_result():
+    """A qualitative value right after a Test (a site between it and the value, or "was")
+    is a Result where nothing was found over it; not in a condition, not after a non-test."""
+    text = "UA neg, CT head negative. lipase was nl. CT if hCG neg. fever neg. Cr normal"
+
+    def at(word: str, kind: str, after: int = 0) -> Entity:
+        start = text.index(word, after)
+        return _entity(text, start, start + len(word), kind)
+
+    ents = [
+        at("UA", "Test"),
+        at("CT", "Test"),
+        at("head", "Anatomy"),
+        at("lipase", "Test"),
+        at("hCG", "Test"),
+        at("fever", "Problem"),
+        at("Cr", "Test"),
+        at("normal", "Result"),  # the model's stands
+    ]
+    got = measurements.with_qualitative_results(text, ents)
+    results = [(e.text, e.confidence) for e in got if e.type == "Result"]
+    assert results == [
+        ("neg", measurements.CONFIDENCE),
+        ("negative", measurements.CONFIDENCE),
+        ("nl", measurements.CONFIDENCE),
+        ("normal", 0.9),
+    ]
+
+
+def test_a_problem_lists_title_is_its_problem():
+    from mslm_core.findings import TITLE_CONFIDENCE, problem_list_titles
+
+    text = (
+        "# Hypokalemia: K nadir 3.0\n#Anemia - iron studies sent\n# AKI\n"
+        "# Dispo: home\n  # Gout\nHypokalemia: resolved"
+    )
+    found = {"hypokalemia", "anemia", "aki", "gout"}
+    aki = text.index("AKI")
+    model = [_entity(text, aki, aki + 3, "Problem")]
+    got = problem_list_titles(text, model, lambda words: words.lower() in found)
+    assert [(e.text, e.type, e.confidence) for e in got] == [
+        ("Hypokalemia", "Problem", TITLE_CONFIDENCE),
+        ("Anemia", "Problem", TITLE_CONFIDENCE),
+        ("AKI", "Problem", 0.9),  # the model's, as it was
+        ("Gout", "Problem", TITLE_CONFIDENCE),
+    ]  # "Dispo" names no finding; a line without "#" is no list item
+
+
+def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
+    from mslm_core.errors import ConfigError
+    from mslm_core.shorthand import ShorthandFinder, read_more
+
+    finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
+    text = "PSH: appy, L TKA 2019, s/p lap chole, C-section x2. Foley in place; AVF patent."
+    assert [(text[a:b], k) for a, b, k in finder.find(text)] == [
+        ("appy", "Procedure"),
+        ("TKA", "Procedure"),
+        ("lap chole", "Procedure"),
+        ("C-section", "Procedure"),
+        ("Foley", "Procedure"),
+        ("AVF", "Procedure"),
+    ]
+    assert "chole" not in [text[a:b] for a, b, _ in finder.find("choledocholithiasis")]
+    assert not ShorthandFinder({"Problem", "Test"}).find("s/p appy")  # no Procedure type
+    bad = tmp_path / "more.tsv"
+    bad.write_text("spellings\ttype\tlong_form\nTKA\tProcedure\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"more\.tsv:2: 3 tab-separated"):
+        read_more(bad)
 
 
 def test_regimen_words_are_no_entity_and_a_dose_after_a_drug_is_a_dosage():
