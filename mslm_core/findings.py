@@ -76,7 +76,8 @@ def findings_with_their_site(
 ) -> list[Entity]:
     """``entities`` with a body site and the finding right after it joined into one finding
     where the two together name one (``is_finding``: "chest" + "pain" is Chest Pain,
-    "abdominal" + "pain" Abdominal Pain; "RUQ" + "pain" names none and stays two) — the site
+    "abdominal" + "pain" Abdominal Pain, "abd" + "pain" too where ``is_finding`` spells out
+    shorthand; "RUQ" + "pain" names none and stays two) — the site
     typed Anatomy or, where the model split one finding in two, Problem ("abdominal" Problem +
     "pain" Problem; "fever" + "chills" names none). The joined finding has the second's
     scores."""

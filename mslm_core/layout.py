@@ -5,7 +5,8 @@ break, but for prose wrapped at a fixed width); what it finds is then tidied to 
 
 - **no entity crosses a line break**: one that does (wrapped prose) keeps its longest line;
 - **no bullet, list number or edge punctuation in a span**: ``- Lisinopril`` → ``Lisinopril``,
-  ``# AKI`` → ``AKI``, ``PRN pain`` → ``pain``, and an entity that is nothing but a list
+  ``# AKI`` → ``AKI``, ``PRN pain`` → ``pain``, nor a word that ends no entity at its end
+  (``changes of`` → ``changes``), and an entity that is nothing but a list
   marker (``1.``) is dropped, as is one that starts with an age and sex (``52F c/o``) or a day
   of the stay (``HD2``, ``POD1``);
 - **a header is never an entity**: one that overlaps a section header (``EXTREMITIES:``,
@@ -72,6 +73,10 @@ _AGE_SEX = re.compile(
     r"\d{1,3}\s?(?:y/?o|yo|yr|y\.o\.)?\s?[MF](?![\w])|(?:HD|POD|PPD|DOL|hd|pod)\s?#?\d{1,3}\b"
 )
 _EDGE = ",;:.!?()[]{}\"'"
+# a word that ends no entity: a preposition, an article or a conjunction left at its end
+# ("Degenerative changes of", "thickening of the"), or a connector's torn first half ("Graves
+# disease s/" of "s/p")
+_TRAILING = re.compile(r"[ \t]+(?:of|the|and|or|to|with|in|on|at|for|by|from|[a-z]/)$")
 _OPEN, _CLOSE = "([{", ")]}"
 
 
@@ -154,6 +159,10 @@ def tidied(text: str, start: int, end: int) -> tuple[int, int] | None:
             if last == "." and _abbreviated(span):
                 return start, end
             end -= 1
+            continue
+        trailing = _TRAILING.search(span)
+        if trailing is not None:
+            end = start + trailing.start()
             continue
         return start, end
 

@@ -393,7 +393,11 @@ class AnnotationPipeline:
             tidy = [self.shorthand.merged(*x) for x in zip(texts, tidy, heads, strict=True)]
         # "hives" read as a Test is a finding by name; "chest" + "pain": one finding
         if self.linker is not None and self.measures:
-            names_a_finding = partial(self.linker.names_a, entity_type="Problem")
+            names_a_finding: Callable[[str], bool] = partial(
+                self.linker.names_a, entity_type="Problem"
+            )
+            if self.shorthand is not None:  # "abd pain" names what "abdominal pain" names
+                names_a_finding = self.shorthand.spelled_out(names_a_finding)
             tidy = [
                 problem_list_titles(
                     t,

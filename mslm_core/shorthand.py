@@ -22,7 +22,7 @@ import csv
 import io
 import re
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
@@ -346,6 +346,9 @@ class ShorthandFinder:
         typed = typed if typed is not None else read_types()
         self.confidence = confidence
         self.kind: dict[str, str] = {}
+        #: what each short form of a type may stand for, by its spelling in lower case ("abd":
+        #: "abdomen", "abdominal" …)
+        self.long: dict[str, tuple[str, ...]] = {}
         #: spellings that stand for no entity ("Pt", "PRN", "w/"): a model's entity that is
         #: one of them and nothing else is dropped
         self.never: set[str] = set()
@@ -353,6 +356,8 @@ class ShorthandFinder:
             senses = table.senses.get(short)
             if not senses or (kind != NONE and kind not in types):
                 continue
+            if kind != NONE:
+                self.long[short.lower()] = tuple(sense.long for sense in senses)
             for spelling in senses[0].spellings():
                 if kind == NONE:
                     self.never.add(spelling)
@@ -368,6 +373,19 @@ class ShorthandFinder:
         ordered = sorted(self.kind, key=len, reverse=True)
         alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
         self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
+
+    def spelled_out(self, is_a: Callable[[str], bool]) -> Callable[[str], bool]:
+        """``is_a`` that also says yes where the words, their first spelled out in one of its
+        senses, say yes ("abd pain": "abdominal pain")."""
+
+        def check(words: str) -> bool:
+            if is_a(words):
+                return True
+            first, sep, rest = words.partition(" ")
+            spelled = self.long.get(first.lower(), ())
+            return bool(sep) and any(is_a(f"{long} {rest}") for long in spelled)
+
+        return check
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, type) of each short form in ``text``, in order; with the therapies

@@ -8,7 +8,8 @@ import pytest
 from mslm_core import measurements
 from mslm_core.context.sections import Sectionizer, default_sections
 from mslm_core.corpus.model import Sentence
-from mslm_core.layout import Layout
+from mslm_core.findings import findings_with_their_site
+from mslm_core.layout import Layout, tidied
 from mslm_core.notestyle import NoteStyle, Rates, rewrite_share
 from mslm_core.shorthand import Sense, Shorthand, packaged, read_table, write_table
 from mslm_core.text import sentence_spans
@@ -68,6 +69,38 @@ def test_list_markers_and_edge_punctuation_are_not_part_of_a_span():
     )
     assert [e.text for e in found] == ["Lisinopril", "Amoxicillin", "500 mg", "aspirin", "q.d."]
     assert all(text[e.start : e.end] == e.text for e in found)
+
+
+@pytest.mark.parametrize(
+    ("span", "kept"),
+    [
+        ("Degenerative changes of", "Degenerative changes"),
+        ("thickening of the", "thickening"),
+        ("Graves disease s/", "Graves disease"),
+        ("pain and", "pain"),
+        ("hepatitis A", "hepatitis A"),  # a capital: a name's part
+        ("vitamin D", "vitamin D"),
+        ("of", "of"),  # a word alone is the model's to keep or not
+    ],
+)
+def test_a_span_does_not_end_with_a_word_that_ends_no_entity(span, kept):
+    text = f"Seen: {span}. Done"
+    start = text.index(span)
+    assert tidied(text, start, start + len(span)) == (start, start + len(kept))
+
+
+def test_a_site_in_shorthand_and_its_finding_join_where_spelled_out_they_name_one():
+    from mslm_core.shorthand import ShorthandFinder
+
+    finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
+    names = {"abdominal pain", "chest pain"}
+    is_finding = finder.spelled_out(lambda words: words.lower() in names)
+    assert is_finding("abd pain") and is_finding("Abd pain")  # abd: abdomen, abdominal …
+    assert is_finding("chest pain") and not is_finding("abd mass") and not is_finding("abd")
+    text = "c/o abd pain x2d"
+    site, pain = _entity(text, 4, 7, "Anatomy"), _entity(text, 8, 12, "Problem")
+    joined = findings_with_their_site(text, [site, pain], is_finding)
+    assert [(e.text, e.type) for e in joined] == [("abd pain", "Problem")]
 
 
 def test_no_entity_crosses_a_line_break_and_headers_are_not_entities():
