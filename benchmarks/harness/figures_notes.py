@@ -327,7 +327,7 @@ LINES: tuple[Line, ...] = (
             for f in (BEFORE_DEV, SERVED_DEV, BEFORE_TEST)
             for k in ("strict_f1", "overlap_f1")
         ],
-        after='and "nadir" or "peaked" between a test and its value',
+        after='title, "nadir" or "peaked" between a test and its value',
     ),
     _row(
         PAGE,
