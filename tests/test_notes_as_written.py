@@ -681,7 +681,7 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
     from mslm_core.shorthand import ShorthandFinder, read_more
 
     finder = ShorthandFinder({"Problem", "Drug", "Test", "Procedure", "Anatomy", "Result"})
-    text = "PSH: appy, L TKA 2019, s/p lap chole, C-section x2. Foley in place; AVF patent."
+    text = "PSH: appy, L TKA 2019, s/p lap chole, C-section x2. Foley in place; AVF patent. PAD"
     assert [(text[a:b], k) for a, b, k in finder.find(text)] == [
         ("appy", "Procedure"),
         ("TKA", "Procedure"),
@@ -689,7 +689,9 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
         ("C-section", "Procedure"),
         ("Foley", "Procedure"),
         ("AVF", "Procedure"),
+        ("PAD", "Problem"),
     ]
+    assert not finder.find("a pad under the heel")  # a spelling as written: capitals
     assert "chole" not in [text[a:b] for a, b, _ in finder.find("choledocholithiasis")]
     assert not ShorthandFinder({"Problem", "Test"}).find("s/p appy")  # no Procedure type
     bad = tmp_path / "more.tsv"
