@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from .shorthand import FOUND_CONFIDENCE
 from .types import Entity, with_fields
 
 #: Words of degree ("severe chest pain", "mildly dilated", "trace edema"): the clinical schema's
@@ -103,9 +104,9 @@ def findings_with_their_site(
 _TITLE = re.compile(
     r"^[ \t]*#[ \t]*(?P<title>[A-Za-z][^:\n#]{1,48}?)[ \t]*(?::|[ \t]-[ \t]|$)", re.M
 )
-#: The confidence given to a title found as a problem (:func:`problem_list_titles`), as to
-#: shorthand found by its table (mslm_core.shorthand.FOUND_CONFIDENCE).
-TITLE_CONFIDENCE = 0.85
+#: The confidence given to a title found as a problem (:func:`problem_list_titles`): that of
+#: shorthand found by its table.
+TITLE_CONFIDENCE = FOUND_CONFIDENCE
 
 
 def problem_list_titles(

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .normalize import FINDINGS_IN_WORDS
 from .types import Entity
 
 #: The confidence given to a measurement's Test and Result: the share of the measurements
@@ -401,11 +402,10 @@ def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
 
 
 # a test's value in words right after it ("UA neg", "hCG negative", "lipase nl", "troponin
-# negative", "CT head unremarkable", "UA bland"): normalize's qualitative results, and "nl"
+# negative", "CT head unremarkable", "UA bland"): what a result says of itself, "nl", "bland"
 _QUALITATIVE = re.compile(
     r"[ \t]*(?::[ \t]*|=[ \t]*|(?:was|is|came back)[ \t]+)?"
-    r"(?P<value>normal|nl|wnl|within normal limits|abnormal|positive|negative|pos|neg|bland"
-    r"|unremarkable|detected|not detected|undetectable|reactive|non-?reactive)(?![\w/-])",
+    r"(?P<value>" + "|".join((*FINDINGS_IN_WORDS, "nl", "bland")) + r")(?![\w/-])",
     re.IGNORECASE,
 )
 

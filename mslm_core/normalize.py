@@ -110,11 +110,27 @@ UNITS: dict[str, str] = {
     "mg/m2": "mg/m2",
     "mg/m²": "mg/m2",
 }
+#: What a result says in words of itself (patterns, any case): "negative", "not detected".
+FINDINGS_IN_WORDS = (
+    "normal",
+    "abnormal",
+    "positive",
+    "negative",
+    "pos",
+    "neg",
+    "unremarkable",
+    "detected",
+    "not detected",
+    "undetectable",
+    "reactive",
+    "non-?reactive",
+    "within normal limits",
+    "wnl",
+)
+#: A result's degree in words: "elevated", "low", "trace".
+DEGREES_IN_WORDS = ("elevated", "high", "low", "raised", "decreased", "increased", "trace")
 _QUALITATIVE = re.compile(
-    r"^(?:normal|abnormal|positive|negative|pos|neg|elevated|high|low|raised|decreased|"
-    r"increased|unremarkable|detected|not detected|undetectable|reactive|non-?reactive|"
-    r"trace|within normal limits|wnl)$",
-    re.IGNORECASE,
+    r"^(?:" + "|".join((*FINDINGS_IN_WORDS, *DEGREES_IN_WORDS)) + r")$", re.IGNORECASE
 )
 _NUMBER = r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?|[-+]?\.\d+"
 _VALUE = re.compile(
