@@ -23,8 +23,9 @@ PAPER_CASES = [
     pytest.param(3000, 1000, 0.5, 0.5, id="elm3000-blm1000"),
     # worked example 3: N_BLM = 0 -> raw 1.0 / 0.0 -> clamp 0.5 / 0.5.
     pytest.param(1000, 0, 0.5, 0.5, id="blm0"),
-    # default-setting example of §2 (834 entity vs 444 random tokens): clamped to 0.5 / 0.5.
-    pytest.param(834, 444, 0.5, 0.5, id="ncbi-paper"),
+    # §2's counts at the paper's defaults (8,583 entity vs 4,331 random sub-words, the committed
+    # honest-mslm mslm-paper run, NCBI-disease seed 1): clamped to 0.5 / 0.5.
+    pytest.param(8583, 4331, 0.5, 0.5, id="ncbi-paper"),
     # N_ELM = 0: raw 0.0 / 1.0 -> softmax(0, 1) = 1/(1+e), e/(1+e).
     pytest.param(0, 1000, 1 / (1 + math.e), math.e / (1 + math.e), id="elm0"),
     # equal counts: raw 0.5 / 0.5.
@@ -53,8 +54,8 @@ def test_default_rule_is_paper():
 
 # reference rule: w_ELM = max(0.5, 1 - N_BLM/total), w_BLM = min(0.5, 1 - N_BLM/total).
 REFERENCE_CASES = [
-    # §2: 834 vs 444 -> raw 1 - 444/1278 = 0.6526 -> 0.5 / 0.6526 -> softmax ≈ 0.462 / 0.538.
-    pytest.param(834, 444, *_softmax_pair(0.5, 1 - 444 / 1278), id="ncbi-reference"),
+    # §2: 8,583 vs 4,331 -> raw 1 - 4331/12914 = 0.6646 -> 0.5 / 0.6646 -> softmax ≈ 0.459 / 0.541.
+    pytest.param(8583, 4331, *_softmax_pair(0.5, 1 - 4331 / 12914), id="ncbi-reference"),
     # more BLM than ELM: raw 1 - 3000/4000 = 0.25 -> BLM 0.25, ELM 0.5.
     pytest.param(1000, 3000, *_softmax_pair(0.25, 0.5), id="elm1000-blm3000"),
     # no BLM: raw 1.0 -> BLM 0.5, ELM 1.0.
@@ -72,14 +73,16 @@ def test_reference_rule_examples(n_elm, n_blm, w_blm, w_elm):
 
 
 def test_reference_rule_ncbi_example_rounded_as_in_the_doc():
-    w_blm, w_elm = mask_specific_weights(834, 444, rule="reference")
-    assert w_blm == pytest.approx(0.462, abs=5e-4)
-    assert w_elm == pytest.approx(0.538, abs=5e-4)
+    w_blm, w_elm = mask_specific_weights(8583, 4331, rule="reference")
+    assert w_blm == pytest.approx(0.459, abs=5e-4)
+    assert w_elm == pytest.approx(0.541, abs=5e-4)
 
 
 def test_rules_differ_where_the_doc_says_they_do():
-    # paper clamps 834/444 to 0.5/0.5; the research code favours ELM
-    assert mask_specific_weights(834, 444, "paper") != mask_specific_weights(834, 444, "reference")
+    # paper clamps §2's 8,583/4,331 to 0.5/0.5; the research code favours ELM
+    assert mask_specific_weights(8583, 4331, "paper") != mask_specific_weights(
+        8583, 4331, "reference"
+    )
 
 
 GRID = [(e, b) for e in (0, 1, 7, 444, 834, 1000, 3000) for b in (0, 1, 7, 444, 834, 3000)]

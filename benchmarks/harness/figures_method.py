@@ -2,9 +2,9 @@
 file it comes from (see :mod:`harness.figures`), and why each other line with a decimal has none.
 
 method.md is mostly the paper's figures, settings and equations, and worked examples that tests
-check; its own measurements (§2's masked-token counts, §3b's first check, the calibration
-example) left no committed file. quality.md's table and the differences its text draws are read
-from the ``quality-ablation`` protocol's summary.
+check; its own measurements (§2's masked-token counts, §3b's table, the calibration example) are
+read from the committed runs they quote. quality.md's table and the differences its text draws
+are read from the ``quality-ablation`` protocol's summary.
 """
 
 from __future__ import annotations
@@ -53,7 +53,112 @@ def _dev(data: dict[str, Any], corpus: str, variant: str, than: str) -> float:
     return 100 * (float(runs[variant]["dev_f1_mean"]) - float(runs[than]["dev_f1_mean"]))
 
 
+HONEST = "honest-mslm/runs/NCBI-disease-IOB"
+PAPER_RUN = f"{HONEST}/mslm-paper/seed1.json"
+CALIBRATED = "baseline-cpu/runs/NCBI-disease-IOB@2000/default"
+
+
+def _honest(variant: str) -> list[Fig]:
+    """A row of §3b's table: the ``honest-mslm`` screen's seed-1 strict test F1 of ``variant``
+    on unmasked input, then (MSLM variants) on gold-masked input."""
+    run = f"{HONEST}/{variant}/seed1.json"
+    honest = Fig(run, ("test", "strict", "f1"), "3")
+    return (
+        [honest]
+        if variant == "vanilla"
+        else [honest, Fig(run, ("test_leaky", "strict", "f1"), "3")]
+    )
+
+
+def _reference(data: dict[str, Any], which: int) -> float:
+    """The authors' rule's weights (BLM, ELM) on a run's masked-token counts."""
+    from mslm_core.weights import mask_specific_weights
+
+    counts = data["masking"]
+    return mask_specific_weights(counts["n_elm"], counts["n_blm"], rule="reference")[which]
+
+
+def _calibration(seed: int) -> list[Fig]:
+    """A default NCBI-disease run's test ECE before and after its temperature."""
+    at = ("test", "calibration")
+    run = f"{CALIBRATED}/seed{seed}.json"
+    return [Fig(run, (*at, "before", "ece"), "3"), Fig(run, (*at, "after", "ece"), "3")]
+
+
 LINES: tuple[Line, ...] = (
+    # -- §2: the masked-token counts of one masking pass, and what each rule makes of them
+    _row(
+        PAGE,
+        "NCBI-disease's first 2,000 training sentences (`honest-mslm`'s",
+        Fig(PAPER_RUN, ("settings", "max_train_sentences"), ","),
+        Fig(PAPER_RUN, ("seed",), "0"),
+    ),
+    _row(
+        PAGE,
+        "random sub-words of",
+        *(Fig(PAPER_RUN, ("masking", k), ",") for k in ("n_elm", "n_blm", "n_tokens")),
+        *(Fig(PAPER_RUN, ("masking", "weights", k), "1") for k in ("elm", "blm")),
+    ),
+    _row(
+        PAGE,
+        "on that run's counts)",
+        Fig(PAPER_RUN, lambda d: _reference(d, 1), "3"),
+        Fig(PAPER_RUN, lambda d: _reference(d, 0), "3"),
+    ),
+    # -- §3b: the honest-mslm screen (seed 1)
+    _row(
+        PAGE,
+        "(MiniLM, NCBI-disease's first 2,000 training sentences, 3 epochs",
+        Fig(f"{HONEST}/vanilla/seed1.json", ("settings", "max_train_sentences"), ","),
+        Fig(f"{HONEST}/vanilla/seed1.json", ("settings", "epochs"), "0"),
+        Fig(f"{HONEST}/vanilla/seed1.json", ("seed",), "0"),
+    ),
+    _row(PAGE, "| vanilla (`vanilla`) |", *_honest("vanilla")),
+    _row(PAGE, "| MSLM, detection on the masked pass (`mslm-paper`) |", *_honest("mslm-paper")),
+    _row(PAGE, "| MSLM, detection on a second, clean pass", *_honest("mslm-clean")),
+    _row(
+        PAGE,
+        "| the same, MLM loss × 0.1 (`mslm-clean-lambda0.1`) |",
+        Fig(f"{HONEST}/mslm-clean-lambda0.1/seed1.json", ("settings", "mlm_weight"), "1"),
+        *_honest("mslm-clean-lambda0.1"),
+    ),
+    _row(
+        PAGE,
+        "| MSLM, ELM 0.5, detection ignoring masked positions",
+        Fig(f"{HONEST}/mslm-ignore/seed1.json", ("settings", "elm_rate"), "1"),
+        *_honest("mslm-ignore"),
+    ),
+    _row(
+        PAGE,
+        "| 1 epoch of weighted ELM-BLM MLM, then 3 epochs vanilla (`mslm-tapt`) |",
+        Fig(f"{HONEST}/mslm-tapt/seed1.json", ("settings", "tapt_epochs"), "0"),
+        Fig(f"{HONEST}/mslm-tapt/seed1.json", ("settings", "epochs"), "0"),
+        *_honest("mslm-tapt"),
+    ),
+    # -- §3: the detection temperature on NCBI-disease's default runs
+    _row(
+        PAGE,
+        "(the baseline protocol's default runs: MiniLM, the first 2,000",
+        Fig(f"{CALIBRATED}/seed1.json", ("settings", "max_train_sentences"), ","),
+        Fig(f"{CALIBRATED}/seed1.json", ("seed",), "0"),
+        Fig(f"{CALIBRATED}/seed3.json", ("seed",), "0"),
+    ),
+    _row(
+        PAGE,
+        "that gives T =",
+        *(
+            Fig(f"{CALIBRATED}/seed{k}.json", ("test", "calibration", "detection_temperature"), "2")
+            for k in (1, 2, 3)
+        ),
+        *_calibration(1),
+        *_calibration(2),
+    ),
+    _row(
+        PAGE,
+        "0.060. NCBI has one type, so its type temperature stays",
+        *_calibration(3),
+        Fig(f"{CALIBRATED}/seed3.json", ("test", "calibration", "type_temperature"), "0"),
+    ),
     # -- 3b. Honest evaluation: the default the learning curve picked
     _row(
         PAGE,
@@ -111,14 +216,6 @@ _PAPER = "the paper's figures"
 _SETTING = "the paper's setting"
 _CHECKED = "a worked example that tests/test_weights.py checks"
 _CLAMP = "eq. 3's constant, the 0.5 sensitivity threshold"
-_FIRST_CHECK = (
-    "measured by §3b's first honest-vs-leaky check (MiniLM, 2,000 NCBI-disease sentences, "
-    "3 epochs, one seed; benchmarks/honest_vs_leaky.py) and no committed file holds it"
-)
-_CALIBRATED = (
-    "measured by a training run's calibration (NCBI-disease, MiniLM, 3 epochs, seed 42: its "
-    "bundle's manifest) and no committed file holds it (the committed runs are seeds 1–3)"
-)
 UNMEASURED: tuple[Unmeasured, ...] = (
     # -- method.md
     Unmeasured(PAGE, "arXiv 2403.18025", "the paper's arXiv id"),
@@ -134,26 +231,8 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "Checked by `tests/test_weights.py`: 1,000 ELM", _CHECKED),
     Unmeasured(PAGE, "the softmax and about 0.3775 / 0.6225", _CHECKED),
     Unmeasured(PAGE, "no BLM token (`blm_rate = 0`) also ends at", _CHECKED),
-    Unmeasured(
-        PAGE,
-        "so both weights end at 0.5 and",
-        f"{_CLAMP}, applied to the line above's masked-token counts (834 / 444 per 200 "
-        "NCBI-disease sentences: a masking pass at the paper's default rates that no committed "
-        "file holds; tests/test_weights.py takes them as input)",
-    ),
     Unmeasured(PAGE, "`w_ELM = max(0.5, 1 − N_BLM/total)`", f"{_CLAMP}, in the authors' code"),
-    Unmeasured(
-        PAGE,
-        "(≈ 0.538 / 0.462 on that example)",
-        f"{_CHECKED}, worked out from §2's 834 / 444 counts (in no committed file)",
-    ),
     Unmeasured(PAGE, "At `elm_rate = 1.0` every gold entity", f"{_SETTING}: the default ELM rate"),
-    Unmeasured(PAGE, "| vanilla |", _FIRST_CHECK),
-    Unmeasured(PAGE, "| MSLM, detection on the masked pass |", _FIRST_CHECK),
-    Unmeasured(PAGE, "| MSLM, detection on a second, clean pass |", _FIRST_CHECK),
-    Unmeasured(PAGE, "| the same, MLM loss × 0.1 |", _FIRST_CHECK),
-    Unmeasured(PAGE, "| MSLM, detection on the masked pass, ELM 0.5 |", _FIRST_CHECK),
-    Unmeasured(PAGE, "| 1 epoch of weighted ELM-BLM MLM, then 3 epochs vanilla |", _FIRST_CHECK),
     Unmeasured(PAGE, "vanilla → MSLM (ELM 1, BLM 0.075; Tables 3 and 8)", f"{_SETTING}s"),
     Unmeasured(PAGE, "| BC2GM |", f"{_PAPER} (Tables 3 and 8)"),
     Unmeasured(PAGE, "| NCBI-disease |", f"{_PAPER} (Tables 3 and 8)"),
@@ -166,6 +245,4 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "the mask weights (Table 6) MSLM loses", f"{_PAPER} (Tables 6 and 10)"),
     Unmeasured(PAGE, "fine-tuning (BLURB): BC5-chem", f"{_PAPER} (BLURB's PubMedBERT scores)"),
     Unmeasured(PAGE, "JNLPBA 79.10. The same figures", f"{_PAPER} (BLURB's PubMedBERT scores)"),
-    Unmeasured(PAGE, "(MiniLM, 3 epochs, seed 42) that gives T =", _CALIBRATED),
-    Unmeasured(PAGE, "fit: T = 1.29, 0.107)", _CALIBRATED),
 )
