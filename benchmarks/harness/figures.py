@@ -1137,36 +1137,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(README, "Crichton et al. (2017), CC BY 4.0", "a year and a licence's version"),
     Unmeasured(CONTEXT_PAGE, "- **MACCROBAT2020** (200 case reports, CC BY", "a licence's version"),
     Unmeasured(CONTEXT_PAGE, "- **CHIA** (2,000 trials'", "a licence's version and counts"),
-    Unmeasured(
-        CONTEXT_PAGE,
-        "| ours, before MTSamples' headers were added |",
-        "measured with the section list before MTSamples' headers were added, while a85cc7e was "
-        "written; no committed file holds it (a85cc7e's summary.json already has coverage 0.800)",
-    ),
-    Unmeasured(
-        CONTEXT_PAGE,
-        "2.4 points here and was left out",
-        "measured while the rules of a85cc7e (issue 31) were written: a rule tried and left out; "
-        "no committed file holds it",
-    ),
-    Unmeasured(
-        CONTEXT_PAGE,
-        "on the words; we keep them",
-        "measured while the rules of a85cc7e (issue 31) were written: our rules without any "
-        "pseudo-trigger; no committed file holds it",
-    ),
-    Unmeasured(
-        CONTEXT_PAGE,
-        "measured once before any rule change was considered from it",
-        "measured: BioScope's first run, before any rule change, while a85cc7e was written; no "
-        "committed file holds it (a85cc7e's summary.json already has 0.846 and 0.622)",
-    ),
-    Unmeasured(
-        CONTEXT_PAGE,
-        "on the clinical model's findings; possible",
-        "measured: the same first BioScope run (0.936 is also assertion-test's figure now); no "
-        "committed file holds 0.586 and 0.646",
-    ),
     Unmeasured(CONTEXT_PAGE, "its goals (negated ≥", "issue 31's goals"),
     Unmeasured(CONTEXT_PAGE, "hypothetical ≥ 0.80, historical ≥", "issue 31's goals"),
 )
