@@ -1168,14 +1168,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     ),
     Unmeasured(PAGE, '"blank_style": 0.5}', "a setting (blank_style 0.5)"),
     Unmeasured(PAGE, "(`note_style` 0.3", "a setting (note_style 0.3)"),
-    Unmeasured(
-        PAGE,
-        "(commit 0b04c4c: 0.34 s a step",
-        "seconds a step (training seconds over steps) of the runs of commits 0b04c4c and 7f18b9a: "
-        "no committed file holds them (their files, history/b78bd4b/ and history/b11f70b/, hold "
-        "the training seconds; neither holds the count of steps, b11f70b's only the steps its "
-        "estimates sampled)",
-    ),
     Unmeasured(PAGE, "| MACCROBAT2020 (Caufield", "a licence's version (CC BY 4.0)"),
     Unmeasured(PAGE, "| CHIA (Kury", "a licence's version (CC BY 4.0)"),
     Unmeasured(PAGE, "**BC5CDR** (weight 0.5", "a setting (the recipe's weight 0.5)"),

@@ -343,11 +343,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "172,057 names; an id MeSH", "a count of the packaged vocabulary's data file"),
     Unmeasured(
         PAGE,
-        "first start builds its index into the artifact store (about 10 s)",
-        "the index's first build, timed by hand and no committed file holds it",
-    ),
-    Unmeasured(
-        PAGE,
         "Synthea27Nj_5.4.zip` gives 679",
         "counts of the Eunomia import (its data), no result file",
     ),

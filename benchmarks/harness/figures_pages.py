@@ -275,11 +275,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     # -- docs/deployment.md
     Unmeasured(DEPLOY_PAGE, "Python 3.11 base (`MSLM_PYTHON_IMAGE`)", "a version"),
     Unmeasured(DEPLOY_PAGE, "localhost/python:3.11-bookworm", "a version"),
-    Unmeasured(
-        DEPLOY_PAGE,
-        "to four healthy containers in 10 s",
-        "Podman steps tried by hand: no committed file holds the 10 s",
-    ),
     # -- docs/labelstudio.md
     Unmeasured("docs/labelstudio.md", '"diversity": 0.5}` —', "an API example"),
     Unmeasured("docs/labelstudio.md", "`diversity` 0.5 by default", "a setting (its default)"),
@@ -310,11 +305,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured("docs/install.md", '"onnxruntime-gpu>=1.20,<2"', "a version range"),
     Unmeasured(
         "docs/models.md", "pipeline.options(min_confidence=0.5)", "a code example's setting"
-    ),
-    Unmeasured(
-        "docs/models.md",
-        "batched, 8 % of",
-        "measured on NCBI-disease under batched int8 and no committed file holds it",
     ),
     Unmeasured("docs/settings.md", "| `MSLM_LINK_THRESHOLD` | 0.5 |", "a setting's default"),
     Unmeasured("docs/settings.md", "| `MSLM_REFUSE_OTHER_LANGUAGES` |", "a setting (0.5)"),
