@@ -310,30 +310,6 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, '("WBC, Hb and Plt were 12.1', "an example sentence"),
     Unmeasured(
         PAGE,
-        "(Result → Problem 0.76–0.85 over three)",
-        f"one network's seeds, measured while the scorer was built (benchmarks/relations.py) "
-        f"{_NO_FILE} (the summary's three seeds are of the averaged scorer)",
-    ),
-    Unmeasured(
-        PAGE,
-        "(Anatomy → Test 0.90 → 0.95, Result → Test 0.965 → 0.973)",
-        f"dev attachment of one 64-unit, 30-epoch network against three averaged, a comparison "
-        f"run while the scorer was built {_NO_FILE} (summary.json's dev_accuracy is 0.956 and "
-        f"0.970 for these pairs)",
-    ),
-    Unmeasured(
-        PAGE,
-        "dev attachment with abstentions counted wrong is",
-        f'half against full weight of "no head" on dev, a comparison run {_NO_FILE}',
-    ),
-    Unmeasured(
-        PAGE,
-        "(0.411 against 0.412, two seeds)",
-        f'half against full weight of "no head", dev end-to-end F1 (two seeds) {_NO_FILE}; '
-        f'"for 3 days" an example',
-    ),
-    Unmeasured(
-        PAGE,
         "MACCROBAT has 15 Duration → Drug ties",
         "counted from the corpus, no result file",
     ),
@@ -347,16 +323,5 @@ UNMEASURED: tuple[Unmeasured, ...] = (
         "0.64–0.72 per type, and a tie needs two exact spans",
         f"the end-to-end model's strict test F1 per type on MACCROBAT {_NO_FILE} (relations/"
         f"summary.json names the model, m-20261205114120, but not its entity F1)",
-    ),
-    Unmeasured(
-        PAGE,
-        "0.696. The rules: (1)",
-        f"the check set's pair F1 before its two rules, measured by benchmarks/relations.py "
-        f"{_NO_FILE}",
-    ),
-    Unmeasured(
-        PAGE,
-        "(low, 0.03–0.34 for",
-        f"the probabilities the scorer gives the regimen rule's ties {_NO_FILE}",
     ),
 )
