@@ -1132,6 +1132,25 @@ LINES: tuple[Line, ...] = (
         Fig(FIRST_7F18B9A, ("minutes_to_served",), "1"),
         Fig(FIRST_0B04C4C, ("minutes_to_served",), "1"),
     ),
+    _row(
+        PAGE,
+        "| what it trains | 1 epoch, plain fine-tuning,",
+        Fig(FIRST_7F18B9A, ("early_model", "params", "epochs"), "0"),
+        Fig(
+            FIRST_7F18B9A,
+            lambda d: (
+                d["early_model"]["params"]["max_train_sentences"]
+                * len(d["early_model"]["test"]["strict_f1"])
+            ),
+            ",",
+        ),
+        Fig(FIRST_7F18B9A, ("estimates", "early", "run_s"), "0"),
+        Fig(FIRST_0B04C4C, ("estimates", "early", "run_s"), "0"),
+        Fig(FIRST_7F18B9A, lambda d: len(d["epochs"]), "0"),
+        None,  # 22,400 sentences: a count of the recipe's training data, as line 322 has it
+        Fig(FIRST_7F18B9A, ("train_seconds",), ","),
+        Fig(FIRST_0B04C4C, ("train_seconds",), ","),
+    ),
     _early_and_full("| found exactly, MACCROBAT / CHIA / BC5CDR / NCBI-disease |", "found"),
     _early_and_full("| found with other boundaries |", "overlapping span"),
     _early_and_full("| missed (no predicted span touches it) |", "nothing"),
