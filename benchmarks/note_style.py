@@ -2,7 +2,7 @@
 
     python benchmarks/note_style.py check FILE [FILE …]
     python benchmarks/note_style.py run --model NAME=BUNDLE [--split test|dev|all]
-        [--name note-style/NAME]
+        [--name note-style/NAME] [--without-shorthand]
     python benchmarks/note_style.py table note-style/test-before note-style/test
 
 ``check`` reads markup files (``benchmarks/data/note-style/notes-*.md``, written for this
@@ -315,6 +315,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         pipeline = AnnotationPipeline.from_bundle(
             path, context=ContextEngine.default(), linker=linker
         )
+        if args.without_shorthand:  # what the model reads of shorthand on its own
+            pipeline.shorthand = None
         results[label or Path(path).name] = score(pipeline, items)
     first = next(iter(results.values()))
     figures = {
@@ -333,6 +335,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.name,
         {
             "split": args.split,
+            "shorthand_finder": not args.without_shorthand,
             "notes": first["notes"],
             "sentences": first["sentences"],
             **figures,
@@ -469,6 +472,11 @@ def main() -> int:
     p.add_argument("--model", action="append", required=True, help="NAME=BUNDLE (repeatable)")
     p.add_argument("--split", choices=["test", "dev", "all"], default="test")
     p.add_argument("--name", default="note-style/check", help="the result file under results/")
+    p.add_argument(
+        "--without-shorthand",
+        action="store_true",
+        help="leave the pipeline's shorthand finder out (what the model alone reads)",
+    )
     p.set_defaults(handler=cmd_run)
     p = sub.add_parser("table", help="results side by side in results/note-style/summary.md")
     p.add_argument("results", nargs="+", help="result names (note-style/test-before …)")

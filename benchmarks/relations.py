@@ -243,9 +243,9 @@ def end_to_end(model: str, sentences: list[R.Sentence], scorer: R.RelationScorer
         out["all"] = _prf(len(gold & predicted), len(predicted), len(gold))
         return out
 
-    def entity_prf(per_text) -> dict[str, Any]:
+    def entity_prf(per_text, types=MODIFIER_TYPES) -> dict[str, Any]:
         out = {}
-        for kind in MODIFIER_TYPES:
+        for kind in types:
             g = {(i, a, b) for i, s in enumerate(sentences) for a, b, t in s.entities if t == kind}
             p = {(i, x.start, x.end) for i, es in enumerate(per_text) for x in es if x.type == kind}
             out[kind] = _prf(len(g & p), len(p), len(g))
@@ -260,6 +260,8 @@ def end_to_end(model: str, sentences: list[R.Sentence], scorer: R.RelationScorer
         "throughput_ratio": round(without / seconds, 3),
         "relations": {"scorer": by_pair(scored), "nearest_head": by_pair(nearest)},
         "modifier_entities": {"model": entity_prf(raw), "with_patterns": entity_prf(found)},
+        # every type a tie has at either end, as the model alone finds it: a tie needs both
+        "entities": entity_prf(raw, sorted({t for s in sentences for _, _, t in s.entities})),
     }
 
 
