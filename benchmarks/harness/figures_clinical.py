@@ -229,6 +229,13 @@ def _miss(source: str, corpus: str, what: str, fmt: str = "1") -> Fig:
     return Fig(source, (corpus, what), fmt)
 
 
+def _merged_minutes(_: Any, pick: Callable[[list[float]], float]) -> float:
+    """The fastest or slowest of the merged recipe's seeds, in wall minutes."""
+    return pick(
+        [float(load(f"{RUNS}merged-all-s{k}.json")["wall_seconds"]) / 60 for k in (1, 2, 3)]
+    )
+
+
 def _spurious(data: Any, pick: Callable[[list[float]], float]) -> float:
     return pick([float(data[c]["spurious"]) for c in CORPORA])
 
@@ -458,6 +465,19 @@ LINES: tuple[Line, ...] = (
         *[_miss(MISSES_E5, NCBI, w) for w in _MISSES[:-1]],
         _miss(MISSES_E5, NCBI, "the other annotated type", "0"),
         after="annotate / the other type — MACCROBAT",
+    ),
+    _row(
+        PAGE,
+        "(one merged seed took",
+        *(
+            Fig(
+                RUNS + "merged-all-s1.json",
+                partial(_merged_minutes, pick=pick),
+                "0",
+            )
+            for pick in (min, max)
+        ),
+        None,  # 2 CPU cores
     ),
     _row(
         PAGE,
