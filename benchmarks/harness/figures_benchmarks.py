@@ -828,6 +828,19 @@ LINES: tuple[Line, ...] = (
         _weights("vanilla-4-epochs", "MACCROBAT2020@2000"),
         Fig(WEIGHTS, partial(_p, dataset="MACCROBAT2020@2000", pick=min), "2"),
     ),
+    # -- the study's re-run cost: its runs' wall times, summed
+    _row(
+        PAGE,
+        "honest-mslm --device cuda --jobs 8` (its",
+        None,  # --jobs 8
+        Fig(HONEST, ("run_time", "runs"), "0"),
+    ),
+    _row(
+        PAGE,
+        "minutes on one H100, several at a time; on 2 CPU cores",
+        Fig(HONEST, lambda d: d["run_time"]["wall_seconds"] / 60, "0"),
+        None,  # 2 CPU cores
+    ),
     # -- the full-data point: the clinical study's NCBI-disease runs (3 seeds)
     _row(
         PAGE,
