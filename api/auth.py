@@ -94,39 +94,52 @@ def announce_admin_key(secret: str) -> None:
 
 class KeyCache:
     """digest → principal, refreshed from the store every ``ttl`` seconds (revocations take
-    effect within ``ttl``)."""
+    effect within ``ttl``).
+
+    One reload at a time: requests that find the cache stale wait for the reload under way
+    instead of each starting their own, and a reload that began after a request arrived
+    answers it. Reloads never overlap, so an older read cannot land after a newer one (a key
+    revoked between them would come back until the next reload)."""
 
     def __init__(self, factory: sessionmaker[Session], ttl: float = 10.0):
         self.factory, self.ttl = factory, ttl
         self._keys: dict[str, Principal] = {}
-        self._loaded = 0.0
+        self._loaded = float("-inf")  # when the read behind ``_keys`` began
+        self._lock = asyncio.Lock()
 
     def _reload(self) -> None:
+        began = time.monotonic()
         with self.factory() as session:
             rows = keys.usable_keys(session)
             self._keys = {r.key_hash: Principal(r.id, frozenset(r.scopes.split("+"))) for r in rows}
-        self._loaded = time.monotonic()
+        self._loaded = began
 
-    async def _refresh(self) -> None:
-        """Reload; when the store cannot answer (a restart), keep the keys already known so
-        that annotation goes on, and try again after ``ttl``."""
-        try:
-            await asyncio.to_thread(self._reload)
-        except Exception as exc:  # the store may be restarting
-            self._loaded = time.monotonic()
-            log.warning(
-                "API keys not reloaded (%s); using the %d known",
-                type(exc).__name__,
-                len(self._keys),
-            )
+    async def _refresh(self, asked: float) -> None:
+        """Reload unless a reload that began at or after ``asked`` already has; when the store
+        cannot answer (a restart), keep the keys already known so that annotation goes on, and
+        try again after ``ttl``."""
+        async with self._lock:
+            if self._loaded >= asked:
+                return
+            began = time.monotonic()
+            try:
+                await asyncio.to_thread(self._reload)
+            except Exception as exc:  # the store may be restarting
+                self._loaded = began
+                log.warning(
+                    "API keys not reloaded (%s); using the %d known",
+                    type(exc).__name__,
+                    len(self._keys),
+                )
 
     async def lookup(self, secret: str) -> Principal | None:
-        if time.monotonic() - self._loaded > self.ttl:
-            await self._refresh()
+        asked = time.monotonic()
+        if asked - self._loaded > self.ttl:
+            await self._refresh(asked - self.ttl)
         digest = hash_key(secret)
         found = self._keys.get(digest)
-        if found is None and time.monotonic() - self._loaded > 1.0:
-            await self._refresh()  # a key created moments ago
+        if found is None and asked - self._loaded > 1.0:
+            await self._refresh(asked)  # a key created moments ago
             found = self._keys.get(digest)
         return found
 
