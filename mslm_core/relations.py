@@ -574,15 +574,14 @@ def train(
     head" weighs ``none_weight``: in MACCROBAT many modify a type the schema does not keep (a
     duration of an admission, a frequency of an event), so at full weight the scorer learns to
     leave a regimen's frequency and duration untied; at 0.5 its dev attachment (abstentions
-    counted wrong) is 0.928 against 0.920 and its dev end-to-end F1 the same (0.411, 0.412;
-    benchmarks/relations.py, docs/relations.md).
+    counted wrong) was a little higher and its dev end-to-end F1 the same (docs/relations.md;
+    those runs left no committed file).
 
     ``members`` scorers from seeds ``seed``, ``seed + 1000`` … are averaged — one two-layer
     network again, their hidden units side by side and their outputs averaged, so the served
-    graph is the same kind. One network's figures swing with its seed (MACCROBAT's
-    Result→Problem: 0.76 to 0.85 over three seeds); three averaged (128 hidden units each,
-    60 epochs) are the same or better on every dev pair than one of 64 over 30 (Anatomy→Test
-    0.90 → 0.95, Result→Test 0.965 → 0.973; benchmarks/relations.py)."""
+    graph is the same kind. One network's figures swing with its seed; three averaged (128
+    hidden units each, 60 epochs) were the same or better on every dev pair than one of 64
+    over 30 (docs/relations.md; those comparisons left no committed file either)."""
     usable = learnable(train_examples)
     if not usable:
         raise ConfigError("no modifier with a candidate head to learn relations from")

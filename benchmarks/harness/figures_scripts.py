@@ -13,7 +13,8 @@ held-out documents: BioScope's findings the clinical model finds, MACCROBAT end 
 ``inference-cpu.json``, ``api_load-cpu.json`` (and ``api_load-cpu-aiohttp.json``),
 ``api_load-ab-cpu.json`` and ``clinical/first-start.json``.
 
-Not registered, their figures being in no committed result file (or in none for sure):
+Not registered, their figures being in no committed result file (or in none for sure), or
+no figures at all:
 
 - "BC5CDR's second seed moved them by 0.1": the first seed alone gives least confidence and
   entropy 80 %, margin 85 %; with both seeds 70 %, 75 %, 70 %: only the best fraction moved by
@@ -24,12 +25,8 @@ Not registered, their figures being in no committed result file (or in none for 
   ``api_load_ab.py`` give the latest run's figures only: the runs before are in the history of
   their files (the commits the rows name), and what each of issue 54's serving changes bought
   was measured with scripts kept out of the repository (commit a58d3d7's message);
-- the bundle ``runs/bc5cdr``'s test strict F1 0.820 (on the whole test split; ``inference.py``
-  scores the first 940 sentences);
-- "Why the inference targets are missed": about 130 GFLOPS, 75 % of two AVX2 cores, 2.6× over
-  the pipeline, int8 1.4–1.5× more, static int8 3.9 F1 points lost, the AMD EPYC run with a
-  briefly trained bundle (70.6, 185.3 (2.62×), 292.1 (4.14×)), ONNX Runtime 94 % of the
-  engine's time (the other 6 %), 8–64 windows under 10 %: runs before ``inference-cpu.json``'s.
+- "Why the inference targets are missed" names no figure of its own: the runs before
+  ``inference-cpu.json``'s (other machines, static int8) are in that file's history.
 """
 
 from __future__ import annotations
