@@ -107,12 +107,10 @@ class KeyCache:
         self._loaded = float("-inf")  # when the read behind ``_keys`` began
         self._lock = asyncio.Lock()
 
-    def _reload(self) -> None:
-        began = time.monotonic()
+    def _read(self) -> dict[str, Principal]:
         with self.factory() as session:
             rows = keys.usable_keys(session)
-            self._keys = {r.key_hash: Principal(r.id, frozenset(r.scopes.split("+"))) for r in rows}
-        self._loaded = began
+            return {r.key_hash: Principal(r.id, frozenset(r.scopes.split("+"))) for r in rows}
 
     async def _refresh(self, asked: float) -> None:
         """Reload unless a reload that began at or after ``asked`` already has; when the store
@@ -123,14 +121,14 @@ class KeyCache:
                 return
             began = time.monotonic()
             try:
-                await asyncio.to_thread(self._reload)
+                self._keys = await asyncio.to_thread(self._read)
             except Exception as exc:  # the store may be restarting
-                self._loaded = began
                 log.warning(
                     "API keys not reloaded (%s); using the %d known",
                     type(exc).__name__,
                     len(self._keys),
                 )
+            self._loaded = began
 
     async def lookup(self, secret: str) -> Principal | None:
         asked = time.monotonic()

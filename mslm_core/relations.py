@@ -573,15 +573,12 @@ def train(
     "no head", maximising the probability of its gold heads. A modifier whose gold is "no
     head" weighs ``none_weight``: in MACCROBAT many modify a type the schema does not keep (a
     duration of an admission, a frequency of an event), so at full weight the scorer learns to
-    leave a regimen's frequency and duration untied; at 0.5 its dev attachment (abstentions
-    counted wrong) was a little higher and its dev end-to-end F1 the same (docs/relations.md;
-    those runs left no committed file).
+    leave a regimen's frequency and duration untied, which 0.5 does not (docs/relations.md).
 
     ``members`` scorers from seeds ``seed``, ``seed + 1000`` … are averaged — one two-layer
     network again, their hidden units side by side and their outputs averaged, so the served
-    graph is the same kind. One network's figures swing with its seed; three averaged (128
-    hidden units each, 60 epochs) were the same or better on every dev pair than one of 64
-    over 30 (docs/relations.md; those comparisons left no committed file either)."""
+    graph is the same kind: one network's figures swing with its seed, so three (128 hidden
+    units each, 60 epochs) are averaged to steady them (docs/relations.md)."""
     usable = learnable(train_examples)
     if not usable:
         raise ConfigError("no modifier with a candidate head to learn relations from")

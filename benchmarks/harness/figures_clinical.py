@@ -1176,7 +1176,7 @@ LINES: tuple[Line, ...] = (
         Fig(FIRST_7F18B9A, ("estimates", "early", "run_s"), "0"),
         Fig(FIRST_0B04C4C, ("estimates", "early", "run_s"), "0"),
         Fig(FIRST_7F18B9A, lambda d: len(d["epochs"]), "0"),
-        None,  # 22,400 sentences: a count of the recipe's training data, as line 322 has it
+        None,  # 22,400 sentences: a count of the recipe's training data
         Fig(FIRST_7F18B9A, ("train_seconds",), ","),
         Fig(FIRST_0B04C4C, ("train_seconds",), ","),
     ),
