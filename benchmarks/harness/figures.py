@@ -68,14 +68,15 @@ def _round(v: float, digits: int) -> str:
     return f"{v:.{digits}f}"
 
 
-#: How a figure is written: decimals ("3": 0.850), a share as a percentage ("%1": 0.757 → 75.7),
-#: a signed percentage point ("+%1": −1.9, +0.2), a signed number ("+1": +1.8), a whole number
-#: with thousands commas (",").
+#: How a figure is written: decimals ("3": 0.850, "4": 0.8313), a share as a percentage ("%1":
+#: 0.757 → 75.7), a signed percentage point ("+%1": −1.9, +0.2), a signed number ("+1": +1.8), a
+#: whole number with thousands commas (",").
 FORMATS: dict[str, Callable[[float], str]] = {
     "0": lambda v: _round(v, 0),
     "1": lambda v: _round(v, 1),
     "2": lambda v: _round(v, 2),
     "3": lambda v: _round(v, 3),
+    "4": lambda v: _round(v, 4),
     "%0": lambda v: _round(100 * v, 0),
     "%1": lambda v: _round(100 * v, 1),
     "+%1": lambda v: _signed(("+" if v > 0 else "") + _round(100 * v, 1)),
