@@ -692,7 +692,7 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
         ("PAD", "Problem"),
     ]
     assert not finder.find("a pad under the heel")  # a spelling as written: capitals
-    text = "24F w/ DM1 p/w n/v/d; FHx breast CA, colon CA. FENa 0.4%, FeUrea 28%; echo 2021"
+    text = "24F w/ DM1 p/w n/v/d; FHx breast CA, colon CA. FENa 0.4%, FeUrea 28%; echo 2021: HFrEF"
     assert [(text[a:b], k) for a, b, k in finder.find(text)] == [
         ("DM1", "Problem"),
         ("n/v/d", "Problem"),
@@ -701,6 +701,7 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
         ("FENa", "Test"),
         ("FeUrea", "Test"),
         ("echo", "Test"),
+        ("HFrEF", "Problem"),
     ]
     assert not [k for *_, k in finder.find("Ca 8.9, CA 19-9 pending") if k == "Problem"]
     assert "chole" not in [text[a:b] for a, b, _ in finder.find("choledocholithiasis")]
