@@ -508,3 +508,43 @@ def test_compose_smoke_runs_one_at_a_time_per_host(tmp_path, monkeypatch):
     smoke = compose_smoke.Smoke()
     smoke.take_lock()  # free once the holder is gone
     assert f"pid {os.getpid()}" in (tmp_path / "smoke.lock").read_text()
+
+
+def test_compose_smoke_brings_the_stack_up_again_once_when_podman_loses_a_cgroup(
+    tmp_path, monkeypatch
+):
+    """Podman 4.3 can fail `compose up -d` when a one-shot container exits as it reads its
+    cgroup; the smoke test runs `up` once more (idempotent) and counts it, and fails on any
+    other error, or on the same error twice."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import compose_smoke
+
+    monkeypatch.setenv("SMOKE_WORK", str(tmp_path / "work"))
+    monkeypatch.setenv("SMOKE_OUT", str(tmp_path / "out"))
+    race = compose_smoke.Failed(
+        "docker-compose up exited 1:\nread /proc/12627/cgroup: no such process"
+    )
+    other = compose_smoke.Failed("docker-compose up exited 1:\nport 8080 is taken")
+
+    def scripted(*answers):
+        calls = []
+
+        def compose(*args, **kw):
+            calls.append(args)
+            answer = answers[len(calls) - 1]
+            if isinstance(answer, Exception):
+                raise answer
+
+        return calls, compose
+
+    smoke = compose_smoke.Smoke()
+    calls, smoke.compose = scripted(race, None)
+    smoke.up("api")
+    assert calls == [("up", "-d", "--no-build", "api")] * 2
+    assert smoke.report["engine_retries"] == 1
+    for answers in ((other,), (race, race)):
+        smoke = compose_smoke.Smoke()
+        calls, smoke.compose = scripted(*answers)
+        with pytest.raises(compose_smoke.Failed):
+            smoke.up()
+        assert len(calls) == len(answers)
