@@ -201,8 +201,8 @@ from common import exit_on_sigterm
 
 exit_on_sigterm()
 server = subprocess.Popen(["sleep", "600"], start_new_session=True)
-print(server.pid, flush=True)
-try:
+try:  # the pid is told inside the try: a SIGTERM that comes at once still runs the finally
+    print(server.pid, flush=True)
     time.sleep(600)
 finally:
     os.killpg(server.pid, signal.SIGTERM)
