@@ -147,6 +147,21 @@ _LABS = {
     "lvef": "ejection fraction",
     "qtc": "qtc interval",
     "psa": "prostate specific antigen",
+    # echocardiographic measures and clinical scores, each a number a note writes after it
+    "tapse": "tricuspid annular plane systolic excursion",
+    "e/e'": "mitral e/e' ratio",
+    "rvsp": "right ventricular systolic pressure",
+    "phq-9": "patient health questionnaire-9 score",
+    "phq-2": "patient health questionnaire-2 score",
+    "gad-7": "generalized anxiety disorder-7 score",
+    "cha2ds2-vasc": "cha2ds2-vasc score",
+    "chads2": "chads2 score",
+    "has-bled": "has-bled score",
+    "ciwa": "ciwa-ar score",
+    "ciwa-ar": "ciwa-ar score",
+    "cows": "clinical opiate withdrawal scale score",
+    "nihss": "nih stroke scale score",
+    "meld": "meld score",
 }
 # one-letter labels, only with a value in their range
 _ONE_LETTER = {
@@ -176,12 +191,13 @@ _SEP = (
 # a value ends there: not inside a longer number, a word, a ratio ("K 3/4") or a grade ("2+")
 _AFTER = r"(?![\w.]*\d|[ \t]?/\s*\d|\+)"
 # what makes a value a threshold, not a result: "if Hgb < 7", "goal INR 2-3", "hold for SBP <
-# 100", "while K < 4" (a few words before the label); "on hold, Cr 2.1" is a drug held, and
-# its value measured
+# 100", "while K < 4" (a few words before the label), or "PRN" right before it ("hydralazine
+# PRN SBP > 160", "lorazepam PRN CIWA > 10"); "on hold, Cr 2.1" is a drug held, and its value
+# measured
 _THRESHOLD = re.compile(
-    r"\b(?:if|goal|target|(?<!on[ \t])hold|unless|while|once|until|keep|titrate|maintain"
+    r"(?:\b(?:if|goal|target|(?<!on[ \t])hold|unless|while|once|until|keep|titrate|maintain"
     r"|above|below|for)\b"
-    r"[^.;:\n]{0,20}$",
+    r"[^.;:\n]{0,20}|\bprn[ \t]+)$",
     re.IGNORECASE,
 )
 _PATTERN = re.compile(

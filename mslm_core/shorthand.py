@@ -266,8 +266,8 @@ def read_types(path: Path = TYPED) -> dict[str, str]:
 
 def read_more(path: Path = MORE) -> dict[str, str]:
     """Spelling → the clinical schema's type, for the short forms the inventory lacks
-    (``shorthand-more.tsv``: spellings joined by ``|``, a type, a long form); errors name the
-    file and line."""
+    (``shorthand-more.tsv``: spellings joined by ``|``, a type or :data:`NONE` for what is no
+    entity, a long form); errors name the file and line."""
     return {
         spelling: kind
         for spellings, kind, _ in _typed_rows(path, "spellings type long_form")
@@ -314,6 +314,21 @@ def therapies(text: str) -> list[tuple[int, int]]:
                 if text[a:b].isupper():
                     out.add((a, b))
     return sorted(out)
+
+
+#: Contrast medium as notes name it, the agent given, a drug ("CT A/P with IV contrast", "w/o
+#: contrast", "AKI after contrast"): the word after a route or a word that gives or withholds
+#: it; never "contrast-enhanced", "noncontrast" or "in contrast to".
+_CONTRAST = re.compile(
+    r"(?:(?<=\bIV )|(?<=\boral )|(?<=\bPO )|(?<=\biodinated )|(?<=\bwith )|(?<=\bwithout )"
+    r"|(?<=\bw/ )|(?<=\bw/o )|(?<=\bafter )|(?<=\band )|(?<=\bno ))contrast(?![\w-])",
+    re.IGNORECASE,
+)
+
+
+def contrast(text: str) -> list[tuple[int, int]]:
+    """The spans of contrast media named in ``text`` (:data:`_CONTRAST`), in order."""
+    return [m.span() for m in _CONTRAST.finditer(text)]
 
 
 #: The types of a model's span that a finding in shorthand at its edge retypes a Problem.
@@ -364,12 +379,16 @@ class ShorthandFinder:
                 elif spelling.lower() != spelling or not spelling.isalpha() or len(spelling) >= 4:
                     self.kind[spelling] = kind
         for spelling, kind in (read_more() if more is None else more).items():
-            if kind in types:
+            if kind == NONE:
+                self.never.add(spelling)
+            elif kind in types:
                 self.kind.setdefault(spelling, kind)
         if not self.kind:  # a model of other types: its entities are not ours to judge
             self.never.clear()
         #: therapies in shorthand are found (the model's types have a Procedure)
         self.therapy = bool(self.kind) and "Procedure" in types
+        #: contrast media named alone are found (the model's types have a Drug)
+        self.contrast = bool(self.kind) and "Drug" in types
         ordered = sorted(self.kind, key=len, reverse=True)
         alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
         self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
@@ -389,11 +408,15 @@ class ShorthandFinder:
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, type) of each short form in ``text``, in order; with the therapies
-        (:func:`therapies`) where the model's types have a Procedure."""
+        (:func:`therapies`) where the model's types have a Procedure, and contrast media
+        (:func:`contrast`) where they have a Drug."""
         found = [(m.start(), m.end(), self.kind[m.group()]) for m in self.pattern.finditer(text)]
-        if self.therapy:
+        extra = [(a, b, "Procedure") for a, b in therapies(text)] if self.therapy else []
+        if self.contrast:
+            extra += [(a, b, "Drug") for a, b in contrast(text)]
+        if extra:
             spans = {(a, b) for a, b, _ in found}
-            found += [(a, b, "Procedure") for a, b in therapies(text) if (a, b) not in spans]
+            found += [(a, b, k) for a, b, k in extra if (a, b) not in spans]
             found.sort()
         return found
 

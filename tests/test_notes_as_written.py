@@ -213,6 +213,21 @@ def test_prose_that_looks_like_a_label_is_no_header(line):
         # a one-letter label needs a value in its range; a ratio is a pressure's only
         ("T 2 DM, K 3/4, P 1", []),
         ("pain 7/10", []),
+        # echo measures and clinical scores, "max" between as in a course
+        (
+            "E/e' 16. TAPSE 1.8 cm, RVSP 45",
+            [("E/e'", "16"), ("TAPSE", "1.8 cm"), ("RVSP", "45")],
+        ),
+        (
+            "PHQ-9 17 today, GAD-7 12; CHA2DS2-VASc 5; CIWA max 6; NIHSS 7",
+            [
+                ("PHQ-9", "17"),
+                ("GAD-7", "12"),
+                ("CHA2DS2-VASc", "5"),
+                ("CIWA", "6"),
+                ("NIHSS", "7"),
+            ],
+        ),
     ],
 )
 def test_vitals_and_lab_values_are_a_test_and_its_result(text, pairs):
@@ -461,6 +476,11 @@ def test_a_threshold_is_no_measured_value():
     text = "Transfuse if Hgb < 7. Goal INR 2-3, today 2.3. LVEF 30-35%. DP pulse 2+."
     found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
     assert found == [("LVEF", "30-35%")]
+    # "PRN" right before a label makes a condition; a PRN drug before a vital does not
+    text = "CIWA <8 x24h; lorazepam 1 mg PO q4h PRN CIWA > 10, hydralazine PRN SBP > 160"
+    text += "\nalbuterol PRN, HR 88"
+    found = [(text[slice(*m.label)], text[slice(*m.value)]) for m in measurements.find(text)]
+    assert found == [("CIWA", "<8"), ("HR", "88")]
 
 
 def test_a_lone_small_number_is_no_result():
@@ -704,8 +724,31 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
         ("HFrEF", "Problem"),
     ]
     assert not [k for *_, k in finder.find("Ca 8.9, CA 19-9 pending") if k == "Problem"]
+    text = "Monitor off abx. Pressors if MAP < 65; avoid benzos. MgSO4 2 g IV, NaHCO3 drip"
+    assert [(text[a:b], k) for a, b, k in finder.find(text) if k == "Drug"] == [
+        ("abx", "Drug"),
+        ("Pressors", "Drug"),
+        ("benzos", "Drug"),
+        ("MgSO4", "Drug"),
+        ("NaHCO3", "Drug"),
+    ]
+    # contrast media, given or withheld, are drugs; the word in its other uses is not
+    text = "CT A/P with IV contrast; CT head w/o contrast. AKI after contrast. No IV contrast"
+    assert [text[a:b] for a, b, k in finder.find(text) if k == "Drug"] == ["contrast"] * 4
+    text = "In contrast to prior, noncontrast CT head; contrast-enhanced MRI; contrast ratio"
+    assert not [k for *_, k in finder.find(text) if k == "Drug"]
+    assert not ShorthandFinder({"Problem", "Test"}).find("with IV contrast")  # no Drug type
     assert "chole" not in [text[a:b] for a, b, _ in finder.find("choledocholithiasis")]
     assert not ShorthandFinder({"Problem", "Test"}).find("s/p appy")  # no Procedure type
+    # a spelling typed '-' stands for no entity: a model's entity that is it alone is dropped
+    no_entity = ShorthandFinder({"Problem", "Procedure"}, more={"ddx": "-", "appy": "Procedure"})
+    text = "ddx: appy vs ddx of colitis"
+    model = [_entity(text, 0, 3, "Problem"), _entity(text, 20, 27, "Problem")]
+    assert [(e.text, e.type) for e in no_entity.merged(text, model)] == [
+        ("appy", "Procedure"),
+        ("colitis", "Problem"),
+    ]
+    assert "ddx" not in [text[a:b] for a, b, _ in no_entity.find(text)]
     bad = tmp_path / "more.tsv"
     bad.write_text("spellings\ttype\tlong_form\nTKA\tProcedure\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"more\.tsv:2: 3 tab-separated"):
