@@ -411,10 +411,22 @@ _EXAM = re.compile(
 )
 
 
+# and in a word right after its organ's label ("Abd: soft", "GI: soft", "Neck: supple",
+# "Lungs: clear", "Resp: clear bilat"); not "soft tissue"
+_EXAM_WORDS = re.compile(
+    r"(?:(?<=\bAbd:[ \t])|(?<=\bAbdomen:[ \t])|(?<=\bGI:[ \t]))soft(?![\w-]|[ \t]+tissue)"
+    r"|(?<=\bNeck:[ \t])supple(?![\w-])"
+    r"|(?:(?<=\bLungs:[ \t])|(?<=\bResp:[ \t])|(?<=\bChest:[ \t]))clear(?![\w-])",
+    re.IGNORECASE,
+)
+
+
 def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
-    """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) a
-    Result, over whatever the model found there."""
-    return _over(entities, [_entity(text, m.span(), "Result") for m in _EXAM.finditer(text)])
+    """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) or as
+    a word after its organ's label (:data:`_EXAM_WORDS`) a Result, over whatever the model
+    found there."""
+    spans = [m.span() for pattern in (_EXAM, _EXAM_WORDS) for m in pattern.finditer(text)]
+    return _over(entities, [_entity(text, span, "Result") for span in sorted(spans)])
 
 
 # a test's value in words right after it ("UA neg", "hCG negative", "lipase nl", "troponin

@@ -331,6 +331,17 @@ def contrast(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _CONTRAST.finditer(text)]
 
 
+#: A body region written right after a short form ("CTA head/neck", "CTA of the chest"): where
+#: one of the short form's senses is imaging, it is that imaging, a Test ("CTA" is "clear to
+#: auscultation" in most notes, and "CTA chest" an angiogram).
+_REGION_AFTER = re.compile(
+    r"[ \t]+(?:of[ \t]+)?(?:the[ \t]+)?(?:head|neck|brain|chest|abd|abdomen|pelvis|A/P|coronar"
+    r"|aorta|runoff|PE\b|LE\b|UE\b)",
+    re.IGNORECASE,
+)
+_IMAGING = re.compile(r"tomograph|angiogra|ultraso|imaging|radiograph")
+
+
 #: The types of a model's span that a finding in shorthand at its edge retypes a Problem.
 _RETYPED = frozenset({"Test", "Result", "Drug", "Procedure", "Anatomy"})
 
@@ -359,6 +370,7 @@ class ShorthandFinder:
     ):
         table = table if table is not None else packaged()
         typed = typed if typed is not None else read_types()
+        self.types = frozenset(types)
         self.confidence = confidence
         self.kind: dict[str, str] = {}
         #: what each short form of a type may stand for, by its spelling in lower case ("abd":
@@ -393,6 +405,16 @@ class ShorthandFinder:
         alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
         self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
 
+    def _kind(self, text: str, spelling: str, end: int) -> str:
+        """The type of the short form ``spelling`` that ends at ``end`` of ``text``: its
+        table's, or a Test where a sense of it is imaging and a body region follows it
+        (:data:`_REGION_AFTER`)."""
+        kind = self.kind[spelling]
+        imaging = any(_IMAGING.search(long) for long in self.long.get(spelling.lower(), ()))
+        if kind != "Test" and imaging and "Test" in self.types and _REGION_AFTER.match(text, end):
+            return "Test"
+        return kind
+
     def spelled_out(self, is_a: Callable[[str], bool]) -> Callable[[str], bool]:
         """``is_a`` that also says yes where the words, their first spelled out in one of its
         senses, say yes ("abd pain": "abdominal pain")."""
@@ -410,7 +432,10 @@ class ShorthandFinder:
         """(start, end, type) of each short form in ``text``, in order; with the therapies
         (:func:`therapies`) where the model's types have a Procedure, and contrast media
         (:func:`contrast`) where they have a Drug."""
-        found = [(m.start(), m.end(), self.kind[m.group()]) for m in self.pattern.finditer(text)]
+        found = [
+            (m.start(), m.end(), self._kind(text, m.group(), m.end()))
+            for m in self.pattern.finditer(text)
+        ]
         extra = [(a, b, "Procedure") for a, b in therapies(text)] if self.therapy else []
         if self.contrast:
             extra += [(a, b, "Drug") for a, b in contrast(text)]

@@ -643,8 +643,20 @@ def test_normal_exam_shorthand_is_a_result():
         ("A&Ox3", "Result"),
         ("RRR", "Result"),
         ("CTAB", "Result"),
+        ("soft", "Result"),  # a word after its organ's label
         ("NT/ND", "Result"),
         ("MMM", "Result"),
+    ]
+    text = (
+        "Neck: supple\nResp: clear bilat\nGI: SOFT\nAbd: soft tissue mass\nsoft stools, clear fluid"
+    )
+    ents = [_entity(text, 6, 12, "Anatomy"), _entity(text, 45, 61, "Problem")]
+    found = measurements.with_exam_shorthand(text, ents)
+    assert [(e.text, e.type) for e in found] == [
+        ("supple", "Result"),
+        ("clear", "Result"),
+        ("SOFT", "Result"),
+        ("soft tissue mass", "Problem"),  # the model's, as it was
     ]
 
 
@@ -738,6 +750,11 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
     text = "In contrast to prior, noncontrast CT head; contrast-enhanced MRI; contrast ratio"
     assert not [k for *_, k in finder.find(text) if k == "Drug"]
     assert not ShorthandFinder({"Problem", "Test"}).find("with IV contrast")  # no Drug type
+    # a short form with a sense that is imaging, before a body region: that imaging
+    text = "CTA head/neck w/o LVO; CTA of the chest if wide. Lungs: CTA bilat. Lungs CTA, RRR"
+    assert [k for a, b, k in finder.find(text) if text[a:b] == "CTA"] == ["Test", "Test"] + [
+        "Result"
+    ] * 2
     assert "chole" not in [text[a:b] for a, b, _ in finder.find("choledocholithiasis")]
     assert not ShorthandFinder({"Problem", "Test"}).find("s/p appy")  # no Procedure type
     # a spelling typed '-' stands for no entity: a model's entity that is it alone is dropped
