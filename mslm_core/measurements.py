@@ -412,8 +412,10 @@ _EXAM = re.compile(
 
 
 # and in a word right after its organ's label ("Abd: soft", "GI: soft", "Neck: supple",
-# "Lungs: clear", "Resp: clear bilat"); not "soft tissue"
+# "Lungs: clear", "Resp: clear bilat"; not "soft tissue"), or one that is normal wherever it
+# stands ("calves non-tender", "abd nondistended", "Neuro: nonfocal")
 _EXAM_WORDS = re.compile(
+    r"(?<![\w-])non-?(?:tender|distended|focal)(?![\w-])|"
     r"(?:(?<=\bAbd:[ \t])|(?<=\bAbdomen:[ \t])|(?<=\bGI:[ \t]))soft(?![\w-]|[ \t]+tissue)"
     r"|(?<=\bNeck:[ \t])supple(?![\w-])"
     r"|(?:(?<=\bLungs:[ \t])|(?<=\bResp:[ \t])|(?<=\bChest:[ \t]))clear(?![\w-])",
@@ -422,9 +424,8 @@ _EXAM_WORDS = re.compile(
 
 
 def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
-    """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) or as
-    a word after its organ's label (:data:`_EXAM_WORDS`) a Result, over whatever the model
-    found there."""
+    """``entities`` with each normal exam finding written in shorthand (:data:`_EXAM`) or in
+    a word (:data:`_EXAM_WORDS`) a Result, over whatever the model found there."""
     spans = [m.span() for pattern in (_EXAM, _EXAM_WORDS) for m in pattern.finditer(text)]
     return _over(entities, [_entity(text, span, "Result") for span in sorted(spans)])
 

@@ -340,6 +340,19 @@ _REGION_AFTER = re.compile(
     re.IGNORECASE,
 )
 _IMAGING = re.compile(r"tomograph|angiogra|ultraso|imaging|radiograph")
+#: "cath" is a catheter with a device's word next to it ("Foley cath", "straight cath", "PICC
+#: cath", "cath site"), and otherwise the heart's catheterization, which the schema makes a
+#: Test ("s/p cath w/ stent", "Cardiology to arrange cath", "L heart cath")
+_DEVICE_BEFORE = re.compile(
+    r"(?:foley|straight|urinary|bladder|central|picc|ij|dialysis|hd|suprapubic|i/o|condom"
+    r"|pigtail|arterial|venous|tunneled|coude|in[- ]and[- ]out)[ \t]+$",
+    re.IGNORECASE,
+)
+_DEVICE_AFTER = re.compile(
+    r"[ \t]+(?:site|tip|placement|placed|in place|removed|removal|exchange|change|care"
+    r"|insertion|inserted|bag|line)\b",
+    re.IGNORECASE,
+)
 
 
 #: The types of a model's span that a finding in shorthand at its edge retypes a Problem.
@@ -408,8 +421,13 @@ class ShorthandFinder:
     def _kind(self, text: str, spelling: str, end: int) -> str:
         """The type of the short form ``spelling`` that ends at ``end`` of ``text``: its
         table's, or a Test where a sense of it is imaging and a body region follows it
-        (:data:`_REGION_AFTER`)."""
+        (:data:`_REGION_AFTER`), or "cath" with no device's word next to it
+        (:data:`_DEVICE_BEFORE`, :data:`_DEVICE_AFTER`)."""
         kind = self.kind[spelling]
+        if spelling.lower() == "cath" and "Test" in self.types:
+            start = end - len(spelling)
+            device = _DEVICE_BEFORE.search(text, max(0, start - 20), start)
+            return kind if device or _DEVICE_AFTER.match(text, end) else "Test"
         imaging = any(_IMAGING.search(long) for long in self.long.get(spelling.lower(), ()))
         if kind != "Test" and imaging and "Test" in self.types and _REGION_AFTER.match(text, end):
             return "Test"

@@ -658,6 +658,13 @@ def test_normal_exam_shorthand_is_a_result():
         ("SOFT", "Result"),
         ("soft tissue mass", "Problem"),  # the model's, as it was
     ]
+    text = "Calves soft, non-tender. Abd nondistended. Neuro: nonfocal"
+    found = measurements.with_exam_shorthand(text, [_entity(text, 13, 23, "Problem")])
+    assert [(e.text, e.type) for e in found] == [
+        ("non-tender", "Result"),
+        ("nondistended", "Result"),
+        ("nonfocal", "Result"),
+    ]
 
 
 def test_a_tests_value_in_words_is_a_result():
@@ -755,6 +762,11 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
     assert [k for a, b, k in finder.find(text) if text[a:b] == "CTA"] == ["Test", "Test"] + [
         "Result"
     ] * 2
+    # "cath" is the heart's catheterization, a Test, but with a device's word next to it
+    text = "s/p cath w/ stent; arrange cath. Foley cath in place, straight cath, cath site c/d/i"
+    assert [k for a, b, k in finder.find(text) if text[a:b] == "cath"] == ["Test"] * 2 + [
+        "Procedure"
+    ] * 3
     assert "chole" not in [text[a:b] for a, b, _ in finder.find("choledocholithiasis")]
     assert not ShorthandFinder({"Problem", "Test"}).find("s/p appy")  # no Procedure type
     # a spelling typed '-' stands for no entity: a model's entity that is it alone is dropped
