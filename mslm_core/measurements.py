@@ -416,6 +416,7 @@ _EXAM = re.compile(
 # stands ("calves non-tender", "abd nondistended", "Neuro: nonfocal")
 _EXAM_WORDS = re.compile(
     r"(?<![\w-])non-?(?:tender|distended|focal)(?![\w-])|"
+    r"(?<![\w-])(?:patent(?![ \t]+(?:ductus|foramen|processus))|compressible)(?![\w-])|"
     r"(?:(?<=\bAbd:[ \t])|(?<=\bAbdomen:[ \t])|(?<=\bGI:[ \t]))soft(?![\w-]|[ \t]+tissue)"
     r"|(?<=\bNeck:[ \t])supple(?![\w-])"
     r"|(?:(?<=\bLungs:[ \t])|(?<=\bResp:[ \t])|(?<=\bChest:[ \t]))clear(?![\w-])",
@@ -428,6 +429,26 @@ def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
     a word (:data:`_EXAM_WORDS`) a Result, over whatever the model found there."""
     spans = [m.span() for pattern in (_EXAM, _EXAM_WORDS) for m in pattern.finditer(text)]
     return _over(entities, [_entity(text, span, "Result") for span in sorted(spans)])
+
+
+# a measure the patient or a nurse is told to watch ("Check your weight every morning", "VNA
+# to check weight", "daily weights"): the test, with no value yet
+_WATCHED = re.compile(
+    r"(?:(?<=\bcheck your )|(?<=\bcheck )|(?<=\bmonitor )|(?<=\bdaily ))weights?(?![\w-])",
+    re.IGNORECASE,
+)
+
+
+def with_watched_tests(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each measure to watch (:data:`_WATCHED`) a Test, where nothing was
+    found over it."""
+    taken = [(e.start, e.end) for e in entities]
+    added = [
+        _entity(text, m.span(), "Test")
+        for m in _WATCHED.finditer(text)
+        if not any(a < m.end() and m.start() < b for a, b in taken)
+    ]
+    return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
 
 
 # a test's value in words right after it ("UA neg", "hCG negative", "lipase nl", "troponin

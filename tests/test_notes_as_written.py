@@ -658,13 +658,30 @@ def test_normal_exam_shorthand_is_a_result():
         ("SOFT", "Result"),
         ("soft tissue mass", "Problem"),  # the model's, as it was
     ]
-    text = "Calves soft, non-tender. Abd nondistended. Neuro: nonfocal"
+    text = "Calves soft, non-tender. Abd nondistended. Neuro: nonfocal. AVF patent; vein"
+    text += " patent and compressible. PFO, patent foramen ovale"
     found = measurements.with_exam_shorthand(text, [_entity(text, 13, 23, "Problem")])
     assert [(e.text, e.type) for e in found] == [
         ("non-tender", "Result"),
         ("nondistended", "Result"),
         ("nonfocal", "Result"),
+        ("patent", "Result"),
+        ("patent", "Result"),
+        ("compressible", "Result"),
     ]
+
+
+def test_a_measure_to_watch_is_a_test():
+    text = "Check your weight every morning. VNA to check weight. Daily weights. weight gain"
+    model = [_entity(text, 69, 80, "Problem")]  # "weight gain", the model's
+    found = measurements.with_watched_tests(text, model)
+    assert [(e.text, e.type) for e in found] == [
+        ("weight", "Test"),
+        ("weight", "Test"),
+        ("weights", "Test"),
+        ("weight gain", "Problem"),
+    ]
+    assert measurements.with_watched_tests("bear weight", []) == []
 
 
 def test_a_tests_value_in_words_is_a_result():
