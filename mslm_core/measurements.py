@@ -147,6 +147,8 @@ _LABS = {
     "lvef": "ejection fraction",
     "qtc": "qtc interval",
     "psa": "prostate specific antigen",
+    "fena": "fractional excretion of sodium",
+    "feurea": "fractional excretion of urea",
     # echocardiographic measures and clinical scores, each a number a note writes after it
     "tapse": "tricuspid annular plane systolic excursion",
     "e/e'": "mitral e/e' ratio",

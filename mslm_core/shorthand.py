@@ -326,9 +326,17 @@ _CONTRAST = re.compile(
 )
 
 
+#: Lactated Ringer's as "LR" where a volume, a rate or a bolus follows it ("LR 1 L", "LR @ 100
+#: mL/h", "LR bolus"): "LR" alone is as often the light reflex.
+_RINGERS = re.compile(
+    r"(?<![\w/&.-])LR(?=[ \t]+(?:\d+(?:\.\d+)?[ \t]?(?:L|mL|cc)\b|@|at[ \t]+\d|bolus|gtt))"
+)
+
+
 def contrast(text: str) -> list[tuple[int, int]]:
-    """The spans of contrast media named in ``text`` (:data:`_CONTRAST`), in order."""
-    return [m.span() for m in _CONTRAST.finditer(text)]
+    """The spans of contrast media (:data:`_CONTRAST`) and of lactated Ringer's written "LR"
+    (:data:`_RINGERS`) in ``text``, in order: drugs that are no short form of the tables."""
+    return sorted(m.span() for pattern in (_CONTRAST, _RINGERS) for m in pattern.finditer(text))
 
 
 #: A body region written right after a short form ("CTA head/neck", "CTA of the chest"): where

@@ -213,6 +213,7 @@ def test_prose_that_looks_like_a_label_is_no_header(line):
         # a one-letter label needs a value in its range; a ratio is a pressure's only
         ("T 2 DM, K 3/4, P 1", []),
         ("pain 7/10", []),
+        ("UA bland, FENa 0.4%; FeUrea 28%", [("FENa", "0.4%"), ("FeUrea", "28%")]),
         # echo measures and clinical scores, "max" between as in a course
         (
             "E/e' 16. TAPSE 1.8 cm, RVSP 45",
@@ -774,6 +775,12 @@ def test_procedures_in_shorthand_the_inventory_lacks_are_found(tmp_path):
     text = "In contrast to prior, noncontrast CT head; contrast-enhanced MRI; contrast ratio"
     assert not [k for *_, k in finder.find(text) if k == "Drug"]
     assert not ShorthandFinder({"Problem", "Test"}).find("with IV contrast")  # no Drug type
+    text = "Cont LR 1 L today; LR @ 100 mL/h, LR bolus. Pupils: LR brisk"  # lactated Ringer's
+    assert [(a, k) for a, b, k in finder.find(text) if text[a:b] == "LR"] == [
+        (5, "Drug"),
+        (19, "Drug"),
+        (34, "Drug"),
+    ]
     # a short form with a sense that is imaging, before a body region: that imaging
     text = "CTA head/neck w/o LVO; CTA of the chest if wide. Lungs: CTA bilat. Lungs CTA, RRR"
     assert [k for a, b, k in finder.find(text) if text[a:b] == "CTA"] == ["Test", "Test"] + [
