@@ -433,6 +433,38 @@ def with_exam_shorthand(text: str, entities: Sequence[Entity]) -> list[Entity]:
     return _over(entities, [_entity(text, span, "Result") for span in sorted(spans)])
 
 
+# a diet or a restriction, which the schema does not annotate (no drug, no dose, no value):
+# "low salt diet (2 g)", "low-potassium diet", "Low K diet", "diet high in salt", "Limit salt to
+# 2 g a day and fluids to 2 L a day", "fluid limit 1.5 L/day", "fluid restrict 1.5 L",
+# "Restrict fluid 1 L/day"
+_AMOUNT = (
+    r"[\d.]+[ \t]?(?:L|mL|g|mg|mEq)\b(?:[ \t]*/[ \t]*day|[ \t]+a[ \t]+day|[ \t]+per[ \t]+day)?"
+)
+_NUTRIENT = r"(?:salt|sodium|Na|potassium|K|fluids?|water|fat|protein|carbs?|carbohydrates?)"
+_DIET = re.compile(
+    r"\b(?:low|high|no[ \t]+added)[- \t]" + _NUTRIENT + r"[ \t]+diet\b(?:[ \t]*\([^)\n]*\))?"
+    r"|\bdiet[ \t]+(?:high|low|rich)[ \t]+in[ \t]+\w+"
+    r"|\blimit[ \t]+" + _NUTRIENT + r"[ \t]+to[ \t]+[^.;\n]*"
+    r"|\b"
+    + _NUTRIENT
+    + r"[ \t]+(?:limit|restrict(?:ion|ed)?)[ \t]+(?:to[ \t]+|of[ \t]+)?"
+    + _AMOUNT
+    + r"|\brestrict[ \t]+"
+    + _NUTRIENT
+    + r"[ \t]+(?:to[ \t]+)?"
+    + _AMOUNT,
+    re.IGNORECASE,
+)
+
+
+def without_diets(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` without those inside a diet or a restriction (:data:`_DIET`)."""
+    diets = [m.span() for m in _DIET.finditer(text)]
+    if not diets:
+        return list(entities)
+    return [e for e in entities if not any(a <= e.start and e.end <= b for a, b in diets)]
+
+
 # a measure the patient or a nurse is told to watch ("Check your weight every morning", "VNA
 # to check weight", "daily weights"): the test, with no value yet
 _WATCHED = re.compile(

@@ -423,7 +423,9 @@ class AnnotationPipeline:
                 tidy[i] = measurements.with_reference_values(
                     text, measurements.with_exam_shorthand(text, tidy[i])
                 )
-                tidy[i] = measurements.with_watched_tests(text, tidy[i])
+                tidy[i] = measurements.with_watched_tests(
+                    text, measurements.without_diets(text, tidy[i])
+                )
                 tidy[i] = measurements.with_qualitative_results(text, tidy[i])
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity

@@ -672,6 +672,20 @@ def test_normal_exam_shorthand_is_a_result():
     ]
 
 
+def test_a_diet_or_a_restriction_holds_no_entity():
+    text = "Low salt diet (2 g), fluid limit 1.5 L/day. Limit salt to 2 g a day and fluids to 2 L"
+    text += " a day. Diet high in salt. Restrict fluid 1 L/day. Tolerated diet, Hgb 9.2"
+    words = ["salt", "2 g", "1.5 L/day", "fluids", "2 L a day", "Diet", "fluid", "Hgb", "9.2"]
+    at = 0
+    model = []
+    for w in words:
+        at = text.index(w, at)
+        model.append(_entity(text, at, at + len(w), "Result"))
+        at += len(w)
+    kept = measurements.without_diets(text, model)
+    assert [e.text for e in kept] == ["Hgb", "9.2"]  # "tolerated diet" is no restriction
+
+
 def test_a_measure_to_watch_is_a_test():
     text = "Check your weight every morning. VNA to check weight. Daily weights. weight gain"
     model = [_entity(text, 69, 80, "Problem")]  # "weight gain", the model's
