@@ -74,6 +74,14 @@ def _scanned(source: str, match: str) -> list[Fig]:
     return [Fig(source, ("details", "models", "served", "per_style", "ocr", match, "f1"), "3")]
 
 
+def _found_before_after(folder: str) -> list[Fig]:
+    """The test notes' shorthand found and typed right, before and after (``folder``)."""
+    return [
+        Fig(folder + f"{name}.json", ("served", "shorthand_found"), "%1")
+        for name in ("test-before", "test")
+    ]
+
+
 def _short_forms(name: str, folder: str = SHORT_FORMS) -> list[Fig]:
     """Strict and overlap F1 of a run of a before and after (the short forms', or the rules'
     of ``folder``)."""
@@ -425,14 +433,7 @@ LINES: tuple[Line, ...] = (
         *_short_forms("test-before"),
         *_short_forms("test"),
     ),
-    _row(
-        PAGE,
-        "found and typed right 92.4 → 92.5 % there",
-        *(
-            Fig(SHORT_FORMS + f"{name}.json", ("served", "shorthand_found"), "%1")
-            for name in ("test-before", "test")
-        ),
-    ),
+    _row(PAGE, "found and typed right 92.4 → 92.5 % there", *_found_before_after(SHORT_FORMS)),
     # -- rules for what the development notes still missed (before and after, EPYC again)
     _row(PAGE, "(`m-20261207211703`, read before with", *_short_forms("dev-before", RULES)[:1]),
     _row(
@@ -443,14 +444,7 @@ LINES: tuple[Line, ...] = (
         *_short_forms("test-before", RULES),
         *_short_forms("test", RULES),
     ),
-    _row(
-        PAGE,
-        "the shorthand found and typed right 92.5 → 93.2 %",
-        *(
-            Fig(RULES + f"{name}.json", ("served", "shorthand_found"), "%1")
-            for name in ("test-before", "test")
-        ),
-    ),
+    _row(PAGE, "the shorthand found and typed right 92.5 → 93.2 %", *_found_before_after(RULES)),
 )
 
 #: The page's lines whose decimals are no figure of a committed result file, and why.
