@@ -37,7 +37,7 @@ _PAGE = r"(?i:[ \t]+(?:page|pg\.?)[ \t]*\d+(?:[ \t]*(?:of|/)[ \t]*\d+)?)?"
 _TITLE = re.compile(
     r"^[ \t]*((?=[^a-km-z\n]*\b(?:N[O0]TE|SUMMARY|REP[O0]RT|C[O0]NSULT(?:ATI[O0]N)?|H&P|"
     r"PR[O0]GRESS|ADMISSI[O0]N|DISCHARGE|RADI[O0]L[O0]GY|[O0]PERATIVE|ADDENDUM|TRIAGE|"
-    r"REC[O0]NCILIATI[O0]N|P[O0]ST-[O0]P|MEDICATI[O0]NS?|MEDS)\b)"
+    r"REC[O0]NCILIATI[O0]N|P[O0]ST-[O0]P|MEDICATI[O0]NS?|MEDS|F[O0]LL[O0]W-?UP)\b)"
     r"[^a-km-z\n.]*[^a-km-z\n.:\s-])[ \t]*:?" + _DAY + _PAGE + r"[ \t]*$",
     re.MULTILINE,
 )
@@ -51,15 +51,18 @@ _TITLE_CASED = re.compile(
 # the organs and body systems a report's findings or an exam are labelled by, one a line
 # ("LIVER:", "Lungs/pleura:", "Pancreas, spleen, adrenals:", "Right kidney:"): the organ labels
 # of RSNA's RadReport templates (CT chest, abdomen and pelvis; ultrasound) and the exam's
-# systems; a label of one or more of them, with a side or part before it, ends with a colon
+# systems, and a surgical or dialysis exam's sites (an incision, a wound, the access); a label of
+# one or more of them, with a side or part before it, ends with a colon
 _ORGANS = (
-    "abdomen|abdominal wall|adrenal glands?|adrenals?|airways?|aorta|appendix|arteries|"
+    "abdomen|abdominal wall|access|adrenal glands?|adrenals?|airways?|aorta|appendix|arteries|"
     "bile ducts?|biliary(?: tree)?|bladder|bones?|bowel|brain|breasts?|chest wall|chest|"
-    "colon|esophagus|gallbladder|great vessels|heart|hila|hilum|joints?|kidneys?|liver|lungs?|"
+    "colon|esophagus|gallbladder|great vessels|heart|hila|hilum|incisions?|joints?|kidneys?|"
+    "liver|lungs?|"
     "lymph nodes|mediastinum|muscles|neck|orbits|osseous structures|ovaries|pancreas|"
     "pelvis|pericardium|peritoneum|pleura|portal vein|prostate|pulmonary arteries|"
     "retroperitoneum|sinuses|small bowel|soft tissues|spine|spleen|stomach|thoracic inlet|"
-    "thyroid|trachea|ureters?|urinary bladder|uterus|vasculature|veins|ventricles|vessels"
+    "thyroid|trachea|ureters?|urinary bladder|uterus|vasculature|veins|ventricles|vessels|"
+    "wounds?"
 )
 _SIDE = r"(?:(?:right|left|bilateral|upper|lower|visualized|visualised|other)[ \t]+)?"
 _ORGAN_LABEL = re.compile(

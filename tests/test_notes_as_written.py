@@ -174,6 +174,10 @@ def test_a_header_may_carry_a_remark_and_a_title_its_page_number():
         ("PSYCHIATRY MED RECONCILIATION", "PSYCHIATRY MED RECONCILIATION"),
         ("MEDICATIONS - HEMODIALYSIS UNIT", "MEDICATIONS - HEMODIALYSIS UNIT"),
         ("S0ClAL: teacher, never smoker", "S0ClAL"),
+        ("CARDIOLOGY CLINIC FOLLOW-UP", "CARDIOLOGY CLINIC FOLLOW-UP"),
+        ("Incision: C/D/I, minimal drainage", "Incision:"),
+        ("Access: L arm AVF, + thrill", "Access:"),
+        ("Wound: 2 x 1 cm, clean base", "Wound:"),
     ],
 )
 def test_organ_labels_titles_and_qualified_headers_are_headers(line, header):
