@@ -333,7 +333,7 @@ _RINGERS = re.compile(
 )
 
 
-def contrast(text: str) -> list[tuple[int, int]]:
+def agents(text: str) -> list[tuple[int, int]]:
     """The spans of contrast media (:data:`_CONTRAST`) and of lactated Ringer's written "LR"
     (:data:`_RINGERS`) in ``text``, in order: drugs that are no short form of the tables."""
     return sorted(m.span() for pattern in (_CONTRAST, _RINGERS) for m in pattern.finditer(text))
@@ -420,8 +420,15 @@ class ShorthandFinder:
             self.never.clear()
         #: therapies in shorthand are found (the model's types have a Procedure)
         self.therapy = bool(self.kind) and "Procedure" in types
-        #: contrast media named alone are found (the model's types have a Drug)
-        self.contrast = bool(self.kind) and "Drug" in types
+        #: contrast media and "LR" before a volume are found (the model's types have a Drug)
+        self.agents = bool(self.kind) and "Drug" in types
+        #: the spellings one of whose senses is imaging ("CTA"), a Test before a body region
+        self.imaging = frozenset(
+            spelling
+            for spelling in self.kind
+            if "Test" in types
+            and any(_IMAGING.search(long) for long in self.long.get(spelling.lower(), ()))
+        )
         ordered = sorted(self.kind, key=len, reverse=True)
         alternatives = "|".join(re.escape(s) for s in ordered) or r"(?!)"
         self.pattern = re.compile(r"(?<![\w/&.-])(?:" + alternatives + r")(?![\w/&-]|\.\w)")
@@ -436,8 +443,7 @@ class ShorthandFinder:
             start = end - len(spelling)
             device = _DEVICE_BEFORE.search(text, max(0, start - 20), start)
             return kind if device or _DEVICE_AFTER.match(text, end) else "Test"
-        imaging = any(_IMAGING.search(long) for long in self.long.get(spelling.lower(), ()))
-        if kind != "Test" and imaging and "Test" in self.types and _REGION_AFTER.match(text, end):
+        if spelling in self.imaging and kind != "Test" and _REGION_AFTER.match(text, end):
             return "Test"
         return kind
 
@@ -456,15 +462,15 @@ class ShorthandFinder:
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, type) of each short form in ``text``, in order; with the therapies
-        (:func:`therapies`) where the model's types have a Procedure, and contrast media
-        (:func:`contrast`) where they have a Drug."""
+        (:func:`therapies`) where the model's types have a Procedure, and contrast media and
+        lactated Ringer's (:func:`agents`) where they have a Drug."""
         found = [
             (m.start(), m.end(), self._kind(text, m.group(), m.end()))
             for m in self.pattern.finditer(text)
         ]
         extra = [(a, b, "Procedure") for a, b in therapies(text)] if self.therapy else []
-        if self.contrast:
-            extra += [(a, b, "Drug") for a, b in contrast(text)]
+        if self.agents:
+            extra += [(a, b, "Drug") for a, b in agents(text)]
         if extra:
             spans = {(a, b) for a, b, _ in found}
             found += [(a, b, k) for a, b, k in extra if (a, b) not in spans]
