@@ -32,14 +32,31 @@ SEVERITY_WORDS = frozenset(
 )
 
 
+#: Words a note says of a finding or a patient that name no finding alone ("Hgb 8.9,
+#: asymptomatic", "metformin (contraindicated w/ ESRD)", "likely physiologic", "Obscured by
+#: bowel gas"): never a Problem by themselves.
+NOT_FINDINGS = frozenset(
+    {"asymptomatic", "contraindicated", "allergic", "physiologic", "physiological", "stable"}
+    | {"obscured", "amenable", "extending", "unremarkable", "normal", "improving", "resolved"}
+)
+
+
 def findings_without_their_severity(
     text: str, entities: Sequence[Entity], severity: bool
 ) -> list[Entity]:
     """``entities`` with a word of :data:`SEVERITY_WORDS` that begins a Problem cut from it;
     with ``severity`` (the model has the type), the word becomes a Severity of its own (with
-    the finding's scores) unless the model's own Severity already covers it."""
+    the finding's scores) unless the model's own Severity already covers it, as does a
+    Problem that is such a word alone ("Moderate"); and no Problem that is a word of
+    :data:`NOT_FINDINGS` alone."""
     out: list[Entity] = []
     for e in entities:
+        if e.type == "Problem" and e.text.lower() in NOT_FINDINGS:
+            continue
+        if e.type == "Problem" and e.text.lower() in SEVERITY_WORDS:  # "Moderate" alone
+            if severity:
+                out.append(with_fields(e, type="Severity"))
+            continue
         first = re.match(r"([A-Za-z]+)[ \t]+(?=\w)", e.text) if e.type == "Problem" else None
         if first is None or first.group(1).lower() not in SEVERITY_WORDS:
             out.append(e)
@@ -123,3 +140,113 @@ def problem_list_titles(
         c = TITLE_CONFIDENCE
         added.append(Entity(a, b, text[a:b], "Problem", c, c, 1.0))
     return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
+
+
+#: What an imaging report finds, in the words radiologists write, none of which names
+#: anything else: a Problem where the model found nothing over it ("No free air", "adjacent
+#: fat stranding", "wall thickening", "joint space narrowing", "Left base opacity").
+IMAGING_FINDINGS = re.compile(
+    r"\b(?:free[ \t]+(?:air|fluid)|fat[ \t]+stranding|wall[ \t]+thickening"
+    r"|joint[ \t]+space[ \t]+narrowing|opacit(?:y|ies)|hypodensit(?:y|ies)|hyperdensit(?:y|ies)"
+    r"|hypoattenuation|consolidations?|air[- \t]fluid[ \t]+levels?|pneumoperitoneum"
+    r"|osteopenia|cardiomegaly|lymphadenopathy|cysts?|nodules?|lesions?|effusions?"
+    r"|pneumothorax|atelectasis|infiltrates?|hydronephrosis|cholelithiasis|splenomegaly"
+    r"|hepatomegaly|ascites|diverticulosis|emphysema|calcifications?)\b",
+    re.IGNORECASE,
+)
+
+
+def imaging_findings(
+    text: str, entities: Sequence[Entity], headers: Sequence[tuple[int, int]] = ()
+) -> list[Entity]:
+    """``entities`` with each finding of :data:`IMAGING_FINDINGS` a Problem where nothing was
+    found over it and no header stands (``headers``), sure at the shorthand's confidence."""
+    return _named(text, entities, IMAGING_FINDINGS, "Problem", headers)
+
+
+def _named(
+    text: str,
+    entities: Sequence[Entity],
+    pattern: re.Pattern[str],
+    type_: str,
+    headers: Sequence[tuple[int, int]],
+) -> list[Entity]:
+    """``entities`` with each match of ``pattern`` an entity of ``type_`` where nothing was
+    found over it and it is on no header."""
+    taken = [(e.start, e.end) for e in entities] + list(headers)
+    added = [
+        Entity(m.start(), m.end(), m.group(), type_, *(FOUND_CONFIDENCE,) * 3)
+        for m in pattern.finditer(text)
+        if not any(a < m.end() and m.start() < b for a, b in taken)
+    ]
+    return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
+
+
+#: A word built on a surgical suffix ("-ectomy", "-plasty", "-otomy", "-ostomy", "-centesis",
+#: "-pexy", "-rrhaphy") names a procedure; so do a joint's replacement, an amputation,
+#: dialysis, a transfusion, a stent and the like.
+PROCEDURE_WORDS = re.compile(
+    r"\b(?:[A-Za-z]{2,}(?:ectomy|ectomies|plasty|plasties|otomy|ostomy|centesis|pexy|rrhaphy)"
+    r"|(?:hip|knee|shoulder|joint|valve)[ \t]+replacement|amputation|(?:hemo)?dialysis"
+    r"|intubation|extubation|transfusions?|debridement|cardioversion|ablation|stents?)\b",
+    re.IGNORECASE,
+)
+
+
+def procedures_by_name(
+    text: str, entities: Sequence[Entity], headers: Sequence[tuple[int, int]] = ()
+) -> list[Entity]:
+    """``entities`` with each procedure :data:`PROCEDURE_WORDS` names a Procedure where
+    nothing was found over it and no header stands (``headers``), sure at the shorthand's
+    confidence."""
+    return _named(text, entities, PROCEDURE_WORDS, "Procedure", headers)
+
+
+#: A limb or a part of the body an exam looks at, with its side ("R hip", "L leg", "Calves",
+#: "Sclerae"), and what a note writes right after one: a finding of it ("leg edema", "R hip
+#: fracture") or the exam's word for it ("Calves soft", "Sclerae anicteric").
+_SITE = (
+    r"(?:(?:L|R|left|right|bilateral|bilat|B/L)[ \t]+)?"
+    r"(?:legs?|arms?|foot|feet|hips?|knees?|ankles?|hands?|calf|calves|thighs?|wrists?"
+    r"|shoulders?|elbows?|sclerae|abdomen|neck|incision)"
+)
+_SITE_THEN = re.compile(
+    r"(?P<site>" + _SITE + r")[ \t]+(?:(?P<finding>edema|swelling|weakness|fracture|numbness)"
+    r"|(?P<result>soft|anicteric|non-?tender|intact|c/d/i|supple|warm)"
+    r"|(?P<care>incision|dressing))",
+    re.IGNORECASE,
+)
+
+
+def findings_cut_from_their_site(
+    text: str, entities: Sequence[Entity], is_finding: Callable[[str], bool]
+) -> list[Entity]:
+    """``entities`` with a Problem read over a site and what the note says of it cut in two,
+    as the guidelines annotate them (:data:`_SITE_THEN`): the site an Anatomy, the rest a
+    Problem ("L leg" + "swelling") or the exam's Result ("Calves" + "soft"), each with the
+    span's scores — unless the two together name one finding (``is_finding``); and a
+    Procedure read over a site and its dressing or incision ("R hip dressing") the site alone,
+    an Anatomy (the guidelines annotate no dressing)."""
+    out: list[Entity] = []
+    for e in entities:
+        m = _SITE_THEN.fullmatch(e.text)
+        if m is None or (e.type, bool(m.group("care"))) not in (
+            ("Problem", False),
+            ("Procedure", True),
+        ):
+            out.append(e)
+            continue
+        if m.group("care"):
+            parts = [("site", "Anatomy")]
+        elif is_finding(e.text):
+            out.append(e)
+            continue
+        else:
+            parts = [
+                ("site", "Anatomy"),
+                ("finding", "Problem") if m.group("finding") else ("result", "Result"),
+            ]
+        for group, type_ in parts:
+            a, b = e.start + m.start(group), e.start + m.end(group)
+            out.append(with_fields(e, start=a, end=b, text=text[a:b], type=type_))
+    return out

@@ -313,11 +313,19 @@ _COURSE = re.compile(
 )
 
 
+# a size, a weight gained or lifted, a distance walked or a time ("2.8 cm", "10 lb", "50 ft",
+# "in 2h"): what a note writes of a finding or a plan, a Result only right after its test
+_NO_TESTS_UNIT = re.compile(
+    r"~?\d+(?:\.\d+)?[ \t]?(?:lbs?|pounds?|ft|feet|mm|cm|h|hrs?|min)", re.IGNORECASE
+)
+
+
 def without_lone_results(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` without the Results that no Test ending at most 12 characters before
     them on their line measured, where they are a bare number of one or two digits (or a
     ratio of such), a date, a year or a clock time ("3. Hypokalemia" after a line that ends
-    in a test is a list number), a word of course or change (:data:`_COURSE`), or hold no
+    in a test is a list number), a word of course or change (:data:`_COURSE`), a size, a
+    weight, a distance or a time (:data:`_NO_TESTS_UNIT`), or hold no
     letter or digit ("+rebound", "↑ to 80 mg")."""
     tests = [e for e in entities if e.type == "Test"]
     return [
@@ -328,6 +336,7 @@ def without_lone_results(text: str, entities: Sequence[Entity]) -> list[Entity]:
             and (
                 _BARE.fullmatch(e.text)
                 or _COURSE.fullmatch(e.text)
+                or _NO_TESTS_UNIT.fullmatch(e.text)
                 or not any(c.isalnum() for c in e.text)
             )
             and _test_before(text, e, tests) is None
@@ -483,6 +492,158 @@ def with_watched_tests(text: str, entities: Sequence[Entity]) -> list[Entity]:
         if not any(a < m.end() and m.start() < b for a, b in taken)
     ]
     return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
+
+
+def _scanned(word: str) -> str:
+    """``word`` as a pattern that also matches it as a scanner writes it ("abd0men", "pe1vis",
+    "PELVlS"): an o may be a zero, an l or an i a one or the other."""
+    return "".join({"o": "[o0]", "l": "[l1i]", "i": "[il1]"}.get(c, re.escape(c)) for c in word)
+
+
+# an imaging study and the body regions it images ("CT A/P", "XR left hip and pelvis", "MRI of
+# the brain", "CHEST X-RAY", "RUQ US"): the study a Test, each region an Anatomy, as the
+# guidelines annotate "chest CT"
+_MODALITY = r"(?:CTA|CT|MRI|MRA|XR|CXR|US|(?i:x-?ray|ultrasound|duplex))"
+_REGION_WORDS = (
+    "a/p", "abd", "abdomen", "pelvis", "head", "neck", "chest", "brain", "c-spine", "t-spine",
+    "l-spine", "spine", "foot", "feet", "ankle", "knee", "hip", "shoulder", "elbow", "wrist",
+    "hand", "kidneys", "kidney", "liver", "ruq", "luq", "rlq", "llq", "orbits", "sinuses",
+    "femur", "tibia", "humerus", "thorax",
+)  # fmt: skip
+_ONE_REGION = (
+    r"(?i:(?:(?:L|R|left|right|bilateral|bilat|B/L)[ \t]+)?(?:"
+    + "|".join(_scanned(w) for w in sorted(_REGION_WORDS, key=len, reverse=True))
+    + r"))(?![\w-])"
+)
+_REGIONS = re.compile(
+    r"(?P<one>" + _ONE_REGION + r")(?:[ \t]*(?:/|,|and)[ \t]*(?=" + _ONE_REGION + r"))?"
+)
+_STUDY_THEN_SITE = re.compile(
+    r"(?<![\w/-])(?P<study>" + _MODALITY + r")[ \t]+(?:(?i:of)[ \t]+)?(?:(?i:the)[ \t]+)?"
+    r"(?=" + _ONE_REGION + ")"
+)
+_SITE_THEN_STUDY = re.compile(
+    r"(?<![\w/-])(?P<site>" + _ONE_REGION + r")[ \t]+(?P<study>" + _MODALITY + r")(?![\w/-])"
+)
+
+
+def with_imaging_sites(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each imaging study named with its body regions (:data:`_MODALITY`
+    before or after them) a Test, and each region an Anatomy: what the model read over them
+    as one span ("XR L foot", "CHEST X-RAY", "CT A/P" read as a Result) is replaced; a study or
+    region the model already read so is kept as it is."""
+    spans: list[tuple[tuple[int, int], str]] = []
+    for m in _STUDY_THEN_SITE.finditer(text):
+        spans.append((m.span("study"), "Test"))
+        at = m.end()
+        while (r := _REGIONS.match(text, at)) is not None:
+            spans.append((r.span("one"), "Anatomy"))
+            at = r.end()
+            if at == r.end("one"):
+                break
+    for m in _SITE_THEN_STUDY.finditer(text):
+        spans += [(m.span("site"), "Anatomy"), (m.span("study"), "Test")]
+    wanted = dict(spans)
+    right = [e for e in entities if wanted.get((e.start, e.end)) == e.type]
+    have = {(e.start, e.end) for e in right}
+    added = [_entity(text, s, t) for s, t in wanted.items() if s not in have]
+    if not added:
+        return list(entities)
+    return _over([e for e in entities if (e.start, e.end) not in wanted or e in right], added)
+
+
+# words of a note that name no entity of the schema, whatever the model read them as: how an
+# imaging study was made ("Axial images", "coronal reformats", "2 VIEWS", "PA AND LATERAL"), a
+# bolus, a plan's verb ("recheck TSH", "Monitor off abx", "Foley: remove today"), pain's
+# spread ("radiates to back"), and a service seen or to be seen ("Podiatry saw pt", "Vascular
+# surgery 4 wks")
+_SERVICES = (
+    r"podiatry|vascular[ \t]+surgery|cardiology|nephrology|renal|neurology|neurosurgery|"
+    r"orthopedics|ortho|urology|pulmonology|pulm|endocrinology|endo|rheumatology|"
+    r"hematology|oncology|heme/onc|ID|GI|surgery|psychiatry|dermatology|ENT|PCP|"
+    r"palliative[ \t]+care|social[ \t]+work|SW"
+)
+_NOT_ENTITIES = re.compile(
+    r"(?i:(?:axial|coronal|sagittal)[ \t]+)?(?i:images|irnages|reformats|reforrnats|"
+    r"reconstructions)"
+    r"|\d+[ \t]+(?i:views|vlews|vIews)|(?i:lateral)(?<=(?i:PA and lateral))"
+    r"|(?i:bolus|recheck|re-check|monitor|remove|goal|caliber|echotexture)"
+)
+_SERVICE_SEEN = re.compile(
+    r"(?i:" + _SERVICES + r")(?:[ \t]+(?i:visit|clinic|team|service))?"
+    r"(?=[ \t]+(?:\d+[ \t]*(?i:d|days?|wks?|weeks?|mos?|months?)\b|(?i:saw|consulted|following"
+    r"|recs|to see|will see)\b))"
+    r"|(?:"
+    + "|".join(
+        f"(?<=(?i:{w}))"
+        for w in ("seen by ", "f/u w/ ", "f/u with ", "follow up with ", "referral to ")
+    )
+    + r")"
+    r"(?i:" + _SERVICES + r")(?:[ \t]+(?i:visit|clinic))?"
+    r"|(?i:PCP)[ \t]+(?i:visit|appointment|appt)"
+)
+_RADIATES = re.compile(
+    r"(?P<verb>(?i:radiat(?:es|ing|ion)))[ \t]+(?i:to)[ \t]+(?:(?i:the)[ \t]+)?(?P<site>"
+    r"(?i:(?:L|R|left|right)[ \t]+)?(?i:back|jaw|neck|shoulder|arm|groin|chest|flank|leg)s?)\b"
+)
+
+
+def without_words_of_no_entity(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` without those that are nothing but a word of :data:`_NOT_ENTITIES` or a
+    service (:data:`_SERVICE_SEEN`), and with the site pain spreads to an Anatomy
+    ("radiates to [back]"), where nothing was found over it."""
+    words = [m.span() for p in (_NOT_ENTITIES, _SERVICE_SEEN) for m in p.finditer(text)]
+    words += [m.span("verb") for m in _RADIATES.finditer(text)]
+    kept = [
+        e
+        for e in entities
+        if not any(a == e.start and e.end == b for a, b in words)
+        and not (e.type != "Drug" and _NOT_ENTITIES.fullmatch(e.text))
+    ]
+    added = [
+        _entity(text, m.span("site"), "Anatomy")
+        for m in _RADIATES.finditer(text)
+        if not any(e.start < m.end("site") and m.start("site") < e.end for e in kept)
+    ]
+    if not added:
+        return kept
+    return sorted([*kept, *added], key=lambda e: (e.start, e.end))
+
+
+# a lab a plan orders again or waits for ("recheck K this PM", "f/u lipase", "repeat lipids",
+# "narrow per cx", "C diff not sent", "until K rechecked"): the test, with no value yet; not
+# "PT", as often the patient or a therapist
+_ORDERABLE = (
+    *_LABS,
+    *("lipids", "lipid panel", "iron studies", "blood cx", "urine cx", "cx", "cultures", "c diff"),
+    *("vbg", "abg", "ua", "cbc", "bmp", "cmp", "lfts", "coags"),
+)
+_ORDERED_LABEL = (
+    r"(?P<label>(?i:"
+    + "|".join(re.escape(k) for k in sorted(set(_ORDERABLE) - {"pt"}, key=len, reverse=True))
+    + r"))(?![\w/-])"
+)
+_ORDERED = (
+    re.compile(
+        r"(?<![\w/])(?i:recheck|re-check|repeat|f/u|trend|send|pending|per)[ \t]+" + _ORDERED_LABEL
+    ),
+    re.compile(
+        r"(?<![\w/])" + _ORDERED_LABEL + r"(?=[ \t]+(?i:rechecked|pending|sent|drawn|not sent)\b)"
+    ),
+)
+
+
+def with_ordered_tests(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each lab a plan orders again or waits for (:data:`_ORDERED`) a
+    Test, over what the model read there as another type ("repeat lactate" read as a drug);
+    one the model read as a Test is kept as it was."""
+    spans = sorted({m.span("label") for p in _ORDERED for m in p.finditer(text)})
+    added = [
+        _entity(text, (a, b), "Test")
+        for a, b in spans
+        if not any(e.start == a and e.end == b and e.type == "Test" for e in entities)
+    ]
+    return _over(entities, added) if added else list(entities)
 
 
 # a test's value in words right after it ("UA neg", "hCG negative", "lipase nl", "troponin

@@ -42,9 +42,12 @@ from .context.rules import PROFILES
 from .errors import ConfigError
 from .findings import (
     findings_by_name,
+    findings_cut_from_their_site,
     findings_with_their_site,
     findings_without_their_severity,
+    imaging_findings,
     problem_list_titles,
+    procedures_by_name,
 )
 from .inference import EngineInfo, EntityExtractor, check_texts
 from .language import Language, other_language
@@ -234,6 +237,8 @@ class AnnotationPipeline:
         types = set(extractor.info.types) if extractor is not None else set()
         self.measures = {"Test", "Result"} <= types
         self.doses = "Dosage" in types
+        # a drug named by its class's stem ("ondansetron"), for a model that has drugs
+        self.drugs = "Drug" in types
         # "severe chest pain": a finding's degree is its Severity, not part of it
         self.findings = "Problem" in types
         self.severity = "Severity" in types
@@ -383,9 +388,19 @@ class AnnotationPipeline:
                 findings_without_their_severity(t, es, self.severity)
                 for t, es in zip(texts, tidy, strict=True)
             ]
+            # what an imaging report finds, a procedure by its name, where the model missed it
+            tidy = [
+                procedures_by_name(t, imaging_findings(t, es, hs), hs)
+                for t, es, hs in zip(texts, tidy, heads, strict=True)
+            ]
         if self.doses:  # a Dosage is its dose: "25 mg PO BID" → "25 mg"
             parts = self.regimen_parts
             tidy = [regimen.doses(t, es, parts) for t, es in zip(texts, tidy, strict=True)]
+            if self.drugs:  # "ondansetron 4 mg" where the model missed the drug
+                tidy = [
+                    regimen.drugs_before_doses(t, regimen.drugs_by_stem(t, es))
+                    for t, es in zip(texts, tidy, strict=True)
+                ]
             if parts:  # the rest of a drug's regimen on its line, where the model missed it
                 kinds = ("Dosage", *parts)
                 tidy = [regimen.chained(t, es, kinds) for t, es in zip(texts, tidy, strict=True)]
@@ -402,7 +417,11 @@ class AnnotationPipeline:
                 problem_list_titles(
                     t,
                     findings_with_their_site(
-                        t, findings_by_name(es, self.linker.names_a), names_a_finding
+                        t,
+                        findings_cut_from_their_site(
+                            t, findings_by_name(es, self.linker.names_a), names_a_finding
+                        ),
+                        names_a_finding,
                     ),
                     names_a_finding,
                 )
@@ -426,7 +445,13 @@ class AnnotationPipeline:
                 tidy[i] = measurements.with_watched_tests(
                     text, measurements.without_diets(text, tidy[i])
                 )
-                tidy[i] = measurements.with_qualitative_results(text, tidy[i])
+                tidy[i] = measurements.with_ordered_tests(text, tidy[i])
+                tidy[i] = measurements.with_qualitative_results(
+                    text,
+                    measurements.with_imaging_sites(
+                        text, measurements.without_words_of_no_entity(text, tidy[i])
+                    ),
+                )
         out = [thresholded(ents, o) for ents, o in zip(tidy, per, strict=True)]
         if self.relations is not None:  # after the thresholds: a head is a returned entity
             out = [self.relations.attach(t, es) for t, es in zip(texts, out, strict=True)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .types import Entity, with_fields
 
@@ -82,6 +83,28 @@ _REGIMEN_WORDS = re.compile(
 )
 
 
+# a unit only a dose is given in (a lab's value has a volume under it: "mEq/L", "mg/dL")
+_GIVEN = re.compile(
+    _NUMBER + r"[ \t]?(?:mg|mcg|µg|μg|ug|units?|IU|iu|mEq|meq|mmol|tabs?|tablets?|caps?|"
+    r"capsules?|puffs?)",
+    re.IGNORECASE,
+)
+
+
+def _given(span: str) -> bool:
+    """Whether a span read as a Result is a dose: a dose followed by nothing but its route,
+    frequency or duration ("2 g IV", "20 mEq PO daily"), or alone in a unit only doses are
+    given in ("40 mEq", "26 units"). A test's value written so is typed again by the
+    measurements' step, which comes after."""
+    m = DOSE.match(span)
+    if m is None:
+        return False
+    rest = span[m.end() :]
+    if rest.strip():
+        return _REGIMEN_WORDS.fullmatch(rest) is not None
+    return _GIVEN.fullmatch(span) is not None
+
+
 #: the types of a drug's regimen (``mslm_core.relations`` ties them to the drug)
 REGIMEN_TYPES = frozenset({"Dosage", "Route", "Frequency", "Duration"})
 #: the regimen's parts a model may be trained to find, and the pattern of each
@@ -108,6 +131,8 @@ def doses(text: str, entities: Sequence[Entity], parts: Collection[str] = ()) ->
         if e.type in kept_parts:
             out.append(e)
             continue
+        if e.type == "Result" and _given(e.text):
+            e = with_fields(e, type="Dosage")
         if e.type != "Dosage":
             if _REGIMEN_WORDS.fullmatch(e.text):
                 out.extend(_parts_of(text, e, kept_parts, ()))
@@ -202,3 +227,48 @@ def chained(text: str, entities: Sequence[Entity], parts: Collection[str]) -> li
             else:
                 break
     return sorted([*ordered, *added], key=_at) if added else list(entities)
+
+
+# the endings the USAN Council gives a drug class's names (the "stems": -setron, 5-HT3
+# antagonists; -pril, ACE inhibitors; -olol, beta blockers …), only those no common English
+# word ends in
+_STEMS = (
+    "setron", "pril", "olol", "alol", "sartan", "statin", "prazole", "tidine", "dipine",
+    "azepam", "azolam", "floxacin", "cillin", "mycin", "cycline", "conazole", "nidazole",
+    "parin", "xaban", "gatran", "grel", "gliptin", "gliflozin", "glutide", "tinib", "ximab",
+    "zumab", "mumab", "triptan", "dronate", "lukast", "oxetine", "afil", "semide", "thiazide",
+    "barbital", "caine", "profen", "coxib", "vudine", "navir", "ciclovir", "tropium",
+)  # fmt: skip
+_STEMMED = re.compile(r"\b[A-Za-z][a-z]{2,}(?:" + "|".join(_STEMS) + r")\b", re.IGNORECASE)
+#: how sure a drug found by its name's stem is (the model did not read it)
+STEM_CONFIDENCE = 0.9
+
+
+def drugs_by_stem(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each word whose ending is a drug class's USAN stem (:data:`_STEMS`:
+    "ondansetron", "lisinopril", "metoprolol") a Drug, where the model found nothing over it."""
+    added = [
+        Entity(m.start(), m.end(), m.group(), "Drug", *(STEM_CONFIDENCE,) * 3)
+        for m in _STEMMED.finditer(text)
+        if not any(e.start < m.end() and m.start() < e.end for e in entities)
+    ]
+    return sorted([*entities, *added], key=_at) if added else list(entities)
+
+
+_VOLUME = re.compile(r"(?:\bm?L|\bml|\bcc)$")
+
+
+def drugs_before_doses(text: str, entities: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with a Test or a Procedure right before a Dosage on its line (a space
+    between: "Potassium chloride ER 20 mEq PO daily", "iron sucrose 200 mg IV") a Drug: what
+    a dose follows is what is given. Not before a volume ("goal UF 3-4 L")."""
+    out = list(entities)
+    for i, (e, after) in enumerate(pairwise(entities)):
+        if (
+            e.type in ("Test", "Procedure")
+            and after.type == "Dosage"
+            and text[e.end : after.start] in (" ", "\t")
+            and not _VOLUME.search(after.text)
+        ):
+            out[i] = with_fields(e, type="Drug")
+    return out

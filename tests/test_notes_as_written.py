@@ -561,8 +561,11 @@ def test_a_finding_s_degree_is_its_severity_not_part_of_it():
         "small bowel obstruction",
         "edema",
     ]
-    lone = [_entity(text, 0, 6, "Problem")]  # "Severe" alone: nothing to cut it from
-    assert findings_without_their_severity(text, lone, severity=True) == lone
+    lone = [_entity(text, 0, 6, "Problem")]  # "Severe" alone: a degree, of no finding here
+    assert _read(findings_without_their_severity(text, lone, severity=True)) == [
+        ("Severe", "Severity")
+    ]
+    assert findings_without_their_severity(text, lone, severity=False) == []
     listed = "mild, severe pain"  # the model's Severity before: the next word still is one
     ents = [_entity(listed, 0, 4, "Severity"), _entity(listed, 6, 17, "Problem")]
     found = findings_without_their_severity(listed, ents, severity=True)
@@ -951,4 +954,234 @@ def test_a_test_or_drug_named_exactly_as_a_finding_is_a_problem():
         ("fever", "Test"),
         ("HD", "Procedure"),
         ("cough", "Test"),
+    ]
+
+
+def _found(text: str, *spans: tuple[str, str]) -> list[Entity]:
+    """The model's entities: each (words, type) at its first place after the one before."""
+    out, at = [], 0
+    for words, kind in spans:
+        at = text.index(words, at)
+        out.append(_entity(text, at, at + len(words), kind))
+        at += len(words)
+    return out
+
+
+def _read(entities: list[Entity]) -> list[tuple[str, str]]:
+    return [(e.text, e.type) for e in entities]
+
+
+@pytest.mark.parametrize(
+    ("text", "model", "read"),
+    [
+        (
+            "EXAM: CT A/P with IV contrast",
+            [("CT A/P", "Result")],
+            [("CT", "Test"), ("A/P", "Anatomy")],
+        ),
+        ("XR L foot w/o gas", [("XR L foot", "Anatomy")], [("XR", "Test"), ("L foot", "Anatomy")]),
+        (
+            "XR left hip and pelvis, 3 views",
+            [],
+            [("XR", "Test"), ("left hip", "Anatomy"), ("pelvis", "Anatomy")],
+        ),
+        (
+            "CHEST X-RAY, 2 VIEWS",
+            [("CHEST X-RAY", "Test")],
+            [("CHEST", "Anatomy"), ("X-RAY", "Test")],
+        ),
+        ("MRI of the brain", [("MRI", "Test")], [("MRI", "Test"), ("brain", "Anatomy")]),
+        ("RUQ US ordered", [], [("RUQ", "Anatomy"), ("US", "Test")]),
+        (
+            "CT ABD0MEN/PELVlS WlTH lV C0NTRAST",
+            [],
+            [("CT", "Test"), ("ABD0MEN", "Anatomy"), ("PELVlS", "Anatomy")],
+        ),
+        ("CTA head/neck", [], [("CTA", "Test"), ("head", "Anatomy"), ("neck", "Anatomy")]),
+        # no region after it: not a study of one; A/P as the plan's header
+        ("CT surgery consulted. US citizen. A/P: AKI", [], []),
+    ],
+)
+def test_an_imaging_study_and_its_regions_are_a_test_and_sites(text, model, read):
+    """As the guidelines annotate "chest CT": the study a Test, each region an Anatomy,
+    whatever the model read over them as one span; what it read right is kept as it was."""
+    ents = measurements.with_imaging_sites(text, _found(text, *model))
+    assert _read(ents) == read
+    kept = [e for e in ents if e.confidence == 0.9]  # the model's own, not replaced
+    assert _read(kept) == [r for r in read if r in model]
+
+
+@pytest.mark.parametrize(
+    ("text", "model", "read"),
+    [
+        ("KCl 40 mEq PO daily", [("40 mEq PO daily", "Result")], [("40 mEq", "Dosage")]),
+        ("KCl 40 mEq PO x2", [("40 mEq", "Result")], [("40 mEq", "Dosage")]),
+        ("MgSO4 2 g IV", [("2 g IV", "Result")], [("2 g", "Dosage")]),
+        (
+            "glargine ↑ from 20 units to 26 units",
+            [("20 units", "Result"), ("26 units", "Result")],
+            [("20 units", "Dosage"), ("26 units", "Dosage")],
+        ),
+        # a value in a lab's unit, a volume or with more than a regimen after it stays a Result
+        ("Na 134 mEq/L", [("134 mEq/L", "Result")], [("134 mEq/L", "Result")]),
+        ("UOP 600 mL", [("600 mL", "Result")], [("600 mL", "Result")]),
+        (
+            "UOP 600 mL overnight",
+            [("600 mL overnight", "Result")],
+            [("600 mL overnight", "Result")],
+        ),
+    ],
+)
+def test_a_dose_read_as_a_result_is_a_dosage(text, model, read):
+    from mslm_core import regimen
+
+    assert _read(regimen.doses(text, _found(text, *model))) == read
+
+
+def test_words_of_no_entity_are_dropped_and_pain_spreads_to_a_site():
+    text = (
+        "TECHNIQUE: Axial images, coronal reformats. XR CHEST PA AND LATERAL. NS 1 L bolus. "
+        "recheck TSH. Podiatry saw pt. Vascular surgery 4 wks. CP radiates to L arm. "
+        "s/p radiation 2012. Cardiology note reviewed."
+    )
+    model = _found(
+        text,
+        ("Axial images", "Test"),
+        ("coronal reformats", "Test"),
+        ("LATERAL", "Result"),
+        ("bolus", "Procedure"),
+        ("recheck", "Procedure"),
+        ("TSH", "Test"),
+        ("Podiatry", "Procedure"),
+        ("Vascular surgery", "Procedure"),
+        ("CP", "Problem"),
+        ("radiates", "Problem"),
+        ("radiation", "Procedure"),  # a therapy: no site after it
+        ("Cardiology", "Procedure"),  # no visit, no time: left to the model
+    )
+    assert _read(measurements.without_words_of_no_entity(text, model)) == [
+        ("TSH", "Test"),
+        ("CP", "Problem"),
+        ("L arm", "Anatomy"),
+        ("radiation", "Procedure"),
+        ("Cardiology", "Procedure"),
+    ]
+
+
+def test_sizes_weights_distances_and_times_are_no_results_without_their_test():
+    text = "10 lb weight gain. walking 50 ft. Wall thickening to 5 mm. lactate; insulin w/ 2h "
+    text += "overlap. TAPSE 1.8 cm"
+    model = _found(
+        text,
+        ("10 lb", "Result"),
+        ("50 ft", "Result"),
+        ("5 mm", "Result"),
+        ("lactate", "Test"),
+        ("2h", "Result"),
+        ("TAPSE", "Test"),
+        ("1.8 cm", "Result"),
+    )
+    assert _read(measurements.without_lone_results(text, model)) == [
+        ("lactate", "Test"),
+        ("TAPSE", "Test"),
+        ("1.8 cm", "Result"),
+    ]
+
+
+def test_a_lab_a_plan_orders_again_or_waits_for_is_a_test():
+    text = "recheck K this PM; f/u lipase. repeat INR, repeat lactate. narrow per cx. "
+    text += "C diff not sent. Kept the K at bedside. per pt request"
+    model = _found(text, ("INR", "Test"), ("lactate", "Drug"))
+    found = measurements.with_ordered_tests(text, model)
+    assert _read(found) == [
+        ("K", "Test"),
+        ("lipase", "Test"),
+        ("INR", "Test"),
+        ("lactate", "Test"),  # over the model's drug
+        ("cx", "Test"),
+        ("C diff", "Test"),
+    ]
+    assert [e.confidence for e in found if e.text == "INR"] == [0.9]  # the model's, kept
+
+
+def test_a_drug_is_known_by_its_class_stem_or_by_the_dose_after_it():
+    from mslm_core import regimen
+
+    text = "ondansetron 4 mg IV, Metoprolol 25 mg; iron sucrose 200 mg IV. goal UF 3-4 L. protein"
+    model = _found(
+        text,
+        ("Metoprolol", "Drug"),
+        ("25 mg", "Dosage"),
+        ("iron sucrose", "Test"),
+        ("200 mg", "Dosage"),
+        ("UF", "Procedure"),
+        ("3-4 L", "Dosage"),
+    )
+    found = regimen.drugs_before_doses(text, regimen.drugs_by_stem(text, model))
+    assert _read(found) == [
+        ("ondansetron", "Drug"),  # -setron, found by its stem
+        ("Metoprolol", "Drug"),
+        ("25 mg", "Dosage"),
+        ("iron sucrose", "Drug"),  # before its dose
+        ("200 mg", "Dosage"),
+        ("UF", "Procedure"),  # before a volume: not given
+        ("3-4 L", "Dosage"),
+    ]
+    assert found[0].confidence == regimen.STEM_CONFIDENCE
+
+
+def test_imaging_findings_and_procedures_are_found_by_name_off_headers():
+    from mslm_core.findings import imaging_findings, procedures_by_name
+
+    text = "MEDICATIONS - HEMODIALYSIS UNIT\nNo free air. adjacent fat stranding. s/p L hip "
+    text += "replacement and cholecystectomy; HD today. Baker cyst."
+    header = [(0, 31)]
+    model = _found(text, ("cholecystectomy", "Procedure"), ("HD", "Procedure"))
+    found = procedures_by_name(text, imaging_findings(text, model, header), header)
+    assert _read(found) == [
+        ("free air", "Problem"),
+        ("fat stranding", "Problem"),
+        ("hip replacement", "Procedure"),
+        ("cholecystectomy", "Procedure"),
+        ("HD", "Procedure"),
+        ("cyst", "Problem"),
+    ]
+
+
+def test_a_site_and_what_is_said_of_it_are_cut_apart_unless_they_name_one_finding():
+    from mslm_core.findings import findings_cut_from_their_site, findings_without_their_severity
+
+    text = "R hip fracture. Calves soft. leg edema. knee pain. R hip dressing c/d/i. Moderate OA"
+    model = _found(
+        text,
+        ("R hip fracture", "Problem"),
+        ("Calves soft", "Problem"),
+        ("leg edema", "Problem"),
+        ("knee pain", "Problem"),
+        ("R hip dressing", "Procedure"),
+        ("Moderate", "Problem"),
+        ("OA", "Problem"),
+    )
+    cut = findings_cut_from_their_site(text, model, lambda words: words == "leg edema")
+    assert _read(findings_without_their_severity(text, cut, severity=True)) == [
+        ("R hip", "Anatomy"),
+        ("fracture", "Problem"),
+        ("Calves", "Anatomy"),
+        ("soft", "Result"),
+        ("leg edema", "Problem"),  # named as one finding
+        ("knee pain", "Problem"),  # pain is not cut from its site
+        ("R hip", "Anatomy"),
+        ("Moderate", "Severity"),
+        ("OA", "Problem"),
+    ]
+
+
+@pytest.mark.parametrize("word", ["asymptomatic", "contraindicated", "physiologic", "stable"])
+def test_a_word_said_of_a_finding_is_no_finding_alone(word):
+    from mslm_core.findings import findings_without_their_severity
+
+    text = f"{word}. {word} angina"
+    model = _found(text, (word, "Problem"), (f"{word} angina", "Problem"))
+    assert _read(findings_without_their_severity(text, model, severity=False)) == [
+        (f"{word} angina", "Problem")
     ]
