@@ -30,6 +30,8 @@ ALONE = "note-style/served-test-without-shorthand.json"
 #: (commit ab4a6fd) and after them
 SHORT_FORMS = "note-style/short-forms/"
 RULES = "note-style/note-rules/"
+#: the round of rules for studies, doses, plans and sites (that model trained again, fc8f482 before)
+WORDS = "note-style/note-words/"
 UNMENDED = "note-style/served-test-unmended.json"
 # the served model's figures with the words mended, as they were when the mending came (commit
 # 08726e2, the same model and rules as the unmended run beside them)
@@ -296,11 +298,13 @@ LINES: tuple[Line, ...] = (
         Fig(SERVED, ("served", "overlap_f1"), "3"),
         Fig(RULES + "test.json", ("served", "strict_f1"), "3"),
         Fig(RULES + "test.json", ("served", "overlap_f1"), "3"),
-        None,  # ≥ 90 %: the goal
+        Fig(WORDS + "test.json", ("served", "strict_f1"), "3"),
+        Fig(WORDS + "test.json", ("served", "overlap_f1"), "4"),
     ),
     _row(
         PAGE,
         "shorthand-led findings (92.4 % over all",
+        None,  # ≥ 90 %: the goal
         _fig("served", ("shorthand", "all", "found_and_typed_right"), "%1"),
         _fig("served", ("shorthand", "held_out", "found_and_typed_right"), "%1"),
     ),
@@ -445,6 +449,20 @@ LINES: tuple[Line, ...] = (
         *_short_forms("test", RULES),
     ),
     _row(PAGE, "the shorthand found and typed right 92.5 → 93.2 %", *_found_before_after(RULES)),
+    # -- studies, doses, plans and sites (before and after, the EPYC build again)
+    _row(
+        PAGE,
+        "rules of commit fc8f482): strict / overlap F1",
+        *_short_forms("dev-before", WORDS),
+        *_short_forms("dev", WORDS),
+    ),
+    _row(
+        PAGE,
+        "development notes, 0.8355 / 0.8910 → 0.8477 / 0.9001",
+        *_short_forms("test-before", WORDS),
+        *_short_forms("test", WORDS),
+    ),
+    _row(PAGE, "typed right 93.2 → 94.5 % there", *_found_before_after(WORDS)),
 )
 
 #: The page's lines whose decimals are no figure of a committed result file, and why.
@@ -458,6 +476,13 @@ UNMEASURED: tuple[Unmeasured, ...] = (
     Unmeasured(PAGE, "1.8 cm`, `E/e' 16`, `FENa 0.4%`", "examples of echo measures and scores"),
     Unmeasured(PAGE, "salt diet (2 g)`, `Limit salt to 2 g a day", "examples of diets"),
     Unmeasured(PAGE, "`Cr 1.9 (baseline 1.7)`", "examples of earlier values in brackets"),
+    Unmeasured(PAGE, "a weight, a distance or a time with no test", "examples of sizes"),
+    Unmeasured(PAGE, "`10 lb`, `50 ft`, `w/ 2h overlap`", "examples of sizes and times"),
+    Unmeasured(
+        PAGE,
+        "(it rose 0.0008 with it)",
+        "the test notes read between two steps of the round (0.8978 → 0.8986), no file kept",
+    ),
     Unmeasured(PAGE, "a drug `on hold, Cr 2.1` makes no threshold", "examples"),
     Unmeasured(PAGE, "not `PT 14.2`, `PT/INR` or a patient", "examples of no therapy"),
     Unmeasured(PAGE, "`Cr 1.4`, `troponin 0.4 ng/mL`", "examples of what the vitals reader takes"),
