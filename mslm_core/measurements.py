@@ -571,8 +571,9 @@ _NOT_ENTITIES = re.compile(
 )
 _SERVICE_SEEN = re.compile(
     r"(?i:" + _SERVICES + r")(?:[ \t]+(?i:visit|clinic|team|service))?"
-    r"(?=[ \t]+(?:\d+[ \t]*(?i:d|days?|wks?|weeks?|mos?|months?)\b|(?i:saw|consulted|following"
-    r"|recs|to see|will see)\b))"
+    r"(?=[ \t]+(?:\d+[ \t]*(?i:d|days?|wks?|weeks?|mos?|months?)\b"
+    r"(?![ \t]+(?i:ago|prior|before|earlier))"
+    r"|(?i:saw|consulted|following|recs|to see|will see)\b))"
     r"|(?:"
     + "|".join(
         f"(?<=(?i:{w}))"

@@ -1042,7 +1042,7 @@ def test_words_of_no_entity_are_dropped_and_pain_spreads_to_a_site():
     text = (
         "TECHNIQUE: Axial images, coronal reformats. XR CHEST PA AND LATERAL. NS 1 L bolus. "
         "recheck TSH. Podiatry saw pt. Vascular surgery 4 wks. CP radiates to L arm. "
-        "s/p radiation 2012. Cardiology note reviewed."
+        "s/p radiation 2012. Cardiology note reviewed. s/p surgery 2 days ago."
     )
     model = _found(
         text,
@@ -1058,6 +1058,7 @@ def test_words_of_no_entity_are_dropped_and_pain_spreads_to_a_site():
         ("radiates", "Problem"),
         ("radiation", "Procedure"),  # a therapy: no site after it
         ("Cardiology", "Procedure"),  # no visit, no time: left to the model
+        ("surgery", "Procedure"),  # done two days ago: no service
     )
     assert _read(measurements.without_words_of_no_entity(text, model)) == [
         ("TSH", "Test"),
@@ -1065,6 +1066,7 @@ def test_words_of_no_entity_are_dropped_and_pain_spreads_to_a_site():
         ("L arm", "Anatomy"),
         ("radiation", "Procedure"),
         ("Cardiology", "Procedure"),
+        ("surgery", "Procedure"),
     ]
 
 
