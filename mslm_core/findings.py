@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from .shorthand import FOUND_CONFIDENCE
-from .types import Entity, with_fields
+from .types import Entity, where_free, with_fields
 
 #: Words of degree ("severe chest pain", "mildly dilated", "trace edema"): the clinical schema's
 #: Severity, never the start of a finding (MACCROBAT2020 annotates them apart: severe 92
@@ -173,13 +173,12 @@ def _named(
 ) -> list[Entity]:
     """``entities`` with each match of ``pattern`` an entity of ``type_`` where nothing was
     found over it and it is on no header."""
-    taken = [(e.start, e.end) for e in entities] + list(headers)
-    added = [
+    found = [
         Entity(m.start(), m.end(), m.group(), type_, *(FOUND_CONFIDENCE,) * 3)
         for m in pattern.finditer(text)
-        if not any(a < m.end() and m.start() < b for a, b in taken)
+        if not any(a < m.end() and m.start() < b for a, b in headers)
     ]
-    return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
+    return where_free(entities, found)
 
 
 #: A word built on a surgical suffix ("-ectomy", "-plasty", "-otomy", "-ostomy", "-centesis",

@@ -18,8 +18,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .context.sections import ocr_tolerant
 from .normalize import FINDINGS_IN_WORDS
-from .types import Entity
+from .types import Entity, where_free
 
 #: The confidence given to a measurement's Test and Result: the share of the measurements
 #: found in the note-style check set's development notes that were right
@@ -485,19 +486,7 @@ _WATCHED = re.compile(
 def with_watched_tests(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` with each measure to watch (:data:`_WATCHED`) a Test, where nothing was
     found over it."""
-    taken = [(e.start, e.end) for e in entities]
-    added = [
-        _entity(text, m.span(), "Test")
-        for m in _WATCHED.finditer(text)
-        if not any(a < m.end() and m.start() < b for a, b in taken)
-    ]
-    return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
-
-
-def _scanned(word: str) -> str:
-    """``word`` as a pattern that also matches it as a scanner writes it ("abd0men", "pe1vis",
-    "PELVlS"): an o may be a zero, an l or an i a one or the other."""
-    return "".join({"o": "[o0]", "l": "[l1i]", "i": "[il1]"}.get(c, re.escape(c)) for c in word)
+    return where_free(entities, [_entity(text, m.span(), "Test") for m in _WATCHED.finditer(text)])
 
 
 # an imaging study and the body regions it images ("CT A/P", "XR left hip and pelvis", "MRI of
@@ -512,7 +501,7 @@ _REGION_WORDS = (
 )  # fmt: skip
 _ONE_REGION = (
     r"(?i:(?:(?:L|R|left|right|bilateral|bilat|B/L)[ \t]+)?(?:"
-    + "|".join(_scanned(w) for w in sorted(_REGION_WORDS, key=len, reverse=True))
+    + "|".join(ocr_tolerant(w) for w in sorted(_REGION_WORDS, key=len, reverse=True))
     + r"))(?![\w-])"
 )
 _REGIONS = re.compile(
@@ -601,14 +590,8 @@ def without_words_of_no_entity(text: str, entities: Sequence[Entity]) -> list[En
         if not any(a == e.start and e.end == b for a, b in words)
         and not (e.type != "Drug" and _NOT_ENTITIES.fullmatch(e.text))
     ]
-    added = [
-        _entity(text, m.span("site"), "Anatomy")
-        for m in _RADIATES.finditer(text)
-        if not any(e.start < m.end("site") and m.start("site") < e.end for e in kept)
-    ]
-    if not added:
-        return kept
-    return sorted([*kept, *added], key=lambda e: (e.start, e.end))
+    sites = [_entity(text, m.span("site"), "Anatomy") for m in _RADIATES.finditer(text)]
+    return where_free(kept, sites)
 
 
 # a lab a plan orders again or waits for ("recheck K this PM", "f/u lipase", "repeat lipids",

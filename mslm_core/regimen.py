@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .types import Entity, with_fields
+from .types import Entity, where_free, with_fields
 
 _NUMBER = r"\d+(?:[.,]\d+)*(?:[ \t]?(?:-|–|to)[ \t]?\d+(?:[.,]\d+)*)?(?:/\d+(?:[.,]\d+)*)?"
 _UNIT = (
@@ -247,12 +247,11 @@ STEM_CONFIDENCE = 0.9
 def drugs_by_stem(text: str, entities: Sequence[Entity]) -> list[Entity]:
     """``entities`` with each word whose ending is a drug class's USAN stem (:data:`_STEMS`:
     "ondansetron", "lisinopril", "metoprolol") a Drug, where the model found nothing over it."""
-    added = [
+    found = [
         Entity(m.start(), m.end(), m.group(), "Drug", *(STEM_CONFIDENCE,) * 3)
         for m in _STEMMED.finditer(text)
-        if not any(e.start < m.end() and m.start() < e.end for e in entities)
     ]
-    return sorted([*entities, *added], key=_at) if added else list(entities)
+    return where_free(entities, found)
 
 
 _VOLUME = re.compile(r"(?:\bm?L|\bml|\bcc)$")

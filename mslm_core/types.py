@@ -5,7 +5,7 @@ each other."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
@@ -178,6 +178,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
+
+
+def where_free(entities: Sequence[Entity], found: Sequence[Entity]) -> list[Entity]:
+    """``entities`` with each of ``found`` that overlaps none of them, in text order: what a
+    rule finds where the model found nothing."""
+    added = [n for n in found if not any(e.start < n.end and n.start < e.end for e in entities)]
+    return sorted([*entities, *added], key=lambda e: (e.start, e.end)) if added else list(entities)
 
 
 def with_fields(value: _Frozen, **changes: Any) -> _Frozen:

@@ -60,7 +60,7 @@ class SectionRules:
         ("… was stable. Family history: …")."""
 
         def phrase(ws: tuple[str, ...]) -> str:
-            return r"[ \t]*".join(_ocr_tolerant(w) for w in ws)
+            return r"[ \t]*".join(ocr_tolerant(w) for w in ws)
 
         ordered = sorted(self.headers, key=lambda p: (-len(" ".join(p)), p))
         alternatives = "|".join(f"(?:{phrase(p)})" for p in ordered) or r"(?!)"
@@ -97,7 +97,8 @@ _LOOK_ALIKES = {
 _FOLD = str.maketrans({"0": "o", "1": "i", "|": "i", "l": "i", "5": "s", "8": "b"})
 
 
-def _ocr_tolerant(word: str) -> str:
+def ocr_tolerant(word: str) -> str:
+    """``word`` (lower case) as a pattern that also matches it as a scanner writes it."""
     return "".join(_LOOK_ALIKES.get(c, re.escape(c)) for c in word)
 
 
